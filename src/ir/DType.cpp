@@ -1,0 +1,134 @@
+// \file DType.cpp
+// Scalar type names and exact f16 / bf16 rounding.
+#include "ir/DType.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kintsugi {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Unknown: return "unknown";
+    case DType::Bool: return "bool";
+    case DType::Int: return "int";
+    case DType::I8: return "i8";
+    case DType::I32: return "i32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+  }
+  return "unknown";
+}
+
+DType dtype_from_name(const std::string& name) {
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  if (name == "f32") return DType::F32;
+  if (name == "i32") return DType::I32;
+  if (name == "i8") return DType::I8;
+  if (name == "bool") return DType::Bool;
+  return DType::Unknown;
+}
+
+int dtype_bytes(DType t) {
+  switch (t) {
+    case DType::I8: case DType::Bool: return 1;
+    case DType::F16: case DType::BF16: return 2;
+    case DType::I32: case DType::F32: return 4;
+    case DType::Int: return 8;
+    case DType::Unknown: return 0;
+  }
+  return 0;
+}
+
+double dtype_epsilon(DType t) {
+  switch (t) {
+    case DType::F16: return std::ldexp(1.0, -10);
+    case DType::BF16: return std::ldexp(1.0, -7);
+    case DType::F32: return std::ldexp(1.0, -23);
+    default: return 0.0;
+  }
+}
+
+namespace {
+// Rounds |x| (finite, non-negative) to a binary float with `mant` explicit mantissa bits, minimum
+// normal exponent `emin` and maximum finite value `maxv`; returns the rounded magnitude.
+double round_magnitude(double ax, int mant, int emin, double maxv) {
+  if (ax == 0.0) return 0.0;
+  int e = std::ilogb(ax);
+  if (e < emin) e = emin;  // subnormal range: fixed quantum
+  double quantum = std::ldexp(1.0, e - mant);
+  double r = std::nearbyint(ax / quantum) * quantum;  // default rounding mode: ties to even
+  if (r > maxv) return std::numeric_limits<double>::infinity();
+  return r;
+}
+}  // namespace
+
+uint16_t double_to_f16_bits(double x) {
+  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  if (std::isnan(x)) return 0x7e00;
+  double ax = std::fabs(x);
+  if (std::isinf(ax)) return sign | 0x7c00;
+  double r = round_magnitude(ax, 10, -14, 65504.0);
+  if (std::isinf(r)) return sign | 0x7c00;
+  if (r == 0.0) return sign;
+  int e = std::ilogb(r);
+  if (e < -14) {  // subnormal: r = m * 2^-24
+    return sign | static_cast<uint16_t>(std::lround(std::ldexp(r, 24)));
+  }
+  uint16_t mant = static_cast<uint16_t>(std::lround(std::ldexp(r, -e) * 1024.0) - 1024);
+  return sign | static_cast<uint16_t>((e + 15) << 10) | mant;
+}
+
+double f16_bits_to_double(uint16_t bits) {
+  int sign = bits & 0x8000 ? -1 : 1;
+  int exp = (bits >> 10) & 0x1f;
+  int mant = bits & 0x3ff;
+  if (exp == 0x1f) return mant ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  return sign * std::ldexp(1024 + mant, exp - 25);
+}
+
+uint16_t double_to_bf16_bits(double x) {
+  if (std::isnan(x)) return 0x7fc0;
+  // bf16 is the top half of an f32: round the double to f32 range and 8 significant bits.
+  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  double ax = std::fabs(x);
+  double maxv = std::ldexp(255.0, 127 - 7);  // (2 - 2^-7) * 2^127
+  double r = std::isinf(ax) ? ax : round_magnitude(ax, 7, -126, maxv);
+  float f = static_cast<float>(r);  // exact: r has at most 8 significant bits
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return sign | static_cast<uint16_t>(u >> 16);
+}
+
+double bf16_bits_to_double(uint16_t bits) {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+double round_to_dtype(double x, DType t) {
+  switch (t) {
+    case DType::F16: return f16_bits_to_double(double_to_f16_bits(x));
+    case DType::BF16: return bf16_bits_to_double(double_to_bf16_bits(x));
+    case DType::F32: return static_cast<double>(static_cast<float>(x));
+    case DType::I8:
+    case DType::I32: {
+      if (std::isnan(x)) return 0.0;
+      double lo = t == DType::I8 ? -128.0 : -2147483648.0;
+      double hi = t == DType::I8 ? 127.0 : 2147483647.0;
+      double v = std::trunc(x);
+      return v < lo ? lo : (v > hi ? hi : v);
+    }
+    case DType::Bool: return x != 0.0 ? 1.0 : 0.0;
+    case DType::Int: return std::isnan(x) ? 0.0 : std::trunc(x);
+    case DType::Unknown: break;
+  }
+  return x;
+}
+
+}  // namespace kintsugi

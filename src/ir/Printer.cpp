@@ -1,0 +1,213 @@
+// \file Printer.cpp
+// Text form of the IR (see Printer.h).
+#include "ir/Printer.h"
+
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+namespace kintsugi::ir {
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, res.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+namespace {
+
+int precedence(const Expr& e) {
+  switch (e->op) {
+    case Op::Or: return 1;
+    case Op::And: return 2;
+    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne: return 3;
+    case Op::Add: case Op::Sub: return 4;
+    case Op::Mul: case Op::Div: case Op::Mod: return 5;
+    case Op::Neg: case Op::Not: return 6;
+    case Op::FloatImm: return e->float_value < 0 ? 6 : 7;
+    case Op::IntImm: return e->int_value < 0 ? 6 : 7;
+    default: return 7;
+  }
+}
+
+void print_expr(std::ostringstream& out, const Expr& e);
+
+void print_operand(std::ostringstream& out, const Expr& e, int min_prec) {
+  bool paren = precedence(e) < min_prec;
+  if (paren) out << "(";
+  print_expr(out, e);
+  if (paren) out << ")";
+}
+
+void print_list(std::ostringstream& out, const std::vector<Expr>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) out << ", ";
+    print_expr(out, args[i]);
+  }
+}
+
+void print_expr(std::ostringstream& out, const Expr& e) {
+  if (!e) {
+    out << "<null>";
+    return;
+  }
+  switch (e->op) {
+    case Op::IntImm: out << e->int_value; break;
+    case Op::FloatImm: out << format_double(e->float_value); break;
+    case Op::BoolImm: out << (e->int_value ? "true" : "false"); break;
+    case Op::Var: out << e->name; break;
+    case Op::Load:
+      out << e->name << "[";
+      print_list(out, e->args);
+      out << "]";
+      break;
+    case Op::Neg:
+    case Op::Not:
+      out << op_symbol(e->op);
+      print_operand(out, e->args[0], 6);
+      break;
+    case Op::Min:
+    case Op::Max:
+      out << op_symbol(e->op) << "(";
+      print_list(out, e->args);
+      out << ")";
+      break;
+    case Op::Call:
+      out << math_fn_name(e->fn) << "(";
+      print_list(out, e->args);
+      out << ")";
+      break;
+    case Op::Cast:
+      out << dtype_name(e->type) << "(";
+      print_expr(out, e->args[0]);
+      out << ")";
+      break;
+    case Op::Select:
+      out << "select(";
+      print_list(out, e->args);
+      out << ")";
+      break;
+    case Op::Reduce:
+      out << reducer_name(e->reducer) << "[";
+      for (size_t i = 0; i < e->axes.size(); ++i) out << (i ? ", " : "") << e->axes[i].name;
+      out << "](";
+      print_expr(out, e->args[0]);
+      out << ")";
+      break;
+    default: {
+      // Binary operators are left-associative: the right operand needs parentheses at equal
+      // precedence.
+      int p = precedence(e);
+      print_operand(out, e->args[0], p);
+      out << " " << op_symbol(e->op) << " ";
+      print_operand(out, e->args[1], p + 1);
+      break;
+    }
+  }
+}
+
+const char* iter_kind_name(IterKind k) {
+  switch (k) {
+    case IterKind::Spatial: return "spatial";
+    case IterKind::Reduce: return "reduce";
+    case IterKind::Scan: return "scan";
+  }
+  return "?";
+}
+
+void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
+  std::string pad(indent * 2, ' ');
+  switch (s->kind) {
+    case StmtKind::Seq:
+      for (const Stmt& c : s->stmts) print_stmt(out, c, indent);
+      break;
+    case StmtKind::For:
+      out << pad << (s->for_kind == ForKind::Parallel ? "parallel for " : "for ") << s->var
+          << " in ";
+      if (!(s->min->op == Op::IntImm && s->min->int_value == 0)) out << to_string(s->min) << " + ";
+      out << "range(" << to_string(s->extent) << "):\n";
+      print_stmt(out, s->body, indent + 1);
+      break;
+    case StmtKind::Block:
+      out << pad << "block " << s->name << "(";
+      for (size_t i = 0; i < s->iters.size(); ++i) {
+        const IterVar& iv = s->iters[i];
+        out << (i ? ", " : "") << iter_kind_name(iv.kind) << " " << iv.name << ":"
+            << to_string(iv.extent);
+        bool identity = iv.binding && iv.binding->op == Op::Var && iv.binding->name == iv.name;
+        if (!identity) out << " = " << to_string(iv.binding);
+      }
+      out << "):\n";
+      if (s->init) {
+        out << pad << "  init:\n";
+        print_stmt(out, s->init, indent + 2);
+      }
+      print_stmt(out, s->body, indent + 1);
+      break;
+    case StmtKind::Store:
+      out << pad << s->buffer << "[";
+      print_list(out, s->indices);
+      out << "] = " << to_string(s->value) << "\n";
+      break;
+    case StmtKind::If:
+      out << pad << "if " << to_string(s->cond) << ":\n";
+      print_stmt(out, s->then_case, indent + 1);
+      if (s->else_case) {
+        out << pad << "else:\n";
+        print_stmt(out, s->else_case, indent + 1);
+      }
+      break;
+  }
+}
+
+const char* role_name(BufferRole r) {
+  switch (r) {
+    case BufferRole::Input: return "input";
+    case BufferRole::Output: return "output";
+    case BufferRole::Intermediate: return "buffer";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string to_string(const Expr& e) {
+  std::ostringstream out;
+  print_expr(out, e);
+  return out.str();
+}
+
+std::string to_string(const Stmt& s, int indent) {
+  std::ostringstream out;
+  print_stmt(out, s, indent);
+  return out.str();
+}
+
+std::string to_string(const LoopProgram& p) {
+  std::ostringstream out;
+  out << "program " << p.name << "\n";
+  if (!p.dims.empty()) {
+    out << "  sizes ";
+    for (size_t i = 0; i < p.dims.size(); ++i) out << (i ? ", " : "") << p.dims[i];
+    out << "\n";
+  }
+  for (const Param& prm : p.params)
+    out << "  param " << prm.name << ": " << dtype_name(prm.dtype) << " = "
+        << format_double(prm.value) << "\n";
+  for (const Buffer& b : p.buffers) {
+    out << "  " << role_name(b.role) << " " << b.name << ": " << dtype_name(b.dtype) << "[";
+    print_list(out, b.shape);
+    out << "]";
+    if (b.role == BufferRole::Intermediate) out << " " << b.scope;
+    out << "\n";
+  }
+  out << "body:\n";
+  if (p.body) print_stmt(out, p.body, 1);
+  return out.str();
+}
+
+}  // namespace kintsugi::ir

@@ -1,0 +1,18 @@
+// \file Printer.h
+// A stable, readable text form of expressions, loop IR statements and loop programs.
+// The text is what FileCheck tests match, so changes to it are changes to the tests.
+#pragma once
+
+#include <string>
+
+#include "ir/Stmt.h"
+
+namespace kintsugi::ir {
+
+std::string to_string(const Expr& e);
+std::string to_string(const Stmt& s, int indent = 0);
+std::string to_string(const LoopProgram& p);
+// Shortest text that reads back to the same double ("inf", "-inf", "nan" for the specials).
+std::string format_double(double v);
+
+}  // namespace kintsugi::ir

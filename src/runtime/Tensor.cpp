@@ -1,0 +1,87 @@
+// \file Tensor.cpp
+// Host tensors (see Tensor.h).
+#include "runtime/Tensor.h"
+
+#include <cstring>
+
+#include "support/Error.h"
+
+namespace kintsugi::runtime {
+
+int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) arg_error << what << " has a negative size " << d;
+    if (d != 0 && n > (int64_t{1} << 62) / d)
+      arg_error << what << " is too large: its element count overflows 64 bits";
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_) : dtype(dtype_), shape(std::move(shape_)) {
+  internal_assert(is_storage(dtype)) << "tensor of non-storage type " << dtype_name(dtype);
+  int64_t n = checked_numel(shape, "tensor");
+  data.assign(static_cast<size_t>(n) * dtype_bytes(dtype), 0);
+}
+
+int64_t Tensor::numel() const { return dtype_bytes(dtype) ? static_cast<int64_t>(data.size()) / dtype_bytes(dtype) : 0; }
+
+double Tensor::get(int64_t i) const {
+  const uint8_t* p = data.data() + i * dtype_bytes(dtype);
+  switch (dtype) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::F16: {
+      uint16_t b;
+      std::memcpy(&b, p, 2);
+      return f16_bits_to_double(b);
+    }
+    case DType::BF16: {
+      uint16_t b;
+      std::memcpy(&b, p, 2);
+      return bf16_bits_to_double(b);
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::I8: return static_cast<int8_t>(*p);
+    default: internal_error << "get() on tensor of type " << dtype_name(dtype);
+  }
+  return 0.0;
+}
+
+void Tensor::set(int64_t i, double v) {
+  uint8_t* p = data.data() + i * dtype_bytes(dtype);
+  switch (dtype) {
+    case DType::F32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case DType::F16: {
+      uint16_t b = double_to_f16_bits(v);
+      std::memcpy(p, &b, 2);
+      break;
+    }
+    case DType::BF16: {
+      uint16_t b = double_to_bf16_bits(v);
+      std::memcpy(p, &b, 2);
+      break;
+    }
+    case DType::I32: {
+      int32_t x = static_cast<int32_t>(round_to_dtype(v, DType::I32));
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::I8: *p = static_cast<uint8_t>(static_cast<int8_t>(round_to_dtype(v, DType::I8))); break;
+    default: internal_error << "set() on tensor of type " << dtype_name(dtype);
+  }
+}
+
+}  // namespace kintsugi::runtime
