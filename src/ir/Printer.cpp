@@ -93,7 +93,10 @@ void print_expr(std::ostringstream& out, const Expr& e) {
       break;
     case Op::Reduce:
       out << reducer_name(e->reducer) << "[";
-      for (size_t i = 0; i < e->axes.size(); ++i) out << (i ? ", " : "") << e->axes[i].name;
+      for (size_t i = 0; i < e->axes.size(); ++i) {
+        out << (i ? ", " : "") << e->axes[i].name;
+        if (e->axes[i].extent) out << ": " << to_string(e->axes[i].extent);
+      }
       out << "](";
       print_expr(out, e->args[0]);
       out << ")";

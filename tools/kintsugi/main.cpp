@@ -1,1 +1,224 @@
-int main() { return 0; }
+// \file main.cpp
+// The `kintsugi` command line: check, lower, run, tune (DESIGN.md section 4).
+// Exit codes: 0 success; 1 user error (bad source, bad arguments, failed verification);
+// 2 internal error.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ir/Printer.h"
+#include "runtime/Runner.h"
+#include "target/cpu/CpuBackend.h"
+#include "te/Lower.h"
+#include "te/Program.h"
+
+using namespace kintsugi;
+
+namespace {
+
+// Parses `N=V,M=W` into a size map; a malformed entry is a user error.
+runtime::SizeMap parse_shape_arg(const std::string& text) {
+  runtime::SizeMap out;
+  if (text.empty()) return out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      arg_error << "--shape entry '" << item << "' is not of the form NAME=VALUE (e.g. --shape S=1024,T=1024)";
+    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != value.size()) arg_error << "--shape " << name << "=" << value << ": the value must be an integer";
+    if (v <= 0) arg_error << "--shape " << name << "=" << value << ": sizes must be positive";
+    if (out.count(name)) arg_error << "--shape gives '" << name << "' twice";
+    out[name] = v;
+  }
+  return out;
+}
+
+uint64_t parse_seed(const std::string& text) {
+  size_t used = 0;
+  unsigned long long v = 0;
+  bool ok = !text.empty() && text[0] != '-';
+  try {
+    if (ok) v = std::stoull(text, &used);
+  } catch (...) {
+    ok = false;
+  }
+  if (!ok || used != text.size()) arg_error << "--seed '" << text << "' must be a non-negative integer";
+  return v;
+}
+
+ir::LoopProgram load(const std::string& file) {
+  te::Program p = te::parse_file(file);
+  te::check(p);
+  return te::lower(p);
+}
+
+std::string schedule_trace(const std::string& schedule) {
+  nlohmann::json j;
+  j["schedule"] = schedule;
+  j["primitives"] = nlohmann::json::array();
+  if (schedule == "auto") j["note"] = "the auto-scheduler is not implemented yet: auto applies no primitive (= none)";
+  return j.dump(2);
+}
+
+int cmd_check(const std::string& file) {
+  te::Program p = te::parse_file(file);
+  te::check(p);
+  std::cout << file << ": ok (" << p.inputs.size() << " input" << (p.inputs.size() == 1 ? "" : "s") << ", "
+            << p.defs.size() << " definition" << (p.defs.size() == 1 ? "" : "s") << ")\n";
+  return 0;
+}
+
+int cmd_lower(const std::string& file, const std::string& print, const std::string& schedule,
+              const std::string& target) {
+  te::Program p = te::parse_file(file);
+  te::check(p);
+  if (schedule != "auto" && schedule != "none") arg_error << "unknown --schedule '" << schedule << "'; use auto or none";
+  if (print == "te") {
+    std::cout << te::to_string(p);
+    return 0;
+  }
+  ir::LoopProgram lp = te::lower(p);
+  if (print == "loop" || print == "scheduled") {
+    std::cout << ir::to_string(lp);
+  } else if (print == "trace") {
+    std::cout << schedule_trace(schedule) << "\n";
+  } else if (print == "source") {
+    if (target != "cpu") arg_error << "--print source: target '" << target << "' is not available in this build; use --target cpu";
+    std::cout << cpu::generate_source(lp);
+  } else if (print == "repairs" || print == "tile" || print == "ptx") {
+    arg_error << "--print " << print << " is not available in this build yet";
+  } else {
+    arg_error << "unknown --print '" << print << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
+  }
+  return 0;
+}
+
+int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
+  ir::LoopProgram lp = load(file);
+  runtime::RunReport r = runtime::run_program(lp, o);
+  if (json) {
+    nlohmann::json j;
+    j["program"] = r.program;
+    j["verified"] = r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr);
+    j["max_rel_err"] = r.verified ? nlohmann::json(r.max_rel_err) : nlohmann::json(nullptr);
+    j["time_ms"] = r.time_ms ? nlohmann::json(*r.time_ms) : nlohmann::json(nullptr);
+    j["target"] = r.target;
+    j["arch"] = r.arch;
+    j["shape"] = r.shape;
+    j["schedule"] = r.schedule;
+    j["seed"] = o.seed;
+    j["from_cache"] = r.from_cache;
+    j["compile_seconds"] = r.compile_seconds;
+    nlohmann::json outs = nlohmann::json::array();
+    for (const auto& c : r.checks)
+      outs.push_back({{"name", c.name}, {"dtype", dtype_name(c.dtype)}, {"max_rel_err", c.max_rel_err},
+                      {"max_abs_err", c.max_abs_err}, {"tolerance", c.tolerance},
+                      {"special_values_match", c.special_values_match}, {"ok", c.ok}});
+    j["outputs"] = outs;
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << r.program << " on " << r.target << " (";
+    bool first = true;
+    for (const auto& [k, v] : r.shape) {
+      std::cout << (first ? "" : ", ") << k << "=" << v;
+      first = false;
+    }
+    std::cout << ")" << (r.from_cache ? ", compiled (cache hit)" : ", compiled in ")
+              << (r.from_cache ? "" : std::to_string(r.compile_seconds).substr(0, 4) + " s") << "\n";
+    for (const auto& c : r.checks)
+      std::cout << "  " << c.name << " (" << dtype_name(c.dtype) << "): max rel err " << c.max_rel_err
+                << " (tolerance " << c.tolerance << ")"
+                << (c.special_values_match ? "" : ", NaN/Inf positions differ") << (c.ok ? "  ok" : "  FAILED")
+                << "\n";
+    if (r.verified) std::cout << (*r.verified ? "verified against the exact reference\n" : "VERIFICATION FAILED\n");
+    if (r.time_ms) std::cout << "time: " << *r.time_ms << " ms (median of " << r.bench_runs << " runs)\n";
+  }
+  return r.verified.value_or(true) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Kintsugi: a fusion compiler for chained reductions"};
+  app.require_subcommand(1);
+  std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
+  bool verify = false, bench = false, json = false;
+
+  auto* check = app.add_subcommand("check", "parse and type-check a .te file");
+  check->add_option("file", file, ".te source")->required();
+
+  auto* lower = app.add_subcommand("lower", "lower a .te file and print an intermediate form");
+  lower->add_option("file", file, ".te source")->required();
+  lower->add_option("--print", print, "te|loop|scheduled|repairs|trace|tile|source|ptx");
+  lower->add_option("--schedule", schedule, "auto|none");
+  lower->add_option("--target", target, "cpu|cuda");
+  lower->add_option("--arch", arch, "sm_80|sm_90a");
+  lower->add_option("--shape", shape, "N=V,... size overrides");
+
+  auto* run = app.add_subcommand("run", "compile and run a .te file on random inputs");
+  run->add_option("file", file, ".te source")->required();
+  run->add_option("--shape", shape, "N=V,... size overrides");
+  run->add_option("--target", target, "cpu|cuda");
+  run->add_option("--schedule", schedule, "auto|none");
+  run->add_option("--seed", seed, "random input seed");
+  run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
+  run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
+  run->add_flag("--json", json, "print one JSON object");
+
+  auto* tune = app.add_subcommand("tune", "autotune tile sizes (not yet available)");
+  tune->add_option("file", file, ".te source")->required();
+  tune->add_option("--shape", shape, "N=V,... size overrides");
+  tune->add_option("--target", target, "cuda");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 1;
+  }
+  try {
+    if (*check) return cmd_check(file);
+    if (*lower) {
+      parse_shape_arg(shape);
+      return cmd_lower(file, print, schedule, target);
+    }
+    if (*run) {
+      runtime::RunOptions o;
+      o.shape = parse_shape_arg(shape);
+      o.seed = parse_seed(seed);
+      o.target = target;
+      o.schedule = schedule;
+      o.verify = verify;
+      o.bench = bench;
+      return cmd_run(file, o, json);
+    }
+    if (*tune) {
+      std::cout << "kintsugi tune: not yet available (the autotuner comes with the CUDA back end)\n";
+      return 0;
+    }
+  } catch (const CompileError& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  } catch (const UserError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const InternalError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

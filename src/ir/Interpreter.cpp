@@ -1,0 +1,492 @@
+// \file Interpreter.cpp
+// The reference interpreter (see Interpreter.h). The program is first compiled into a tree of
+// closures with variables resolved to frame slots, then run; this keeps the reference fast
+// enough to check programs with millions of points.
+#include "ir/Interpreter.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include "ir/Printer.h"
+
+namespace kintsugi::ir {
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int64_t floor_mod(int64_t a, int64_t b) {
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+namespace {
+
+struct Buf {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  std::vector<double> values;
+};
+
+struct Frame {
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::vector<Buf> bufs;
+};
+
+using IFn = std::function<int64_t(Frame&)>;
+using FFn = std::function<double(Frame&)>;
+using SFn = std::function<void(Frame&)>;
+
+[[noreturn]] void throw_div_zero(const Expr& e) {
+  throw RuntimeArgError("division by zero in `" + to_string(e) + "`");
+}
+
+class Compiler {
+ public:
+  Compiler(const LoopProgram& p, InterpMode mode, Frame& frame) : p_(p), mode_(mode), frame_(frame) {}
+
+  void declare_int(const std::string& name, int64_t value) {
+    scope_.push_back({name, static_cast<int>(frame_.ints.size())});
+    frame_.ints.push_back(value);
+  }
+  void declare_float(const std::string& name, double value) {
+    float_params_[name] = static_cast<int>(frame_.floats.size());
+    frame_.floats.push_back(value);
+  }
+  void declare_buffer(Buf b) {
+    buffer_index_[b.name] = static_cast<int>(frame_.bufs.size());
+    frame_.bufs.push_back(std::move(b));
+  }
+  void freeze_globals() { globals_ = scope_; }
+
+  SFn stmt(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::Seq: {
+        std::vector<SFn> parts;
+        for (const Stmt& c : s->stmts) parts.push_back(stmt(c));
+        return [parts](Frame& f) {
+          for (const SFn& p : parts) p(f);
+        };
+      }
+      case StmtKind::For: {
+        IFn lo = int_expr(s->min), ext = int_expr(s->extent);
+        int slot = new_slot(s->var);
+        SFn body = stmt(s->body);
+        scope_.pop_back();
+        return [lo, ext, slot, body](Frame& f) {
+          int64_t a = lo(f), n = ext(f);
+          for (int64_t v = a; v < a + n; ++v) {
+            f.ints[slot] = v;
+            body(f);
+          }
+        };
+      }
+      case StmtKind::Block: {
+        std::vector<IFn> bindings;
+        for (const IterVar& iv : s->iters) bindings.push_back(int_expr(iv.binding));
+        // Inside the block only its iteration variables (and dims, params) are visible.
+        auto saved = scope_;
+        scope_ = globals_;
+        std::vector<int> slots;
+        std::vector<int> reduce_slots;
+        for (const IterVar& iv : s->iters) {
+          slots.push_back(new_slot(iv.name));
+          if (iv.kind != IterKind::Spatial) reduce_slots.push_back(slots.back());
+        }
+        SFn init = s->init ? stmt(s->init) : SFn();
+        SFn body = stmt(s->body);
+        scope_ = saved;
+        return [bindings, slots, reduce_slots, init, body](Frame& f) {
+          for (size_t k = 0; k < slots.size(); ++k) f.ints[slots[k]] = bindings[k](f);
+          if (init) {
+            bool first = true;
+            for (int r : reduce_slots) first &= f.ints[r] == 0;
+            if (first) init(f);
+          }
+          body(f);
+        };
+      }
+      case StmtKind::Store: {
+        auto it = buffer_index_.find(s->buffer);
+        internal_assert(it != buffer_index_.end()) << "store to unknown buffer " << s->buffer;
+        int b = it->second;
+        auto offset = linear_index(b, s->indices, "writing", s->buffer);
+        DType t = frame_.bufs[b].dtype;
+        InterpMode mode = mode_;
+        bool rounds = mode == InterpMode::Typed || is_int(t);
+        if (is_float(s->value->type)) {
+          FFn v = float_expr(s->value);
+          return [b, offset, v, t, rounds](Frame& f) {
+            double x = v(f);
+            f.bufs[b].values[offset(f)] = rounds ? round_to_dtype(x, t) : x;
+          };
+        }
+        IFn v = int_expr(s->value);
+        return [b, offset, v, t](Frame& f) {
+          f.bufs[b].values[offset(f)] = round_to_dtype(static_cast<double>(v(f)), t);
+        };
+      }
+      case StmtKind::If: {
+        IFn c = int_expr(s->cond);
+        SFn t = stmt(s->then_case);
+        SFn e = s->else_case ? stmt(s->else_case) : SFn();
+        return [c, t, e](Frame& f) {
+          if (c(f)) t(f);
+          else if (e) e(f);
+        };
+      }
+    }
+    internal_error << "unknown statement kind";
+    return {};
+  }
+
+ private:
+  const LoopProgram& p_;
+  InterpMode mode_;
+  Frame& frame_;
+  std::vector<std::pair<std::string, int>> scope_, globals_;
+  std::map<std::string, int> float_params_;
+  std::map<std::string, int> buffer_index_;
+
+  int new_slot(const std::string& name) {
+    int slot = static_cast<int>(frame_.ints.size());
+    frame_.ints.push_back(0);
+    scope_.push_back({name, slot});
+    return slot;
+  }
+
+  int lookup(const std::string& name) {
+    for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+      if (it->first == name) return it->second;
+    internal_error << "variable '" << name << "' is not in scope";
+    return -1;
+  }
+
+  // Rounds a float result to its type in typed mode.
+  FFn typed(FFn f, DType t) {
+    if (mode_ == InterpMode::Exact || !is_float(t)) return f;
+    if (t == DType::F32) return [f](Frame& fr) { return static_cast<double>(static_cast<float>(f(fr))); };
+    return [f, t](Frame& fr) { return round_to_dtype(f(fr), t); };
+  }
+
+  std::function<int64_t(Frame&)> linear_index(int b, const std::vector<Expr>& indices, const char* verb,
+                                               const std::string& name) {
+    const Buf& buf = frame_.bufs[b];
+    internal_assert(buf.shape.size() == indices.size())
+        << name << " has rank " << buf.shape.size() << ", accessed with " << indices.size();
+    std::vector<IFn> idx;
+    for (const Expr& e : indices) idx.push_back(int_expr(e));
+    std::string text;
+    {
+      std::ostringstream o;
+      o << name << "[";
+      for (size_t k = 0; k < indices.size(); ++k) o << (k ? ", " : "") << to_string(indices[k]);
+      o << "]";
+      text = o.str();
+    }
+    std::string what = verb;
+    return [b, idx, text, what](Frame& f) -> int64_t {
+      const Buf& bb = f.bufs[b];
+      int64_t off = 0;
+      for (size_t k = 0; k < idx.size(); ++k) {
+        int64_t v = idx[k](f);
+        if (v < 0 || v >= bb.shape[k]) {
+          std::ostringstream o;
+          o << "index out of bounds " << what << " " << text << ": dimension " << k << " is " << v
+            << ", outside [0, " << bb.shape[k] << ")";
+          throw RuntimeArgError(o.str());
+        }
+        off += v * bb.strides[k];
+      }
+      return off;
+    };
+  }
+
+  IFn int_expr(const Expr& e) {
+    switch (e->op) {
+      case Op::IntImm:
+      case Op::BoolImm: {
+        int64_t v = e->int_value;
+        return [v](Frame&) { return v; };
+      }
+      case Op::Var: {
+        int slot = lookup(e->name);
+        return [slot](Frame& f) { return f.ints[slot]; };
+      }
+      case Op::Load: {
+        int b = buffer_index_.at(e->name);
+        auto off = linear_index(b, e->args, "reading", e->name);
+        return [b, off](Frame& f) { return static_cast<int64_t>(f.bufs[b].values[off(f)]); };
+      }
+      case Op::Neg: {
+        IFn a = int_expr(e->args[0]);
+        return [a](Frame& f) { return -a(f); };
+      }
+      case Op::Not: {
+        IFn a = int_expr(e->args[0]);
+        return [a](Frame& f) -> int64_t { return !a(f); };
+      }
+      case Op::And: {
+        IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
+        return [a, b](Frame& f) -> int64_t { return a(f) && b(f); };
+      }
+      case Op::Or: {
+        IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
+        return [a, b](Frame& f) -> int64_t { return a(f) || b(f); };
+      }
+      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+        return comparison(e);
+      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Mod: case Op::Min: case Op::Max: {
+        IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
+        switch (e->op) {
+          case Op::Add: return [a, b](Frame& f) { return a(f) + b(f); };
+          case Op::Sub: return [a, b](Frame& f) { return a(f) - b(f); };
+          case Op::Mul: return [a, b](Frame& f) { return a(f) * b(f); };
+          case Op::Min: return [a, b](Frame& f) { return std::min(a(f), b(f)); };
+          case Op::Max: return [a, b](Frame& f) { return std::max(a(f), b(f)); };
+          default: {
+            bool div = e->op == Op::Div;
+            Expr expr = e;
+            return [a, b, div, expr](Frame& f) {
+              int64_t x = a(f), y = b(f);
+              if (y == 0) throw_div_zero(expr);
+              return div ? floor_div(x, y) : floor_mod(x, y);
+            };
+          }
+        }
+      }
+      case Op::Call: {
+        std::vector<IFn> args;
+        for (const Expr& a : e->args) args.push_back(int_expr(a));
+        if (e->fn == MathFn::Abs) return [a = args[0]](Frame& f) { return std::abs(a(f)); };
+        if (e->fn == MathFn::Clamp)
+          return [args](Frame& f) { return std::min(std::max(args[0](f), args[1](f)), args[2](f)); };
+        internal_error << "integer call of " << math_fn_name(e->fn);
+        return {};
+      }
+      case Op::Cast: {
+        const Expr& a = e->args[0];
+        DType t = e->type;
+        if (is_float(a->type)) {
+          FFn x = float_expr(a);
+          return [x, t](Frame& f) { return static_cast<int64_t>(round_to_dtype(x(f), t)); };
+        }
+        IFn x = int_expr(a);
+        if (t == DType::Int) return x;
+        return [x, t](Frame& f) { return static_cast<int64_t>(round_to_dtype(static_cast<double>(x(f)), t)); };
+      }
+      case Op::Select: {
+        IFn c = int_expr(e->args[0]), a = int_expr(e->args[1]), b = int_expr(e->args[2]);
+        return [c, a, b](Frame& f) { return c(f) ? a(f) : b(f); };
+      }
+      default: break;
+    }
+    internal_error << "cannot evaluate `" << to_string(e) << "` as an integer";
+    return {};
+  }
+
+  IFn comparison(const Expr& e) {
+    Op op = e->op;
+    auto cmp = [op](auto x, auto y) -> int64_t {
+      switch (op) {
+        case Op::Lt: return x < y;
+        case Op::Le: return x <= y;
+        case Op::Gt: return x > y;
+        case Op::Ge: return x >= y;
+        case Op::Eq: return x == y;
+        default: return x != y;
+      }
+    };
+    if (is_float(e->args[0]->type)) {
+      FFn a = float_expr(e->args[0]), b = float_expr(e->args[1]);
+      return [a, b, cmp](Frame& f) { return cmp(a(f), b(f)); };
+    }
+    IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
+    return [a, b, cmp](Frame& f) { return cmp(a(f), b(f)); };
+  }
+
+  FFn float_expr(const Expr& e) {
+    DType t = e->type;
+    switch (e->op) {
+      case Op::FloatImm: {
+        double v = mode_ == InterpMode::Typed ? round_to_dtype(e->float_value, t) : e->float_value;
+        return [v](Frame&) { return v; };
+      }
+      case Op::Var: {
+        auto it = float_params_.find(e->name);
+        internal_assert(it != float_params_.end()) << "float variable " << e->name;
+        int slot = it->second;
+        return [slot](Frame& f) { return f.floats[slot]; };
+      }
+      case Op::Load: {
+        int b = buffer_index_.at(e->name);
+        auto off = linear_index(b, e->args, "reading", e->name);
+        return [b, off](Frame& f) { return f.bufs[b].values[off(f)]; };
+      }
+      case Op::Neg: {
+        FFn a = float_expr(e->args[0]);
+        return [a](Frame& f) { return -a(f); };
+      }
+      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Min: case Op::Max: {
+        FFn a = float_expr(e->args[0]), b = float_expr(e->args[1]);
+        switch (e->op) {
+          case Op::Add: return typed([a, b](Frame& f) { return a(f) + b(f); }, t);
+          case Op::Sub: return typed([a, b](Frame& f) { return a(f) - b(f); }, t);
+          case Op::Mul: return typed([a, b](Frame& f) { return a(f) * b(f); }, t);
+          case Op::Div: return typed([a, b](Frame& f) { return a(f) / b(f); }, t);
+          case Op::Min:
+            return [a, b](Frame& f) {
+              double x = a(f), y = b(f);
+              return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::min(x, y);
+            };
+          default:
+            return [a, b](Frame& f) {
+              double x = a(f), y = b(f);
+              return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::max(x, y);
+            };
+        }
+      }
+      case Op::Call: {
+        std::vector<FFn> args;
+        for (const Expr& a : e->args) args.push_back(float_expr(a));
+        FFn a = args[0];
+        switch (e->fn) {
+          case MathFn::Exp: return typed([a](Frame& f) { return std::exp(a(f)); }, t);
+          case MathFn::Exp2: return typed([a](Frame& f) { return std::exp2(a(f)); }, t);
+          case MathFn::Log: return typed([a](Frame& f) { return std::log(a(f)); }, t);
+          case MathFn::Log2: return typed([a](Frame& f) { return std::log2(a(f)); }, t);
+          case MathFn::Tanh: return typed([a](Frame& f) { return std::tanh(a(f)); }, t);
+          case MathFn::Sqrt: return typed([a](Frame& f) { return std::sqrt(a(f)); }, t);
+          case MathFn::Rsqrt: return typed([a](Frame& f) { return 1.0 / std::sqrt(a(f)); }, t);
+          case MathFn::Abs: return [a](Frame& f) { return std::fabs(a(f)); };
+          case MathFn::Round: return [a](Frame& f) { return std::nearbyint(a(f)); };
+          case MathFn::Pow: return typed([a, b = args[1]](Frame& f) { return std::pow(a(f), b(f)); }, t);
+          case MathFn::Clamp:
+            return [args](Frame& f) {
+              double x = args[0](f), lo = args[1](f), hi = args[2](f);
+              if (std::isnan(x) || std::isnan(lo) || std::isnan(hi)) return std::numeric_limits<double>::quiet_NaN();
+              return std::min(std::max(x, lo), hi);
+            };
+        }
+        break;
+      }
+      case Op::Cast: {
+        const Expr& a = e->args[0];
+        FFn x;
+        if (is_float(a->type)) x = float_expr(a);
+        else {
+          IFn i = int_expr(a);
+          x = [i](Frame& f) { return static_cast<double>(i(f)); };
+        }
+        if (mode_ == InterpMode::Exact) return x;
+        return [x, t](Frame& f) { return round_to_dtype(x(f), t); };
+      }
+      case Op::Select: {
+        IFn c = int_expr(e->args[0]);
+        FFn a = float_expr(e->args[1]), b = float_expr(e->args[2]);
+        return [c, a, b](Frame& f) { return c(f) ? a(f) : b(f); };
+      }
+      default: break;
+    }
+    internal_error << "cannot evaluate `" << to_string(e) << "` as a float";
+    return {};
+  }
+};
+
+std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int k = static_cast<int>(shape.size()) - 2; k >= 0; --k) s[k] = s[k + 1] * shape[k + 1];
+  return s;
+}
+
+}  // namespace
+
+int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
+  switch (e->op) {
+    case Op::IntImm: return e->int_value;
+    case Op::Var: {
+      if (auto it = sizes.find(e->name); it != sizes.end()) return it->second;
+      if (auto it = params.find(e->name); it != params.end()) return static_cast<int64_t>(it->second);
+      arg_error << "size '" << e->name << "' has no value; give it with --shape " << e->name << "=N";
+      return 0;
+    }
+    case Op::Neg: return -eval_int(e->args[0], sizes, params);
+    case Op::Add: return eval_int(e->args[0], sizes, params) + eval_int(e->args[1], sizes, params);
+    case Op::Sub: return eval_int(e->args[0], sizes, params) - eval_int(e->args[1], sizes, params);
+    case Op::Mul: return eval_int(e->args[0], sizes, params) * eval_int(e->args[1], sizes, params);
+    case Op::Div:
+    case Op::Mod: {
+      int64_t a = eval_int(e->args[0], sizes, params), b = eval_int(e->args[1], sizes, params);
+      if (b == 0) throw_div_zero(e);
+      return e->op == Op::Div ? floor_div(a, b) : floor_mod(a, b);
+    }
+    case Op::Min: return std::min(eval_int(e->args[0], sizes, params), eval_int(e->args[1], sizes, params));
+    case Op::Max: return std::max(eval_int(e->args[0], sizes, params), eval_int(e->args[1], sizes, params));
+    default: break;
+  }
+  internal_error << "cannot evaluate shape expression `" << to_string(e) << "`";
+  return 0;
+}
+
+std::vector<int64_t> eval_shape(const std::vector<Expr>& shape, const runtime::SizeMap& sizes,
+                                const runtime::ParamMap& params) {
+  std::vector<int64_t> out;
+  for (const Expr& e : shape) out.push_back(eval_int(e, sizes, params));
+  return out;
+}
+
+InterpResult interpret(const LoopProgram& p, InterpMode mode,
+                       const std::map<std::string, const runtime::Tensor*>& inputs, const runtime::SizeMap& sizes,
+                       const runtime::ParamMap& param_overrides) {
+  Frame frame;
+  Compiler c(p, mode, frame);
+  runtime::ParamMap params;
+  for (const Param& q : p.params) {
+    auto it = param_overrides.find(q.name);
+    params[q.name] = it != param_overrides.end() ? it->second : q.value;
+  }
+  for (const std::string& d : p.dims) {
+    auto it = sizes.find(d);
+    if (it == sizes.end()) arg_error << "size '" << d << "' has no value; give it with --shape " << d << "=N";
+    c.declare_int(d, it->second);
+  }
+  for (const Param& q : p.params) {
+    double v = params[q.name];
+    if (is_int(q.dtype)) c.declare_int(q.name, static_cast<int64_t>(v));
+    else c.declare_float(q.name, mode == InterpMode::Typed ? round_to_dtype(v, q.dtype) : v);
+  }
+  c.freeze_globals();
+  for (const Buffer& b : p.buffers) {
+    Buf buf{b.name, b.dtype, eval_shape(b.shape, sizes, params), {}, {}};
+    buf.strides = strides_of(buf.shape);
+    int64_t n = runtime::checked_numel(buf.shape, "buffer '" + b.name + "'");
+    if (b.role == BufferRole::Input) {
+      auto it = inputs.find(b.name);
+      if (it == inputs.end()) arg_error << "missing input '" << b.name << "'";
+      const runtime::Tensor& t = *it->second;
+      if (t.shape != buf.shape || t.dtype != b.dtype)
+        arg_error << "input '" << b.name << "' has the wrong shape or dtype";
+      buf.values.resize(n);
+      for (int64_t i = 0; i < n; ++i) buf.values[i] = t.get(i);
+    } else {
+      buf.values.assign(n, 0.0);
+    }
+    c.declare_buffer(std::move(buf));
+  }
+  auto run = c.stmt(p.body);
+  run(frame);
+  InterpResult result;
+  for (Buf& b : frame.bufs) {
+    const Buffer* decl = p.find_buffer(b.name);
+    if (decl->role == BufferRole::Output) result.outputs[b.name] = InterpBuffer{b.shape, std::move(b.values)};
+  }
+  return result;
+}
+
+}  // namespace kintsugi::ir

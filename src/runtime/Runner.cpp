@@ -1,0 +1,156 @@
+// \file Runner.cpp
+// The `kintsugi run` driver (see Runner.h).
+#include "runtime/Runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "ir/Interpreter.h"
+#include "ir/Visit.h"
+#include "target/cpu/CpuBackend.h"
+
+namespace kintsugi::runtime {
+
+SizeMap bind_sizes(const ir::LoopProgram& p, const SizeMap& overrides) {
+  for (const auto& [name, value] : overrides) {
+    bool known = std::find(p.dims.begin(), p.dims.end(), name) != p.dims.end();
+    if (!known) {
+      std::string dims;
+      for (const auto& d : p.dims) dims += (dims.empty() ? "" : ", ") + d;
+      arg_error << "--shape names '" << name << "', which is not a size of " << p.name
+                << " (its sizes are: " << (dims.empty() ? "none" : dims) << ")";
+    }
+    if (value <= 0) arg_error << "--shape " << name << "=" << value << ": sizes must be positive";
+  }
+  SizeMap sizes;
+  for (const auto& d : p.dims) {
+    if (auto it = overrides.find(d); it != overrides.end()) sizes[d] = it->second;
+    else if (auto h = p.size_hints.find(d); h != p.size_hints.end()) sizes[d] = h->second;
+    else arg_error << "size '" << d << "' has no value: give it with --shape " << d << "=N or in a `sizes` line";
+  }
+  return sizes;
+}
+
+std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes, uint64_t seed) {
+  std::map<std::string, Tensor> out;
+  std::mt19937_64 rng(seed);
+  for (const ir::Buffer* b : p.inputs()) {
+    Tensor t(b->dtype, ir::eval_shape(b->shape, sizes));
+    int64_t n = t.numel();
+    if (is_float(b->dtype)) {
+      std::normal_distribution<double> dist(0.0, 1.0);
+      for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
+    } else {
+      int lo = b->dtype == DType::I8 ? -128 : -1000, hi = b->dtype == DType::I8 ? 127 : 1000;
+      std::uniform_int_distribution<int> dist(lo, hi);
+      for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
+    }
+    out.emplace(b->name, std::move(t));
+  }
+  return out;
+}
+
+double tolerance_for(const ir::LoopProgram& p, DType output) {
+  // The coarsest float type anywhere in the computation bounds the achievable accuracy.
+  double eps = dtype_epsilon(is_float(output) ? output : DType::F32);
+  for (const ir::Buffer& b : p.buffers)
+    if (b.role != ir::BufferRole::Input && is_float(b.dtype)) eps = std::max(eps, dtype_epsilon(b.dtype));
+  ir::visit_exprs(p.body, [&](const ir::Expr& e) {
+    ir::visit(e, [&](const ir::Expr& n) {
+      if (n->op == ir::Op::Cast && is_float(n->type)) eps = std::max(eps, dtype_epsilon(n->type));
+      return true;
+    });
+  });
+  // f16: 1e-2, bf16: 8e-2, f32: 1e-4 (accumulation over long reductions).
+  return std::max(10.0 * eps, 1e-4);
+}
+
+OutputCheck compare_output(const std::string& name, const Tensor& out, const std::vector<double>& ref, double tol) {
+  OutputCheck c;
+  c.name = name;
+  c.dtype = out.dtype;
+  c.tolerance = tol;
+  internal_assert(static_cast<int64_t>(ref.size()) == out.numel()) << "reference size mismatch for " << name;
+  double scale = 0.0;
+  for (double r : ref)
+    if (std::isfinite(r)) scale = std::max(scale, std::fabs(r));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double r = ref[i], a = out.get(static_cast<int64_t>(i));
+    if (!std::isfinite(r) || !std::isfinite(a)) {
+      bool same = (std::isnan(r) && std::isnan(a)) || (std::isinf(r) && std::isinf(a) && (r > 0) == (a > 0));
+      c.special_values_match &= same;
+      continue;
+    }
+    c.max_abs_err = std::max(c.max_abs_err, std::fabs(a - r));
+  }
+  c.max_rel_err = scale > 0 ? c.max_abs_err / scale : c.max_abs_err;
+  if (is_int(out.dtype)) c.ok = c.special_values_match && c.max_abs_err <= 1.0;  // rounding ties may flip
+  else c.ok = c.special_values_match && c.max_rel_err <= tol;
+  return c;
+}
+
+RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
+  if (o.target != "cpu")
+    arg_error << "target '" << o.target << "' is not available in this build; use --target cpu";
+  if (o.schedule != "auto" && o.schedule != "none")
+    arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
+  RunReport r;
+  r.program = p.name;
+  r.target = o.target;
+  r.arch = "host";
+  r.shape = bind_sizes(p, o.shape);
+  auto inputs = random_inputs(p, r.shape, o.seed);
+
+  auto kernel = cpu::compile(p);
+  r.from_cache = kernel->from_cache();
+  r.compile_seconds = kernel->compile_seconds();
+  std::map<std::string, Tensor> outputs;
+  std::vector<Tensor*> args;
+  for (const ir::Buffer& b : p.buffers) {
+    if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
+    if (b.role == ir::BufferRole::Output) {
+      auto [it, _] = outputs.emplace(b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape)));
+      args.push_back(&it->second);
+    }
+  }
+  ParamMap params;
+  for (const ir::Param& q : p.params) params[q.name] = q.value;
+  kernel->run(args, r.shape, params);
+
+  // A timing is only reported for a kernel verified in the same run: --bench implies --verify.
+  if (o.verify || o.bench) {
+    std::map<std::string, const Tensor*> in;
+    for (auto& [name, t] : inputs) in[name] = &t;
+    ir::InterpResult ref = ir::interpret(p, ir::InterpMode::Exact, in, r.shape, params);
+    bool ok = true;
+    for (const ir::Buffer* b : p.outputs()) {
+      OutputCheck c = compare_output(b->name, outputs.at(b->name), ref.outputs.at(b->name).values,
+                                     tolerance_for(p, b->dtype));
+      ok &= c.ok;
+      r.max_rel_err = std::max(r.max_rel_err, c.max_rel_err);
+      r.checks.push_back(c);
+    }
+    r.verified = ok;
+  }
+  if (o.bench && r.verified.value_or(false)) {
+    using clock = std::chrono::steady_clock;
+    for (int w = 0; w < 2; ++w) kernel->run(args, r.shape, params);
+    std::vector<double> times;
+    auto start = clock::now();
+    while (static_cast<int>(times.size()) < o.bench_min_runs ||
+           std::chrono::duration<double>(clock::now() - start).count() < o.bench_min_seconds) {
+      auto t0 = clock::now();
+      kernel->run(args, r.shape, params);
+      times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+      if (times.size() >= 1000) break;
+    }
+    std::sort(times.begin(), times.end());
+    r.time_ms = times[times.size() / 2];
+    r.bench_runs = static_cast<int>(times.size());
+  }
+  return r;
+}
+
+}  // namespace kintsugi::runtime

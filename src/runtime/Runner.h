@@ -1,0 +1,65 @@
+// \file Runner.h
+// The end-to-end driver behind `kintsugi run`: binds sizes, draws seeded random inputs, compiles
+// and runs the program on a target, verifies it against the exact reference interpreter, and
+// times it. Shared by the CLI and the C++ API so that both report the same numbers.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/Stmt.h"
+#include "runtime/Tensor.h"
+
+namespace kintsugi::runtime {
+
+struct RunOptions {
+  std::string target = "cpu";  // "cpu" (the only target of this build)
+  std::string schedule = "auto";
+  SizeMap shape;               // overrides of the sizes written in the source
+  uint64_t seed = 0;
+  bool verify = false;
+  bool bench = false;
+  int bench_min_runs = 10;
+  double bench_min_seconds = 0.5;
+};
+
+struct OutputCheck {
+  std::string name;
+  DType dtype;
+  double max_rel_err = 0.0;  // max |out - ref| / max |ref| over finite reference values
+  double max_abs_err = 0.0;
+  double tolerance = 0.0;
+  bool special_values_match = true;  // NaN / Inf positions agree
+  bool ok = false;
+};
+
+struct RunReport {
+  std::string program;
+  std::string target;
+  std::string arch;
+  SizeMap shape;
+  std::vector<std::string> schedule;  // names of the primitives applied, in order
+  std::optional<bool> verified;       // null without --verify
+  double max_rel_err = 0.0;
+  std::vector<OutputCheck> checks;
+  std::optional<double> time_ms;  // median, with --bench
+  int bench_runs = 0;
+  bool from_cache = false;
+  double compile_seconds = 0.0;
+};
+
+// Resolves the size of every dim: `overrides` first, then the sizes in the source; validates
+// that each is positive and that every dim has one.
+SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
+// Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range.
+std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes, uint64_t seed);
+// The verification tolerance of an output (depends on the lowest float precision the program
+// computes or stores in, and on the output type).
+double tolerance_for(const ir::LoopProgram& program, DType output);
+// Compares a computed output with the exact reference.
+OutputCheck compare_output(const std::string& name, const Tensor& out, const std::vector<double>& ref, double tolerance);
+
+RunReport run_program(const ir::LoopProgram& program, const RunOptions& options);
+
+}  // namespace kintsugi::runtime

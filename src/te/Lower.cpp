@@ -1,0 +1,163 @@
+// \file Lower.cpp
+// te::Program -> ir::LoopProgram (see Lower.h).
+#include "te/Lower.h"
+
+#include <limits>
+
+#include "ir/Visit.h"
+
+namespace kintsugi::te {
+
+namespace {
+
+using ir::Expr;
+using ir::Op;
+
+// A definition in normal form: body has no Reduce, except that a reduction definition's
+// `reduce` describes its top-level reduction.
+struct NormalDef {
+  std::string name;
+  std::vector<ir::Axis> indices;
+  DType dtype;
+  ir::BufferRole role;
+  bool is_reduction = false;
+  ir::Reducer reducer = ir::Reducer::Sum;
+  std::vector<ir::Axis> reduce_axes;
+  Expr body;  // the term (for reductions) or the value
+};
+
+class Lowerer {
+ public:
+  explicit Lowerer(const Program& p) : p_(p) {}
+
+  ir::LoopProgram run() {
+    ir::LoopProgram out;
+    out.name = p_.name;
+    out.dims = p_.dims;
+    out.size_hints = p_.size_hints;
+    for (const auto& q : p_.params) out.params.push_back(ir::Param{q.name, q.dtype, q.value});
+    for (const auto& in : p_.inputs) out.buffers.push_back(ir::Buffer{in.name, in.dtype, in.shape, ir::BufferRole::Input, "global"});
+    for (const Definition& d : p_.defs) normalize(d);
+    std::vector<ir::Stmt> nests;
+    for (const NormalDef& d : defs_) {
+      std::vector<Expr> shape;
+      for (const auto& a : d.indices) shape.push_back(a.extent);
+      out.buffers.push_back(ir::Buffer{d.name, d.dtype, shape, d.role, "global"});
+      nests.push_back(loop_nest(d));
+    }
+    out.body = ir::make_seq(nests);
+    return out;
+  }
+
+ private:
+  const Program& p_;
+  std::vector<NormalDef> defs_;
+
+  static Expr axis_var(const ir::Axis& a) { return ir::make_var(a.name, ir::VarKind::Index, DType::Int); }
+
+  // Replaces every Reduce inside e by a load of a hoisted definition. `scope` holds the
+  // indices visible at e (definition indices, then enclosing reduction axes).
+  Expr hoist(const Expr& e, const std::string& owner, std::vector<ir::Axis>& scope, int& counter) {
+    if (e->op != Op::Reduce) {
+      if (e->args.empty()) return e;
+      std::vector<Expr> args;
+      for (const Expr& a : e->args) args.push_back(hoist(a, owner, scope, counter));
+      return ir::with_args(e, args);
+    }
+    size_t base = scope.size();
+    for (const auto& a : e->axes) scope.push_back(a);
+    Expr body = hoist(e->args[0], owner, scope, counter);
+    scope.resize(base);
+    // The hoisted definition is indexed by the enclosing indices its body uses, in scope order.
+    NormalDef d;
+    d.name = owner + "." + ir::reducer_name(e->reducer) + std::to_string(counter++);
+    for (const auto& a : scope)
+      if (ir::uses_var(body, a.name)) d.indices.push_back(a);
+    d.dtype = storage_type(e->type);
+    d.role = ir::BufferRole::Intermediate;
+    d.is_reduction = true;
+    d.reducer = e->reducer;
+    d.reduce_axes = e->axes;
+    d.body = body;
+    std::vector<Expr> idx;
+    for (const auto& a : d.indices) idx.push_back(axis_var(a));
+    Expr load = ir::make_load(d.name, e->type, idx);
+    defs_.push_back(d);
+    return load;
+  }
+
+  static DType storage_type(DType t) { return is_int(t) && t != DType::I8 ? DType::I32 : t; }
+
+  void normalize(const Definition& def) {
+    std::vector<ir::Axis> scope = def.indices;
+    int counter = 0;
+    NormalDef d;
+    d.name = def.name;
+    d.indices = def.indices;
+    d.dtype = def.dtype;
+    d.role = def.is_output ? ir::BufferRole::Output : ir::BufferRole::Intermediate;
+    const Expr& body = def.body;
+    if (body->op == Op::Reduce && storage_type(body->type) == def.dtype) {
+      d.is_reduction = true;
+      d.reducer = body->reducer;
+      d.reduce_axes = body->axes;
+      std::vector<ir::Axis> inner = scope;
+      for (const auto& a : body->axes) inner.push_back(a);
+      d.body = hoist(body->args[0], def.name, inner, counter);
+    } else {
+      d.body = hoist(body, def.name, scope, counter);
+    }
+    defs_.push_back(d);
+  }
+
+  Expr identity(ir::Reducer r, DType t) {
+    if (is_float(t)) return ir::make_float(ir::reducer_identity(r), t);
+    switch (r) {
+      case ir::Reducer::Sum: return ir::make_int(0);
+      case ir::Reducer::Prod: return ir::make_int(1);
+      case ir::Reducer::Max: return ir::make_int(std::numeric_limits<int32_t>::min());
+      case ir::Reducer::Min: return ir::make_int(std::numeric_limits<int32_t>::max());
+    }
+    return nullptr;
+  }
+
+  static Op combiner(ir::Reducer r) {
+    switch (r) {
+      case ir::Reducer::Sum: return Op::Add;
+      case ir::Reducer::Prod: return Op::Mul;
+      case ir::Reducer::Max: return Op::Max;
+      case ir::Reducer::Min: return Op::Min;
+    }
+    return Op::Add;
+  }
+
+  ir::Stmt loop_nest(const NormalDef& d) {
+    std::vector<ir::IterVar> iters;
+    std::vector<Expr> idx;
+    for (const auto& a : d.indices) {
+      iters.push_back(ir::IterVar{a.name, a.extent, ir::IterKind::Spatial, axis_var(a)});
+      idx.push_back(axis_var(a));
+    }
+    ir::Stmt init, body;
+    if (d.is_reduction) {
+      for (const auto& a : d.reduce_axes)
+        iters.push_back(ir::IterVar{a.name, a.extent, ir::IterKind::Reduce, axis_var(a)});
+      DType t = d.body->type;
+      init = ir::make_store(d.name, idx, identity(d.reducer, t));
+      Expr acc = ir::make_load(d.name, is_int(t) ? DType::Int : t, idx);
+      body = ir::make_store(d.name, idx, ir::make_binary(combiner(d.reducer), acc, d.body));
+    } else {
+      body = ir::make_store(d.name, idx, d.body);
+    }
+    ir::Stmt s = ir::make_block(d.name, iters, init, body);
+    for (auto it = iters.rbegin(); it != iters.rend(); ++it)
+      s = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, s);
+    return s;
+  }
+};
+
+}  // namespace
+
+ir::LoopProgram lower(const Program& program) { return Lowerer(program).run(); }
+
+}  // namespace kintsugi::te

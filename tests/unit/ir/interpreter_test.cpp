@@ -1,0 +1,85 @@
+// The reference interpreter: exact and typed modes, bounds and division checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/Interpreter.h"
+#include "te/Lower.h"
+#include "te/Program.h"
+
+using namespace kintsugi;
+
+namespace {
+ir::LoopProgram lowered(const std::string& src) {
+  te::Program p = te::parse("t.te", src);
+  te::check(p);
+  return te::lower(p);
+}
+}  // namespace
+
+TEST(Interpreter, SoftmaxMatchesHandComputation) {
+  auto lp = lowered(R"(
+input X: f32[M, N]
+m[r] = max[c](X[r, c])
+e[r, c] = exp(X[r, c] - m[r])
+l[r] = sum[c](e[r, c])
+output Y[r, c]: f32 = e[r, c] / l[r]
+)");
+  runtime::Tensor x(DType::F32, {2, 3});
+  double vals[] = {1, 2, 3, -1, 0, 5};
+  for (int i = 0; i < 6; ++i) x.set(i, vals[i]);
+  auto res = ir::interpret(lp, ir::InterpMode::Exact, {{"X", &x}}, {{"M", 2}, {"N", 3}});
+  const auto& y = res.outputs.at("Y").values;
+  for (int r = 0; r < 2; ++r) {
+    double mx = std::max({vals[3 * r], vals[3 * r + 1], vals[3 * r + 2]}), s = 0;
+    for (int c = 0; c < 3; ++c) s += std::exp(vals[3 * r + c] - mx);
+    for (int c = 0; c < 3; ++c) EXPECT_DOUBLE_EQ(y[3 * r + c], std::exp(vals[3 * r + c] - mx) / s);
+  }
+}
+
+TEST(Interpreter, TypedModeRoundsCastsExactModeDoesNot) {
+  auto lp = lowered("input X: f32[N]\noutput Y[i]: f32 = f32(f16(X[i]))\n");
+  runtime::Tensor x(DType::F32, {1});
+  x.set(0, 1.0 + 1.0 / 4096);
+  auto exact = ir::interpret(lp, ir::InterpMode::Exact, {{"X", &x}}, {{"N", 1}});
+  auto typed = ir::interpret(lp, ir::InterpMode::Typed, {{"X", &x}}, {{"N", 1}});
+  EXPECT_EQ(exact.outputs.at("Y").values[0], 1.0 + 1.0 / 4096);
+  EXPECT_EQ(typed.outputs.at("Y").values[0], 1.0);
+}
+
+TEST(Interpreter, OutOfBoundsIsAnErrorNotACrash) {
+  auto lp = lowered("input X: f32[N]\noutput Y[i: N]: f32 = X[i + 1]\n");
+  runtime::Tensor x(DType::F32, {4});
+  try {
+    ir::interpret(lp, ir::InterpMode::Exact, {{"X", &x}}, {{"N", 4}});
+    FAIL() << "expected an error";
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("index out of bounds reading X[i + 1]: dimension 0 is 4"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Interpreter, IndexDivisionByZeroIsAnError) {
+  auto lp = lowered("input Q: f32[HQ]\ninput K: f32[HK]\noutput Y[h]: f32 = Q[h] * K[h / (HQ / HK)]\n");
+  runtime::Tensor q(DType::F32, {2}), k(DType::F32, {4});
+  EXPECT_THROW(ir::interpret(lp, ir::InterpMode::Exact, {{"Q", &q}, {"K", &k}}, {{"HQ", 2}, {"HK", 4}}),
+               RuntimeArgError);
+}
+
+TEST(Interpreter, FullyMaskedRowGivesZeroNotNan) {
+  auto lp = lowered(R"(
+input X: f32[S, T]
+c[i, j] = select(j <= i + T - S, X[i, j], -inf)
+m[i] = max[j](c[i, j])
+e[i, j] = exp(c[i, j] - m[i])
+l[i] = sum[j](e[i, j])
+output Y[i, j]: f32 = select(l[i] > 0, e[i, j] / l[i], 0)
+)");
+  runtime::Tensor x(DType::F32, {3, 1});
+  auto res = ir::interpret(lp, ir::InterpMode::Exact, {{"X", &x}}, {{"S", 3}, {"T", 1}});
+  const auto& y = res.outputs.at("Y").values;
+  EXPECT_EQ(y[0], 0.0);  // rows 0 and 1 see no key (bottom-right alignment)
+  EXPECT_EQ(y[1], 0.0);
+  EXPECT_EQ(y[2], 1.0);
+}
