@@ -145,9 +145,15 @@ std::vector<Token> lex(const std::shared_ptr<const SourceFile>& file) {
     }
     push(kind, 1, loc);
   }
-  if (!out.empty() && out.back().kind != Tok::Newline)
-    out.push_back(Token{Tok::Newline, "\n", loc_here()});
-  out.push_back(Token{Tok::End, "", loc_here()});
+  // The end of the input is located just after its last token, where a missing piece belongs.
+  SourceLoc end = loc_here();
+  if (!out.empty()) {
+    const Token& last = out.back();
+    end = last.loc;
+    end.col += static_cast<int>(last.kind == Tok::Newline ? 0 : last.text.size());
+  }
+  if (!out.empty() && out.back().kind != Tok::Newline) out.push_back(Token{Tok::Newline, "\n", end});
+  out.push_back(Token{Tok::End, "", end});
   return out;
 }
 

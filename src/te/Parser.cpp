@@ -71,6 +71,14 @@ class Parser {
     }
     return next();
   }
+  // Like expect, but a missing closing bracket at the end of the input is reported where the
+  // bracket was opened, which is where the fix goes.
+  const Token& expect_close(Tok kind, const SourceLoc& open, const char* what) {
+    if (peek().kind != kind && (peek().kind == Tok::End || peek().kind == Tok::Newline))
+      user_error_at(open) << "this '" << (kind == Tok::RBracket ? "[" : "(") << "' is never closed: expected "
+                          << token_description(kind) << " " << what;
+    return expect(kind, what);
+  }
   void skip_newlines() {
     while (peek().kind == Tok::Newline) next();
   }
@@ -346,13 +354,13 @@ class Parser {
 
   std::vector<Expr> parse_call_args() {
     std::vector<Expr> args;
-    expect(Tok::LParen, "to start the argument list");
+    SourceLoc open = expect(Tok::LParen, "to start the argument list").loc;
     if (peek().kind != Tok::RParen) {
       do {
         args.push_back(parse_expr());
       } while (accept(Tok::Comma));
     }
-    expect(Tok::RParen, "to close the argument list");
+    expect_close(Tok::RParen, open, "to close the argument list");
     return args;
   }
 
@@ -370,7 +378,7 @@ class Parser {
       case Tok::LParen: {
         skip_newlines();
         Expr e = parse_expr();
-        expect(Tok::RParen, "to close the parenthesis");
+        expect_close(Tok::RParen, t.loc, "to close the parenthesis");
         return e;
       }
       case Tok::Name: return parse_name(t);
@@ -421,7 +429,7 @@ class Parser {
     }
     if (peek().kind == Tok::LBracket) {
       if (shape_mode_) user_error_at(t.loc) << "a shape cannot read a tensor";
-      next();
+      SourceLoc open = next().loc;
       std::vector<Expr> idx;
       if (peek().kind != Tok::RBracket) {
         do {
@@ -429,7 +437,7 @@ class Parser {
           idx.push_back(parse_expr());
         } while (accept(Tok::Comma));
       }
-      expect(Tok::RBracket, "to close the index list");
+      expect_close(Tok::RBracket, open, "to close the index list");
       return ir::make_load(n, DType::Unknown, idx, t.loc);
     }
     // A plain name: an index variable, a dim, a param or a scalar tensor.
@@ -452,25 +460,23 @@ class Parser {
     return nullptr;
   }
 
+  // "did you mean" for a name that differs from a known one by case, or (for longer names) by
+  // one substituted character.
   std::string suggest(const std::string& n) {
     Program& p = *program_;
-    std::vector<std::string> known;
-    for (const auto& s : index_scope_) known.push_back(s);
+    std::vector<std::string> known(index_scope_.begin(), index_scope_.end());
     for (const auto& d : p.dims) known.push_back(d);
     for (const auto& q : p.params) known.push_back(q.name);
     for (const auto& i : p.inputs) known.push_back(i.name);
     for (const auto& d : p.defs) known.push_back(d.name);
     for (const auto& k : known) {
-      if (k.size() == n.size()) {
-        int diff = 0;
-        for (size_t c = 0; c < k.size(); ++c) diff += std::tolower(k[c]) != std::tolower(n[c]);
-        if (diff <= 1) return "; did you mean '" + k + "'?";
+      if (k.size() != n.size()) continue;
+      int case_diff = 0, diff = 0;
+      for (size_t c = 0; c < k.size(); ++c) {
+        case_diff += std::tolower(k[c]) != std::tolower(n[c]);
+        diff += k[c] != n[c];
       }
-    }
-    if (!index_scope_.empty()) {
-      std::string s = "; indices in scope:";
-      for (const auto& x : index_scope_) s += " " + x;
-      return s;
+      if (case_diff == 0 || (n.size() >= 3 && diff == 1)) return "; did you mean '" + k + "'?";
     }
     return "";
   }
