@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test suite: installs what is missing, builds, runs every CTest tier that this machine can run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export KINTSUGI_CACHE_DIR="$PWD/build/kernel-cache"
+ctest --test-dir build -j "$(nproc 2>/dev/null || echo 2)" --output-on-failure
