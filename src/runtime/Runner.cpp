@@ -7,7 +7,14 @@
 #include <cmath>
 #include <random>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "ir/Interpreter.h"
+#include "ir/Printer.h"
+#include "runtime/Npy.h"
+#include "support/Version.h"
 #include "ir/Visit.h"
 #include "target/cpu/CpuBackend.h"
 
@@ -91,6 +98,96 @@ OutputCheck compare_output(const std::string& name, const Tensor& out, const std
   return c;
 }
 
+std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::string& dir, SizeMap& sizes,
+                                          const SizeMap& overrides) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) arg_error << "--inputs " << dir << ": no such directory";
+  std::map<std::string, Tensor> out;
+  std::map<std::string, std::string> bound_by;  // dim -> the file that fixed it
+  sizes = overrides;
+  for (const auto& [d, v] : overrides) bound_by[d] = "--shape";
+  for (const ir::Buffer* b : p.inputs()) {
+    std::string path = (fs::path(dir) / (b->name + ".npy")).string();
+    if (!fs::exists(path))
+      arg_error << "input '" << b->name << "' (" << dtype_name(b->dtype) << ") needs the file " << path
+                << ", which does not exist";
+    Tensor t = read_npy(path, b->dtype);
+    auto shape_text = [&]() {
+      std::string s;
+      for (size_t k = 0; k < b->shape.size(); ++k) s += (k ? ", " : "") + ir::to_string(b->shape[k]);
+      return s;
+    };
+    if (t.shape.size() != b->shape.size())
+      arg_error << path << " has " << t.shape.size() << " dimensions but input '" << b->name << "' is "
+                << dtype_name(b->dtype) << "[" << shape_text() << "]";
+    for (size_t k = 0; k < b->shape.size(); ++k) {
+      const ir::Expr& e = b->shape[k];
+      if (e->op != ir::Op::Var) continue;
+      auto it = sizes.find(e->name);
+      if (it == sizes.end()) {
+        if (t.shape[k] <= 0) arg_error << path << " has an empty dimension " << k << "; sizes must be positive";
+        sizes[e->name] = t.shape[k];
+        bound_by[e->name] = path;
+      } else if (it->second != t.shape[k]) {
+        arg_error << path << " has extent " << t.shape[k] << " in dimension " << k << " (" << e->name
+                  << "), but " << e->name << " = " << it->second << " from " << bound_by[e->name];
+      }
+    }
+    out.emplace(b->name, std::move(t));
+  }
+  // Sizes that no file fixes fall back to --shape and the source; then every shape must match.
+  SizeMap all = bind_sizes(p, sizes);
+  for (const ir::Buffer* b : p.inputs()) {
+    std::vector<int64_t> want = ir::eval_shape(b->shape, all);
+    const Tensor& t = out.at(b->name);
+    if (t.shape != want) {
+      std::string got, exp;
+      for (size_t k = 0; k < want.size(); ++k) {
+        got += (k ? ", " : "") + std::to_string(t.shape[k]);
+        exp += (k ? ", " : "") + std::to_string(want[k]);
+      }
+      arg_error << (fs::path(dir) / (b->name + ".npy")).string() << " has shape [" << got << "] but input '" << b->name
+                << "' needs [" << exp << "] with the sizes bound so far";
+    }
+  }
+  sizes = all;
+  return out;
+}
+
+namespace {
+void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r, const std::map<std::string, Tensor>& inputs,
+             const std::map<std::string, Tensor>& outputs, const ParamMap& params) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(o.save_io_dir, ec);
+  if (ec) arg_error << "--save-io " << o.save_io_dir << ": cannot create the directory (" << ec.message() << ")";
+  nlohmann::json m;
+  m["program"] = p.name;
+  m["commit"] = kCommit;
+  m["target"] = r.target;
+  m["seed"] = o.seed;
+  m["inputs_from"] = o.inputs_dir.empty() ? nlohmann::json("random") : nlohmann::json(o.inputs_dir);
+  m["shape"] = r.shape;
+  m["params"] = params;
+  m["verified"] = r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr);
+  auto entry = [&](const std::string& name, const Tensor& t) {
+    std::string file = name + ".npy";
+    write_npy((fs::path(o.save_io_dir) / file).string(), t);
+    nlohmann::json e = {{"name", name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"file", file},
+                        {"npy_descr", npy_descr(t.dtype)}};
+    if (t.dtype == DType::BF16) e["note"] = "bf16 stored as its raw 16-bit patterns (uint16): value = bits << 16 as f32";
+    return e;
+  };
+  m["inputs"] = nlohmann::json::array();
+  m["outputs"] = nlohmann::json::array();
+  for (const ir::Buffer* b : p.inputs()) m["inputs"].push_back(entry(b->name, inputs.at(b->name)));
+  for (const ir::Buffer* b : p.outputs()) m["outputs"].push_back(entry(b->name, outputs.at(b->name)));
+  std::ofstream out(fs::path(o.save_io_dir) / "manifest.json");
+  out << m.dump(2) << "\n";
+  if (!out) arg_error << "failed writing " << (fs::path(o.save_io_dir) / "manifest.json").string();
+}
+}  // namespace
+
 RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (o.target != "cpu")
     arg_error << "target '" << o.target << "' is not available in this build; use --target cpu";
@@ -100,8 +197,15 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   r.program = p.name;
   r.target = o.target;
   r.arch = "host";
-  r.shape = bind_sizes(p, o.shape);
-  auto inputs = random_inputs(p, r.shape, o.seed);
+  std::map<std::string, Tensor> inputs;
+  if (!o.inputs_dir.empty()) {
+    SizeMap from_files;
+    inputs = read_inputs(p, o.inputs_dir, from_files, o.shape);
+    r.shape = bind_sizes(p, from_files);
+  } else {
+    r.shape = bind_sizes(p, o.shape);
+    inputs = random_inputs(p, r.shape, o.seed);
+  }
 
   auto kernel = cpu::compile(p);
   r.from_cache = kernel->from_cache();
@@ -117,6 +221,16 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   }
   ParamMap params;
   for (const ir::Param& q : p.params) params[q.name] = q.value;
+  for (const auto& [name, value] : o.params) {
+    auto it = params.find(name);
+    if (it == params.end()) arg_error << "--param names '" << name << "', which is not a param of " << p.name;
+    const ir::Param* decl = nullptr;
+    for (const ir::Param& q : p.params)
+      if (q.name == name) decl = &q;
+    if (is_int(decl->dtype) && value != static_cast<double>(static_cast<int64_t>(value)))
+      arg_error << "--param " << name << "=" << value << ": " << name << " is an integer param";
+    it->second = value;
+  }
   kernel->run(args, r.shape, params);
 
   // A timing is only reported for a kernel verified in the same run: --bench implies --verify.
@@ -134,6 +248,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     }
     r.verified = ok;
   }
+  if (!o.save_io_dir.empty()) save_io(p, o, r, inputs, outputs, params);
   if (o.bench && r.verified.value_or(false)) {
     using clock = std::chrono::steady_clock;
     for (int w = 0; w < 2; ++w) kernel->run(args, r.shape, params);

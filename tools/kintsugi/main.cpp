@@ -44,6 +44,30 @@ runtime::SizeMap parse_shape_arg(const std::string& text) {
   return out;
 }
 
+// Parses `NAME=V,...` into param overrides (values are numbers).
+runtime::ParamMap parse_param_arg(const std::string& text) {
+  runtime::ParamMap out;
+  if (text.empty()) return out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      arg_error << "--param entry '" << item << "' is not of the form NAME=VALUE (e.g. --param W=16)";
+    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(value, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != value.size()) arg_error << "--param " << name << "=" << value << ": the value must be a number";
+    out[name] = v;
+  }
+  return out;
+}
+
 uint64_t parse_seed(const std::string& text) {
   size_t used = 0;
   unsigned long long v = 0;
@@ -153,6 +177,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Kintsugi: a fusion compiler for chained reductions"};
   app.require_subcommand(1);
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
+  std::string save_io, inputs_dir, param_arg;
   bool verify = false, bench = false, json = false;
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
@@ -175,6 +200,9 @@ int main(int argc, char** argv) {
   run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
+  run->add_option("--param", param_arg, "NAME=V,... param overrides");
+  run->add_option("--save-io", save_io, "write inputs, outputs (.npy) and manifest.json into this directory");
+  run->add_option("--inputs", inputs_dir, "read inputs from NAME.npy files in this directory");
 
   auto* tune = app.add_subcommand("tune", "autotune tile sizes (not yet available)");
   tune->add_option("file", file, ".te source")->required();
@@ -201,6 +229,9 @@ int main(int argc, char** argv) {
       o.schedule = schedule;
       o.verify = verify;
       o.bench = bench;
+      o.save_io_dir = save_io;
+      o.inputs_dir = inputs_dir;
+      o.params = parse_param_arg(param_arg);
       return cmd_run(file, o, json);
     }
     if (*tune) {

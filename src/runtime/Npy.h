@@ -1,0 +1,22 @@
+// \file Npy.h
+// Reading and writing NumPy .npy files (format version 1.0 and 2.0, little endian, C order).
+//
+// Element encodings: f16 as '<f2', f32 as '<f4', i32 as '<i4', i8 as '|i1', and bf16, which NumPy
+// has no type for, as its raw 16-bit pattern '<u2' (the manifest of --save-io says so). Reading
+// validates everything it relies on: magic, version, header syntax, dtype, order, shape, and that
+// the data is complete; a malformed file is a RuntimeArgError naming the file, never a crash.
+#pragma once
+
+#include <string>
+
+#include "runtime/Tensor.h"
+
+namespace kintsugi::runtime {
+
+// The .npy descriptor of a storage type ("<f2", "<u2" for bf16, ...).
+std::string npy_descr(DType t);
+void write_npy(const std::string& path, const Tensor& t);
+// Reads a tensor; `expected` is the dtype the caller needs (bf16 reads '<u2').
+Tensor read_npy(const std::string& path, DType expected);
+
+}  // namespace kintsugi::runtime
