@@ -172,7 +172,10 @@ class Checker {
         const Expr& a = e->args[k];
         if (a->op == Op::Var && a->var_kind == ir::VarKind::Index) {
           AxisInfo* axis = find_axis(a->name);
-          internal_assert(axis) << "unscoped index " << a->name;
+          if (!axis)
+            user_error_at(a->loc.valid() ? a->loc : e->loc)
+                << "index '" << a->name << "' is not bound here: it is neither an index of the definition nor an "
+                << "axis of an enclosing reduction";
           learn_extent(*axis, shape[k], a->loc,
                        "dimension " + std::to_string(k) + " of '" + e->name + "'");
         }
@@ -201,6 +204,9 @@ class Checker {
       scope_.resize(base);
       return ir::make_reduce(e->reducer, axes, body, e->loc);
     }
+    if (e->op == Op::Var && e->var_kind == ir::VarKind::Index && !find_axis(e->name))
+      user_error_at(e->loc) << "index '" << e->name << "' is not bound here: it is neither an index of the "
+                            << "definition nor an axis of an enclosing reduction";
     if (e->args.empty()) return e;
     std::vector<Expr> args;
     for (const Expr& a : e->args) args.push_back(infer(a));
