@@ -1,0 +1,105 @@
+// \file Repair.h
+// The algebra engine: derives the repair function h that lets a target reduction be fused under
+// the loop of a producer reduction it consumes (Neptune's rolling update), and verifies it.
+// Invariant: a result of kind Derived has passed the randomized numeric check of Eq. 3, Eq. 4
+// and the identity guard; anything that fails is Refused with a reason.
+//
+// ---------------------------------------------------------------------------------------------
+// Tutorial
+// ---------------------------------------------------------------------------------------------
+// A target reduction X_t[i] = F_j g(X_r[i], C[i, j]) (reducer F in sum/max/min/prod) reads the
+// result X_r of a producer reduction over the same axis j. Fused under j, g sees the producer's
+// running value r instead of its final value. The accumulator t = F_{i<=j} g(r, c_i) is kept
+// correct by repairing it whenever the producer moves from r to r':
+//
+//   Eq. 3   h(g(r, c), r, r') = g(r', c)             (h re-bases one term)
+//   Eq. 4   h(a F b, r, r') = h(a, r, r') F h(b, r, r')   (h distributes over the reducer)
+//   Eq. 7   t_j = h(t_{j-1}, r_{j-1}, r_j) F g(r_j, c_j)
+//
+// Together Eq. 3 and 4 give h(F_i g(r, c_i), r, r') = F_i g(r', c_i): one call re-bases a whole
+// partial result. The engine derives h in five steps:
+//
+//  1. Classify (as Neptune): loads of buffers named `incomplete` are incomplete values x (one
+//     per structurally distinct load; each gets an old/new pair x, x'); every maximal
+//     sub-expression free of x is a complete value u (an opaque atom: loads, params, dims,
+//     masks, softcap, ...). Float casts are dropped (value preserving in this algebra).
+//  2. Canonicalise (Term.h, Rules.h): hash-consed terms; flattened sorted sums and products,
+//     folded constants, exp(a) exp(b) = exp(a + b), division = power -1, sqrt = power 1/2,
+//     rsqrt = power -1/2; side-conditioned rules (exp(log a) = a for a > 0, abs(a b) =
+//     abs(a) abs(b), abs(a) = a for a >= 0, ...) are a table of text rules.
+//  3. Separate g = gu(u) (x) gx(x), (x) in {*, +} (exp(u - x) is split into exp(u) * exp(-x)).
+//     Product: h = t * gx(x') / gx(x). Sum: h = t - gx(x) + gx(x'). When no split exists, a
+//     peeling inverter solves t = g(x, U) for the u-part U layer by layer (Eq. 5:
+//     h = g(x', g^-1(x, t))), undoing +, *, powers, exp and log.
+//  4. Distributivity (Eq. 4) by table: sum needs h = t * k; max/min need h non-decreasing in t
+//     (t * k with k >= 0 proven by sign facts, t + k, or a monotone composition); prod would
+//     need h = t^k and is refused. Facts: exp > 0, sqrt >= 0, rsqrt > 0, abs >= 0, sums and
+//     products of signed terms, max >= its operands, user facts ("positive", "nonnegative").
+//  5. Verify: Eq. 3, Eq. 4 and h(t, r, r) = t symbolically on canonical forms where the rules
+//     suffice, and always numerically (seeded, fp64, hundreds of points with negative and large
+//     values, respecting facts and domains). A failure refuses the derivation.
+//
+// When g mixes x and u inside one term (Welford's (c - mean)^2 = c^2 - 2 c mean + mean^2) no
+// h(t, r, r') exists. If every expanded term is still a product u-part * x-part, the exact
+// update exists with extra statistics (sums of the u-parts, e.g. S = sum c and the count n):
+// h = t - 2 S (mean' - mean) + n (mean'^2 - mean^2). The engine derives it when
+// `allow_augmented_state` is set (method "augmented state (Welford)") and otherwise refuses,
+// naming the statistics that would be needed.
+//
+// Guard convention (masked tiles). The emitted h is safe when r = r' = -inf (a fully masked
+// leading tile): every factor k_C of h = t * prod_C k_C that depends on a group C of incomplete
+// values is emitted as select(x == x' && ..., 1, k_C) (additive parts: select(.., 0, k_C);
+// other forms: select(all equal, t, h)). So h(t, r, r) is exactly t, and exp(m - m') is never
+// evaluated at m = m' = -inf. `select` evaluates only the chosen branch (as in Eval.h).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/Expr.h"
+
+namespace kintsugi::algebra {
+
+struct RepairRequest {
+  ir::Reducer reducer = ir::Reducer::Sum;  // f of the target
+  ir::Expr term;  // g: the target's reduction body. Loads of buffers named in `incomplete` are
+                  // producer values x; every other Load, Var and literal is a complete value u.
+  std::set<std::string> incomplete;          // buffer names of incomplete producers
+  std::map<std::string, std::string> facts;  // name -> "positive" | "nonnegative" (params,
+                                             // dims, loads by buffer name)
+  bool allow_augmented_state = false;        // derive augmented-state repairs (Welford)
+};
+
+struct IncompleteValue {
+  ir::Expr load;                 // e.g. m[b, h, i]
+  std::string old_var, new_var;  // e.g. "m" and "m'"
+};
+
+// An extra accumulator of an augmented state: `var` = F_j term, reduced alongside t (term is
+// complete, so it needs no repair). Only in augmented derivations.
+struct AugmentedStatistic {
+  std::string var;  // "n" for the count, "S0", "S1", ... otherwise
+  ir::Expr term;    // the summand (1.0 for the count)
+};
+
+struct RepairResult {
+  enum class Kind { Identity /*g has no x*/, Derived, Refused } kind = Kind::Refused;
+  ir::Expr h;  // Derived: over Var "t", the old/new Vars of each value (and statistic Vars),
+               // guarded (see the convention above). Identity: Var "t".
+  ir::Expr h_unguarded;                        // Derived: the same h without guards (for reading)
+  std::vector<IncompleteValue> values;         // one per distinct incomplete load
+  std::vector<AugmentedStatistic> statistics;  // augmented derivations only
+  std::string method;  // "separable product", "separable sum", "peeled inverse (Eq. 5)",
+                       // "augmented state (Welford)", "identity"
+  std::string reason;  // Refused: why
+  bool verified_symbolic = false, verified_numeric = false;
+};
+
+RepairResult derive_repair(const RepairRequest& request);
+
+// Readable math for printing, e.g. "t * exp(m - m')".
+std::string to_math(const ir::Expr& h);
+
+}  // namespace kintsugi::algebra

@@ -1,0 +1,221 @@
+// \file algebra_repair_test.cpp
+// The acceptance cases of the algebra engine: each derives (or refuses) a repair function h for
+// a fused reduction, checks its kind and shape, and checks numerically (seeded, independent of
+// the engine) that h satisfies Eq. 3, Eq. 4 and the identity / -inf guards.
+#include <gtest/gtest.h>
+
+#include "AlgebraTestUtil.h"
+
+namespace {
+
+using namespace algtest;
+
+RepairRequest request(Reducer r, Expr g, std::set<std::string> x,
+                      std::map<std::string, std::string> facts = {}) {
+  RepairRequest q;
+  q.reducer = r;
+  q.term = std::move(g);
+  q.incomplete = std::move(x);
+  q.facts = std::move(facts);
+  return q;
+}
+
+Expr m_i() {
+  return ld("m", {idx("i")});
+}
+
+// 1. softmax: sum_j exp(x[i, j] - m[i]) after m = max_j x.
+TEST(algebra_repair, SoftmaxSumAfterMax) {
+  auto q = request(Reducer::Sum, ex(sub(ld("x", {idx("i"), idx("j")}), m_i())), {"m"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 1);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * exp(m - m')");
+  EXPECT_EQ(to_math(r.h), "t * select(m == m', 1, exp(m - m'))");
+  EXPECT_EQ(r.method, "separable product");
+  EXPECT_TRUE(r.verified_symbolic);
+  ASSERT_EQ(r.values.size(), 1u);
+  EXPECT_EQ(r.values[0].old_var, "m");
+  EXPECT_EQ(r.values[0].new_var, "m'");
+}
+
+// 2. attention P.V, normalisation after the matmul, P rounded to f16.
+TEST(algebra_repair, AttentionPVNormalisedAfter) {
+  Expr s = ld("S", {idx("i"), idx("j")});
+  Expr v = ld("V", {idx("j"), idx("d")}, DType::F16);
+  auto q = request(Reducer::Sum, mul(f32(f16(ex(sub(s, m_i())))), f32(v)), {"m"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 2);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * exp(m - m')");
+  EXPECT_TRUE(r.verified_symbolic);
+}
+
+// 3. attention normalised before the matmul (FA-1): exp(s - m) / l * V, m and l incomplete.
+TEST(algebra_repair, AttentionNormalisedBefore) {
+  Expr s = ld("S", {idx("i"), idx("j")});
+  Expr g = mul(div(ex(sub(s, m_i())), ld("l", {idx("i")})), ld("V", {idx("j"), idx("d")}));
+  auto q = request(Reducer::Sum, g, {"m", "l"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 3);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * l * exp(m - m') / l'");
+  EXPECT_EQ(r.values.size(), 2u);
+  EXPECT_TRUE(r.verified_symbolic);
+}
+
+// 4. softcap / ALiBi / masked scores: the score is complete (an opaque buffer, or a select that
+// holds no incomplete value).
+TEST(algebra_repair, MaskedSoftcapAlibiScores) {
+  auto q1 = request(Reducer::Sum, ex(sub(ld("T_score_mod", {idx("i"), idx("j")}), m_i())), {"m"});
+  RepairResult r1 = derive_repair(q1);
+  expect_derived(q1, r1, 41);
+  EXPECT_EQ(to_math(r1.h_unguarded), "t * exp(m - m')");
+
+  Expr score =
+      add(mul(lit(50.0), call(MathFn::Tanh, div(ld("P", {idx("i"), idx("j")}), lit(50.0)))),
+          mul(ld("slope", {idx("h")}), f32(sub(idx("j"), idx("i")))));
+  Expr mask = make_binary(Op::Ge, idx("i"), idx("j"));
+  Expr masked = make_select(mask, score, lit(-std::numeric_limits<double>::infinity()));
+  auto q2 = request(Reducer::Sum, ex(sub(masked, m_i())), {"m"});
+  RepairResult r2 = derive_repair(q2);
+  expect_derived(q2, r2, 42);
+  EXPECT_EQ(to_math(r2.h_unguarded), "t * exp(m - m')");
+}
+
+// 5. logsumexp = m + log(sum_j exp(c - m)): the sum's repair is the softmax one; the epilogue
+// m + log(l) reads only complete values and needs none.
+TEST(algebra_repair, LogSumExp) {
+  auto q = request(Reducer::Sum, ex(sub(ld("c", {idx("i"), idx("j")}), m_i())), {"m"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 5);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * exp(m - m')");
+  auto epilogue = request(Reducer::Sum, add(m_i(), lg(ld("l", {idx("i")}))), {"ss"});
+  RepairResult e = derive_repair(epilogue);
+  EXPECT_EQ(e.kind, RepairResult::Kind::Identity);
+  EXPECT_EQ(to_math(e.h), "t");
+}
+
+// 6. L2 norm followed by a sum consumer: c / sqrt(ss).
+TEST(algebra_repair, L2NormThenSum) {
+  Expr g = div(ld("c", {idx("i"), idx("j")}), sq(ld("ss", {idx("i")})));
+  auto q = request(Reducer::Sum, g, {"ss"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 6);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * sqrt(ss) / sqrt(ss')");
+  EXPECT_TRUE(r.verified_symbolic);
+}
+
+Expr rms_scale() {
+  return rsq(add(div(ld("ss", {idx("i")}), dim("N")), param("eps")));
+}
+
+// 7. RMSNorm followed by a matmul: c * rsqrt(ss / N + eps) * w * W2, eps > 0.
+TEST(algebra_repair, RMSNormThenMatmul) {
+  Expr g = mul(mul(mul(ld("c", {idx("i"), idx("j")}), rms_scale()), ld("w", {idx("j")})),
+               ld("W2", {idx("j"), idx("k")}));
+  auto q = request(Reducer::Sum, g, {"ss"}, {{"eps", "positive"}});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 7);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * sqrt(eps + ss / N) / sqrt(eps + ss' / N)");
+  EXPECT_TRUE(r.verified_symbolic);
+}
+
+// 8. RMSNorm then max-abs (dynamic quantisation): a max consumer, repaired by a positive factor.
+TEST(algebra_repair, RMSNormThenMaxAbs) {
+  Expr g = ab(mul(mul(ld("c", {idx("i"), idx("j")}), rms_scale()), ld("w", {idx("j")})));
+  auto q = request(Reducer::Max, g, {"ss"}, {{"eps", "positive"}});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 8);
+  EXPECT_EQ(to_math(r.h_unguarded), "t * sqrt(eps + ss / N) / sqrt(eps + ss' / N)");
+  EXPECT_TRUE(r.verified_symbolic);
+}
+
+// 9. Performer (appendix C): three terms, two producers r1, r2.
+TEST(algebra_repair, Performer) {
+  Expr c1 = ld("c1", {idx("i"), idx("j")}), c2 = ld("c2", {idx("i"), idx("j")});
+  Expr c3 = ld("c3", {idx("j"), idx("d")});
+  Expr r1 = ld("r1", {idx("i")}), r2 = ld("r2", {idx("i")});
+  Expr alpha = param("alpha"), beta = param("beta");
+  Expr e1 = ex(sub(sub(c1, r1), mul(beta, c2)));
+  Expr e3 = ex(sub(sub(c1, r1), mul(mul(beta, c2), c3)));
+  auto q1 = request(Reducer::Sum, mul(alpha, e1), {"r1", "r2"});
+  auto q2 = request(Reducer::Sum, mul(mul(alpha, c3), e1), {"r1", "r2"});
+  auto q3 = request(Reducer::Sum, div(mul(alpha, e3), r2), {"r1", "r2"});
+  RepairResult h1 = derive_repair(q1), h2 = derive_repair(q2), h3 = derive_repair(q3);
+  expect_derived(q1, h1, 91);
+  expect_derived(q2, h2, 92);
+  expect_derived(q3, h3, 93);
+  EXPECT_EQ(to_math(h1.h_unguarded), "t * exp(r1 - r1')");
+  EXPECT_EQ(to_math(h2.h_unguarded), "t * exp(r1 - r1')");
+  EXPECT_EQ(to_math(h3.h_unguarded), "t * r2 * exp(r1 - r1') / r2'");
+  EXPECT_EQ(h3.values.size(), 2u);
+}
+
+// 10. Welford: layer-norm variance sum_j (c - mean)^2 with the mean incomplete. No h(t, r, r')
+// exists; the exact update needs sum_j c and the count. Refused by default with that reason,
+// derived as an augmented state when allowed.
+TEST(algebra_repair, WelfordVariance) {
+  Expr d = sub(ld("c", {idx("i"), idx("j")}), ld("mean", {idx("i")}));
+  auto q = request(Reducer::Sum, mul(d, d), {"mean"});
+  RepairResult refused = derive_repair(q);
+  ASSERT_EQ(refused.kind, RepairResult::Kind::Refused);
+  EXPECT_NE(refused.reason.find("mixes complete value c[i, j] with incomplete mean[i]"),
+            std::string::npos)
+      << refused.reason;
+  EXPECT_NE(refused.reason.find("the count n"), std::string::npos) << refused.reason;
+  EXPECT_NE(refused.reason.find("sum of c[i, j]"), std::string::npos) << refused.reason;
+
+  q.allow_augmented_state = true;
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 10);
+  EXPECT_EQ(r.method, "augmented state (Welford)");
+  ASSERT_EQ(r.statistics.size(), 2u);
+  EXPECT_TRUE(r.verified_symbolic);
+}
+
+// 11. Refusals: additive g under sum; max consumer with a factor of unknown sign; prod.
+TEST(algebra_repair, Refusals) {
+  Expr c = ld("c", {idx("i"), idx("j")});
+  RepairResult additive = derive_repair(request(Reducer::Sum, sub(c, m_i()), {"m"}));
+  ASSERT_EQ(additive.kind, RepairResult::Kind::Refused);
+  EXPECT_NE(additive.reason.find("reducer sum does not distribute over h = t + m - m'"),
+            std::string::npos)
+      << additive.reason;
+  EXPECT_FALSE(additive.h);
+
+  RepairResult sign = derive_repair(request(Reducer::Max, mul(c, ld("x", {idx("i")})), {"x"}));
+  ASSERT_EQ(sign.kind, RepairResult::Kind::Refused);
+  EXPECT_NE(sign.reason.find("reducer max does not distribute"), std::string::npos) << sign.reason;
+  EXPECT_NE(sign.reason.find("unknown sign"), std::string::npos) << sign.reason;
+  // ... and derives once the producer is known positive
+  auto pos = request(Reducer::Max, mul(c, ld("x", {idx("i")})), {"x"}, {{"x", "positive"}});
+  RepairResult signed_ok = derive_repair(pos);
+  expect_derived(pos, signed_ok, 111);
+
+  RepairResult prod = derive_repair(request(Reducer::Prod, ex(sub(c, m_i())), {"m"}));
+  ASSERT_EQ(prod.kind, RepairResult::Kind::Refused);
+  EXPECT_NE(prod.reason.find("reducer prod does not distribute"), std::string::npos) << prod.reason;
+
+  RepairResult mixed = derive_repair(request(Reducer::Sum, ex(mul(c, m_i())), {"m"}));
+  ASSERT_EQ(mixed.kind, RepairResult::Kind::Refused);
+  EXPECT_NE(mixed.reason.find("mixes complete value c[i, j] with incomplete m[i]"),
+            std::string::npos)
+      << mixed.reason;
+}
+
+// Additive terms are fine under max (translation invariance) and the peeling inverter covers a
+// term that separates in neither + nor *.
+TEST(algebra_repair, AdditiveUnderMaxAndPeeledInverse) {
+  Expr c = ld("c", {idx("i"), idx("j")});
+  auto q = request(Reducer::Max, sub(c, m_i()), {"m"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 12);
+  EXPECT_EQ(r.method, "separable sum");
+  EXPECT_EQ(to_math(r.h_unguarded), "t + m - m'");
+
+  auto peel = request(Reducer::Max, lg(mul(c, ex(make_unary(Op::Neg, m_i())))), {"m"});
+  RepairResult p = derive_repair(peel);
+  expect_derived(peel, p, 13);
+  EXPECT_EQ(p.method, "peeled inverse (Eq. 5)");
+  EXPECT_EQ(to_math(p.h_unguarded), "t + m - m'");
+}
+
+}  // namespace
