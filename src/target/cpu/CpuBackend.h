@@ -1,0 +1,89 @@
+// \file CpuBackend.h
+// The CPU back end: loop IR -> one C++ translation unit -> host compiler -> shared object ->
+// dlopen.
+//
+// Invariant established: a CpuKernel computes exactly what the typed reference interpreter
+// computes for its LoopProgram (same rounding after every f16/bf16 operation and store, floor
+// integer division, NaN-propagating min/max, lazy select), and never crashes on bad input: an
+// integer division by zero or an out-of-bounds computed index makes run() throw a
+// RuntimeArgError with the kernel's message instead of reading or writing out of bounds.
+//
+// Generated code ABI (see generate_source):
+//   extern "C" int kintsugi_entry(void* const* buffers,  // inputs and outputs,
+//   LoopProgram::buffers
+//                                                        // order, intermediates excluded
+//                                 const int64_t* sizes,   // LoopProgram::dims order
+//                                 const double* params,   // LoopProgram::params order
+//                                 char* err, int64_t err_len);  // returns 0 on success
+// Intermediate buffers are allocated (uninitialised) by the generated code. Top-level loop nests
+// whose outer loops only drive spatial iteration variables run under OpenMP
+// (`parallel for collapse(n)`), as do loops of kind ForKind::Parallel.
+//
+// Disk cache: <cache_dir>/<key>.so + <key>.meta (+ <key>.cpp for reading), key = FNV-1a 64 of the
+// source, the flags and the compiler's version line. A cached object is used only after its size
+// and content hash match the meta file; anything else is deleted and rebuilt. All writes are
+// atomic (unique temporary name, then rename).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/Stmt.h"
+#include "runtime/Tensor.h"
+
+namespace kintsugi::cpu {
+
+struct CompileOptions {
+  std::string cache_dir;                 // empty: $KINTSUGI_CACHE_DIR, else ~/.cache/kintsugi
+  std::string cxx = "c++";               // host compiler command (may be e.g. "ccache g++")
+  std::vector<std::string> extra_flags;  // appended after the default flags
+  bool verbose = false;                  // print the compile command and timing to stderr
+};
+
+// The complete C++ translation unit for a program (deterministic: same program, same text).
+// Throws InternalError on malformed loop IR (unknown buffer or variable, untyped expression).
+std::string generate_source(const ir::LoopProgram& program);
+
+class CpuKernel {
+ public:
+  ~CpuKernel();
+  CpuKernel(const CpuKernel&) = delete;
+  CpuKernel& operator=(const CpuKernel&) = delete;
+
+  // args: inputs then outputs, in LoopProgram::buffers order (intermediates excluded). Sizes
+  // missing from `sizes` fall back to LoopProgram::size_hints; params missing from `params` take
+  // their default; names not in the program are ignored. Checks count, dtypes, shapes (against
+  // the buffers' shape expressions evaluated on the sizes) and that no two tensors share
+  // storage; a failed check or a kernel error (division by zero, index out of bounds) throws
+  // RuntimeArgError. Safe to call from several threads at once.
+  void run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
+           const runtime::ParamMap& params) const;
+
+  bool from_cache() const { return from_cache_; }
+  double compile_seconds() const { return compile_seconds_; }  // whole compile(), incl. lookup
+  const std::string& source() const { return source_; }
+  const std::string& library_path() const { return library_path_; }  // <cache>/<key>.so
+  const std::string& cache_dir() const { return cache_dir_; }        // after any fallback
+  const std::string& cache_key() const { return key_; }              // 16 hex digits
+
+ private:
+  friend std::shared_ptr<CpuKernel> compile(const ir::LoopProgram&, const CompileOptions&);
+  CpuKernel() = default;
+
+  using EntryFn = int (*)(void* const*, const int64_t*, const double*, char*, int64_t);
+  ir::LoopProgram program_;
+  void* handle_ = nullptr;
+  EntryFn entry_ = nullptr;
+  bool from_cache_ = false;
+  double compile_seconds_ = 0.0;
+  std::string source_, library_path_, cache_dir_, key_;
+};
+
+// Generates, compiles (or finds in the disk cache) and loads a kernel. Compiler failures throw
+// InternalError with the compiler's output; an unusable cache directory falls back to a
+// per-user directory under the system temp dir (with a note on stderr).
+std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program,
+                                   const CompileOptions& options = {});
+
+}  // namespace kintsugi::cpu

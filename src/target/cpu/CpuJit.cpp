@@ -1,0 +1,507 @@
+// \file CpuJit.cpp
+// Host-compiler JIT for the CPU back end: disk cache, compiler invocation, dlopen, and the
+// argument checks of CpuKernel::run.
+//
+// Invariant established: a shared object is dlopen'ed only if it was just built by us or its
+// size and FNV-1a content hash match its meta file; every cache write is atomic (unique temp
+// name, then rename); each load goes through a fresh hard link so that a rebuilt object is never
+// confused with a stale one still mapped in this process; run() calls the entry point only with
+// tensors whose count, dtypes and shapes match the program.
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include "ir/Printer.h"
+#include "target/cpu/CpuBackend.h"
+
+namespace kintsugi::cpu {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  return fnv1a(s.data(), s.size(), h);
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+// Runs a shell command, returns its exit status and combined output.
+int run_command(const std::string& cmd, std::string* output) {
+  output->clear();
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  int status = pclose(pipe);
+  if (status == -1) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// A name no other thread or process will use.
+std::string unique_tag() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t seed = std::random_device{}();
+  return std::to_string(getpid()) + "-" +
+         hex64(seed ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull)).substr(8);
+}
+
+bool read_file(const fs::path& p, std::string* out) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return static_cast<bool>(in) || in.eof();
+}
+
+// Writes `data` to `dst` atomically (temp file in the same directory, then rename).
+bool write_atomic(const fs::path& dst, const std::string& data) {
+  fs::path tmp = dst;
+  tmp += ".tmp-" + unique_tag();
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return false;
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, dst, ec);
+  if (ec) fs::remove(tmp, ec);
+  return !ec;
+}
+
+bool dir_writable(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec)) return false;
+  fs::path probe = dir / (".write-test-" + unique_tag());
+  {
+    std::ofstream out(probe);
+    if (!out) return false;
+    out << "ok";
+    if (!out) return false;
+  }
+  fs::remove(probe, ec);
+  return true;
+}
+
+std::string resolve_cache_dir(const CompileOptions& opt) {
+  std::string dir = opt.cache_dir;
+  if (dir.empty()) {
+    if (const char* env = std::getenv("KINTSUGI_CACHE_DIR"); env && *env) dir = env;
+  }
+  if (dir.empty()) {
+    const char* home = std::getenv("HOME");
+    if (home && *home) dir = std::string(home) + "/.cache/kintsugi";
+  }
+  if (!dir.empty() && dir_writable(dir)) return dir;
+  std::error_code ec;
+  fs::path fallback = fs::temp_directory_path(ec) / ("kintsugi-cache-" + std::to_string(getuid()));
+  if (!dir_writable(fallback))
+    internal_error << "CPU back end: no writable cache directory (tried '" << dir << "' and '"
+                   << fallback.string() << "')";
+  static std::once_flag noted;
+  std::call_once(noted, [&] {
+    std::cerr << "kintsugi: note: cache directory '" << dir << "' is not writable; using "
+              << fallback.string() << "\n";
+  });
+  return fallback.string();
+}
+
+// What -march=native depends on: the CPU model and feature flags (a cache directory shared
+// between machines must not hand an object built for one CPU to another).
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+    if (flags.empty() && (line.rfind("flags", 0) == 0 || line.rfind("Features", 0) == 0))
+      flags = line;
+  }
+  return model + "\n" + flags;
+}
+
+struct Toolchain {
+  std::string version;             // first line of `cxx --version`
+  std::vector<std::string> flags;  // working default flags
+};
+
+// Probes the compiler once per process: its version, and whether -march=native and -fopenmp work.
+const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_dir) {
+  static std::mutex mu;
+  static std::map<std::string, Toolchain> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(cxx);
+  if (it != cache.end()) return it->second;
+  Toolchain tc;
+  std::string out;
+  int rc = run_command(cxx + " --version", &out);
+  if (rc != 0)
+    internal_error << "CPU back end: cannot run the host compiler '" << cxx << "': " << out;
+  tc.version = out.substr(0, out.find('\n'));
+  const std::vector<std::string> base = {"-std=c++17",      "-O3",     "-ffp-contract=off",
+                                         "-fno-math-errno", "-fwrapv", "-fPIC",
+                                         "-shared",         "-w"};
+  fs::path src = fs::path(scratch_dir) / ("probe-" + unique_tag() + ".cpp");
+  fs::path obj = fs::path(scratch_dir) / ("probe-" + unique_tag() + ".so");
+  {
+    std::ofstream o(src);
+    o << "#include <math.h>\nextern \"C\" float probe(float* x, int n) {\n  float s = 0;\n"
+         "#pragma omp parallel for reduction(+ : s)\n  for (int i = 0; i < n; ++i) s += "
+         "expf(x[i]);\n  return s;\n}\n";
+  }
+  const std::vector<std::vector<std::string>> candidates = {
+      {"-march=native", "-fopenmp"}, {"-fopenmp"}, {"-march=native"}, {}};
+  bool ok = false;
+  std::string last;
+  for (const auto& extra : candidates) {
+    std::vector<std::string> flags = base;
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    std::string cmd = cxx;
+    for (const std::string& f : flags) cmd += " " + shell_quote(f);
+    cmd += " " + shell_quote(src.string()) + " -o " + shell_quote(obj.string());
+    if (run_command(cmd, &last) == 0) {
+      tc.flags = flags;
+      ok = true;
+      break;
+    }
+  }
+  std::error_code ec;
+  fs::remove(src, ec);
+  fs::remove(obj, ec);
+  if (ok && std::find(tc.flags.begin(), tc.flags.end(), "-march=native") != tc.flags.end())
+    tc.version += " cpu:" + hex64(fnv1a(cpu_identity()));
+  if (!ok)
+    internal_error << "CPU back end: the host compiler '" << cxx
+                   << "' cannot build a shared object: " << last;
+  return cache.emplace(cxx, std::move(tc)).first->second;
+}
+
+struct Meta {
+  std::string key;
+  uint64_t size = 0;
+  std::string hash;
+};
+
+std::string meta_text(const std::string& key, const std::string& so_bytes) {
+  std::ostringstream m;
+  m << "kintsugi-cpu-cache 1\nkey " << key << "\nsize " << so_bytes.size() << "\nhash "
+    << hex64(fnv1a(so_bytes)) << "\n";
+  return m.str();
+}
+
+// True when <key>.so exists and matches its meta file.
+bool cache_entry_valid(const fs::path& so, const fs::path& meta, const std::string& key) {
+  std::string m, bytes;
+  if (!read_file(meta, &m) || !read_file(so, &bytes)) return false;
+  return m == meta_text(key, bytes);
+}
+
+void remove_entry(const fs::path& so, const fs::path& meta) {
+  std::error_code ec;
+  fs::remove(meta, ec);
+  fs::remove(so, ec);
+}
+
+// dlopen through a fresh hard link (or copy), so that the dynamic loader never hands back a
+// stale object loaded earlier from the same path. Returns null and sets *error on failure.
+void* load_library(const fs::path& so, std::string* error) {
+  fs::path link = so;
+  link += ".load-" + unique_tag() + ".so";
+  std::error_code ec;
+  fs::create_hard_link(so, link, ec);
+  if (ec) {
+    ec.clear();
+    fs::copy_file(so, link, ec);
+    if (ec) {
+      *error = "cannot link or copy " + so.string() + ": " + ec.message();
+      return nullptr;
+    }
+  }
+  void* h = dlopen(link.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) *error = dlerror();
+  if (h) {
+    // The OpenMP runtime that the kernel pulled in keeps idle worker threads; unloading it with
+    // the last kernel would pull the code from under them. Pin it (a no-op if not loaded).
+    for (const char* rt : {"libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so"})
+      if (void* omp = dlopen(rt, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) dlclose(omp);
+  }
+  fs::remove(link, ec);
+  return h;
+}
+
+// --- Host-side evaluation of shape expressions (Int expressions over dims and params). ---
+int64_t floor_div(int64_t a, int64_t b) {
+  if (b == -1) return static_cast<int64_t>(0ull - static_cast<uint64_t>(a));
+  int64_t q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t floor_mod(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+int64_t eval_shape(const ir::Expr& e, const std::map<std::string, int64_t>& dims,
+                   const std::map<std::string, double>& params) {
+  using ir::Op;
+  auto arg = [&](size_t i) { return eval_shape(e->args[i], dims, params); };
+  switch (e->op) {
+    case Op::IntImm:
+    case Op::BoolImm:
+      return e->int_value;
+    case Op::FloatImm:
+      return static_cast<int64_t>(round_to_dtype(e->float_value, DType::Int));
+    case Op::Var: {
+      if (auto it = dims.find(e->name); it != dims.end()) return it->second;
+      if (auto it = params.find(e->name); it != params.end())
+        return static_cast<int64_t>(round_to_dtype(it->second, DType::Int));
+      internal_error << "CPU back end: shape expression " << ir::to_string(e)
+                     << " uses an unknown variable " << e->name;
+      return 0;
+    }
+    case Op::Neg:
+      return static_cast<int64_t>(0ull - static_cast<uint64_t>(arg(0)));
+    case Op::Not:
+      return !arg(0);
+    case Op::Add:
+      return static_cast<int64_t>(static_cast<uint64_t>(arg(0)) + static_cast<uint64_t>(arg(1)));
+    case Op::Sub:
+      return static_cast<int64_t>(static_cast<uint64_t>(arg(0)) - static_cast<uint64_t>(arg(1)));
+    case Op::Mul:
+      return static_cast<int64_t>(static_cast<uint64_t>(arg(0)) * static_cast<uint64_t>(arg(1)));
+    case Op::Div:
+    case Op::Mod: {
+      int64_t a = arg(0), b = arg(1);
+      if (b == 0) arg_error << "division by zero in " << ir::to_string(e);
+      return e->op == Op::Div ? floor_div(a, b) : floor_mod(a, b);
+    }
+    case Op::Lt:
+      return arg(0) < arg(1);
+    case Op::Le:
+      return arg(0) <= arg(1);
+    case Op::Gt:
+      return arg(0) > arg(1);
+    case Op::Ge:
+      return arg(0) >= arg(1);
+    case Op::Eq:
+      return arg(0) == arg(1);
+    case Op::Ne:
+      return arg(0) != arg(1);
+    case Op::And:
+      return arg(0) && arg(1);
+    case Op::Or:
+      return arg(0) || arg(1);
+    case Op::Min:
+      return std::min(arg(0), arg(1));
+    case Op::Max:
+      return std::max(arg(0), arg(1));
+    case Op::Cast:
+      return static_cast<int64_t>(round_to_dtype(static_cast<double>(arg(0)), e->type));
+    case Op::Select:
+      return arg(0) ? arg(1) : arg(2);
+    default:
+      break;
+  }
+  internal_error << "CPU back end: unsupported shape expression " << ir::to_string(e);
+  return 0;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+CpuKernel::~CpuKernel() {
+  if (handle_) dlclose(handle_);
+}
+
+void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
+                    const runtime::ParamMap& params) const {
+  const ir::LoopProgram& p = program_;
+  std::vector<const ir::Buffer*> io;
+  for (const ir::Buffer& b : p.buffers)
+    if (b.role != ir::BufferRole::Intermediate) io.push_back(&b);
+  if (args.size() != io.size()) {
+    std::string names;
+    for (const ir::Buffer* b : io)
+      names += (names.empty() ? "" : ", ") +
+               std::string(b->role == ir::BufferRole::Input ? "input " : "output ") + b->name;
+    arg_error << "kernel " << p.name << " expects " << io.size() << " tensors (" << names
+              << "), got " << args.size();
+  }
+  std::map<std::string, int64_t> dims;
+  std::vector<int64_t> size_vec;
+  for (const std::string& d : p.dims) {
+    int64_t v = 0;
+    if (auto it = sizes.find(d); it != sizes.end())
+      v = it->second;
+    else if (auto h = p.size_hints.find(d); h != p.size_hints.end())
+      v = h->second;
+    else
+      arg_error << "kernel " << p.name << ": no value for size " << d;
+    if (v < 0) arg_error << "kernel " << p.name << ": size " << d << " = " << v << " is negative";
+    dims[d] = v;
+    size_vec.push_back(v);
+  }
+  std::map<std::string, double> pvals;
+  std::vector<double> param_vec;
+  for (const ir::Param& prm : p.params) {
+    double v = prm.value;
+    if (auto it = params.find(prm.name); it != params.end()) v = it->second;
+    v = round_to_dtype(v, prm.dtype);
+    pvals[prm.name] = v;
+    param_vec.push_back(v);
+  }
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < io.size(); ++i) {
+    const ir::Buffer& b = *io[i];
+    runtime::Tensor* t = args[i];
+    const char* role = b.role == ir::BufferRole::Input ? "input" : "output";
+    if (!t) arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " is null";
+    if (t->dtype != b.dtype)
+      arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " has dtype "
+                << dtype_name(t->dtype) << ", expected " << dtype_name(b.dtype);
+    std::vector<int64_t> want;
+    std::string sym;
+    for (const ir::Expr& e : b.shape) {
+      want.push_back(eval_shape(e, dims, pvals));
+      sym += (sym.empty() ? "" : ", ") + ir::to_string(e);
+    }
+    if (t->shape != want)
+      arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " has shape "
+                << shape_text(t->shape) << ", expected [" << sym << "] = " << shape_text(want);
+    int64_t n = runtime::checked_numel(want, std::string(role) + " tensor " + b.name);
+    if (t->data.size() != static_cast<size_t>(n) * dtype_bytes(b.dtype))
+      arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " holds "
+                << t->data.size() << " bytes, expected " << n * dtype_bytes(b.dtype);
+    for (size_t j = 0; j < i; ++j)
+      if (n > 0 && args[j]->ptr() == t->ptr())
+        arg_error << "kernel " << p.name << ": tensors " << io[j]->name << " and " << b.name
+                  << " share storage";
+    ptrs.push_back(t->ptr());
+  }
+  char err[1024] = {0};
+  int rc = entry_(ptrs.data(), size_vec.data(), param_vec.data(), err, sizeof(err));
+  if (rc != 0) arg_error << "kernel " << p.name << ": " << err;
+}
+
+std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program, const CompileOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<CpuKernel> k(new CpuKernel());
+  k->program_ = program;
+  k->source_ = generate_source(program);
+  k->cache_dir_ = resolve_cache_dir(options);
+  const Toolchain& tc = toolchain(options.cxx, k->cache_dir_);
+  std::vector<std::string> flags = tc.flags;
+  flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
+  std::string flag_text;
+  for (const std::string& f : flags) flag_text += " " + shell_quote(f);
+  uint64_t h = fnv1a(k->source_);
+  h = fnv1a("\n" + flag_text + "\n" + tc.version + "\n" + options.cxx, h);
+  k->key_ = hex64(h);
+  fs::path dir(k->cache_dir_);
+  fs::path so = dir / (k->key_ + ".so"), meta = dir / (k->key_ + ".meta");
+  k->library_path_ = so.string();
+
+  std::string error;
+  if (fs::exists(so) || fs::exists(meta)) {
+    if (cache_entry_valid(so, meta, k->key_)) {
+      k->handle_ = load_library(so, &error);
+      if (k->handle_) k->from_cache_ = true;
+    }
+    if (!k->handle_) {
+      if (options.verbose)
+        std::cerr << "kintsugi: cache entry " << so.string() << " is invalid; rebuilding\n";
+      remove_entry(so, meta);
+    }
+  }
+  if (!k->handle_) {
+    // The source goes to a fixed name (atomically; every writer writes the same text) so that
+    // concurrent builds of one key produce identical objects.
+    fs::path src = dir / (k->key_ + ".cpp");
+    fs::path tmp_so = dir / (k->key_ + "." + unique_tag() + ".so.tmp");
+    if (!write_atomic(src, k->source_))
+      internal_error << "CPU back end: cannot write " << src.string();
+    std::string cmd = options.cxx + flag_text + " " + shell_quote(src.string()) + " -o " +
+                      shell_quote(tmp_so.string());
+    if (options.verbose) std::cerr << "kintsugi: " << cmd << "\n";
+    std::string output;
+    auto c0 = std::chrono::steady_clock::now();
+    int rc = run_command(cmd, &output);
+    std::error_code ec;
+    if (rc != 0) {
+      fs::remove(tmp_so, ec);
+      internal_error << "CPU back end: the host compiler failed on the generated source "
+                     << src.string() << " (exit " << rc << "):\n"
+                     << output;
+    }
+    if (options.verbose)
+      std::cerr << "kintsugi: compiled in "
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count()
+                << " s\n";
+    std::string bytes;
+    if (!read_file(tmp_so, &bytes))
+      internal_error << "CPU back end: cannot read " << tmp_so.string();
+    fs::rename(tmp_so, so, ec);
+    if (ec)
+      internal_error << "CPU back end: cannot rename " << tmp_so.string() << ": " << ec.message();
+    if (!write_atomic(meta, meta_text(k->key_, bytes)))
+      internal_error << "CPU back end: cannot write " << meta.string();
+    k->handle_ = load_library(so, &error);
+    if (!k->handle_) internal_error << "CPU back end: dlopen failed: " << error;
+  }
+  k->entry_ = reinterpret_cast<CpuKernel::EntryFn>(dlsym(k->handle_, "kintsugi_entry"));
+  if (!k->entry_) internal_error << "CPU back end: " << so.string() << " has no kintsugi_entry";
+  k->compile_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return k;
+}
+
+}  // namespace kintsugi::cpu
