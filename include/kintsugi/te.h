@@ -71,7 +71,8 @@ class ProgramBuilder {
   Expr param(const std::string& name, DType dtype, double value);
   Tensor input(const std::string& name, DType dtype, const std::vector<Expr>& shape);
   Tensor def(const std::string& name, const std::vector<Index>& indices, const Expr& body);
-  Tensor output(const std::string& name, const std::vector<Index>& indices, DType dtype, const Expr& body);
+  Tensor output(const std::string& name, const std::vector<Index>& indices, DType dtype,
+                const Expr& body);
   void size(const std::string& dim, int64_t value);
   // Type-checks and returns the program (throws CompileError like the .te front end).
   te::Program build() const;
@@ -108,19 +109,37 @@ Expr rsqrt(const Expr& a);
 Expr abs(const Expr& a);
 Expr round(const Expr& a);
 Expr cast(DType t, const Expr& a);
-inline Expr f16(const Expr& a) { return cast(DType::F16, a); }
-inline Expr bf16(const Expr& a) { return cast(DType::BF16, a); }
-inline Expr f32(const Expr& a) { return cast(DType::F32, a); }
-inline Expr i32(const Expr& a) { return cast(DType::I32, a); }
-inline Expr i8(const Expr& a) { return cast(DType::I8, a); }
+inline Expr f16(const Expr& a) {
+  return cast(DType::F16, a);
+}
+inline Expr bf16(const Expr& a) {
+  return cast(DType::BF16, a);
+}
+inline Expr f32(const Expr& a) {
+  return cast(DType::F32, a);
+}
+inline Expr i32(const Expr& a) {
+  return cast(DType::I32, a);
+}
+inline Expr i8(const Expr& a) {
+  return cast(DType::I8, a);
+}
 Expr inf();
 
 Expr reduce(ir::Reducer r, const std::vector<Index>& axes, const Expr& body);
-inline Expr sum(const std::vector<Index>& axes, const Expr& body) { return reduce(ir::Reducer::Sum, axes, body); }
+inline Expr sum(const std::vector<Index>& axes, const Expr& body) {
+  return reduce(ir::Reducer::Sum, axes, body);
+}
 // `max({j}, e)` must mean the reduction, not the binary max of j and e: an initializer list of
 // indices is an exact match, which overload resolution prefers to the Index -> Expr conversion.
-inline Expr max(std::initializer_list<Index> axes, const Expr& body) { return reduce(ir::Reducer::Max, axes, body); }
-inline Expr min(std::initializer_list<Index> axes, const Expr& body) { return reduce(ir::Reducer::Min, axes, body); }
-inline Expr prod(const std::vector<Index>& axes, const Expr& body) { return reduce(ir::Reducer::Prod, axes, body); }
+inline Expr max(std::initializer_list<Index> axes, const Expr& body) {
+  return reduce(ir::Reducer::Max, axes, body);
+}
+inline Expr min(std::initializer_list<Index> axes, const Expr& body) {
+  return reduce(ir::Reducer::Min, axes, body);
+}
+inline Expr prod(const std::vector<Index>& axes, const Expr& body) {
+  return reduce(ir::Reducer::Prod, axes, body);
+}
 
 }  // namespace kintsugi

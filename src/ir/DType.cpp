@@ -10,14 +10,22 @@ namespace kintsugi {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::Unknown: return "unknown";
-    case DType::Bool: return "bool";
-    case DType::Int: return "int";
-    case DType::I8: return "i8";
-    case DType::I32: return "i32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
+    case DType::Unknown:
+      return "unknown";
+    case DType::Bool:
+      return "bool";
+    case DType::Int:
+      return "int";
+    case DType::I8:
+      return "i8";
+    case DType::I32:
+      return "i32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::F32:
+      return "f32";
   }
   return "unknown";
 }
@@ -34,21 +42,33 @@ DType dtype_from_name(const std::string& name) {
 
 int dtype_bytes(DType t) {
   switch (t) {
-    case DType::I8: case DType::Bool: return 1;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::I32: case DType::F32: return 4;
-    case DType::Int: return 8;
-    case DType::Unknown: return 0;
+    case DType::I8:
+    case DType::Bool:
+      return 1;
+    case DType::F16:
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+    case DType::F32:
+      return 4;
+    case DType::Int:
+      return 8;
+    case DType::Unknown:
+      return 0;
   }
   return 0;
 }
 
 double dtype_epsilon(DType t) {
   switch (t) {
-    case DType::F16: return std::ldexp(1.0, -10);
-    case DType::BF16: return std::ldexp(1.0, -7);
-    case DType::F32: return std::ldexp(1.0, -23);
-    default: return 0.0;
+    case DType::F16:
+      return std::ldexp(1.0, -10);
+    case DType::BF16:
+      return std::ldexp(1.0, -7);
+    case DType::F32:
+      return std::ldexp(1.0, -23);
+    default:
+      return 0.0;
   }
 }
 
@@ -113,9 +133,12 @@ double bf16_bits_to_double(uint16_t bits) {
 
 double round_to_dtype(double x, DType t) {
   switch (t) {
-    case DType::F16: return f16_bits_to_double(double_to_f16_bits(x));
-    case DType::BF16: return bf16_bits_to_double(double_to_bf16_bits(x));
-    case DType::F32: return static_cast<double>(static_cast<float>(x));
+    case DType::F16:
+      return f16_bits_to_double(double_to_f16_bits(x));
+    case DType::BF16:
+      return bf16_bits_to_double(double_to_bf16_bits(x));
+    case DType::F32:
+      return static_cast<double>(static_cast<float>(x));
     case DType::I8:
     case DType::I32: {
       if (std::isnan(x)) return 0.0;
@@ -124,9 +147,12 @@ double round_to_dtype(double x, DType t) {
       double v = std::trunc(x);
       return v < lo ? lo : (v > hi ? hi : v);
     }
-    case DType::Bool: return x != 0.0 ? 1.0 : 0.0;
-    case DType::Int: return std::isnan(x) ? 0.0 : std::trunc(x);
-    case DType::Unknown: break;
+    case DType::Bool:
+      return x != 0.0 ? 1.0 : 0.0;
+    case DType::Int:
+      return std::isnan(x) ? 0.0 : std::trunc(x);
+    case DType::Unknown:
+      break;
   }
   return x;
 }

@@ -18,9 +18,15 @@ const char* dtype_name(DType t);
 // Parses "f16", "bf16", "f32", "i32", "i8", "bool"; returns Unknown otherwise.
 DType dtype_from_name(const std::string& name);
 
-inline bool is_float(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32; }
-inline bool is_int(DType t) { return t == DType::Int || t == DType::I8 || t == DType::I32; }
-inline bool is_storage(DType t) { return is_float(t) || t == DType::I8 || t == DType::I32; }
+inline bool is_float(DType t) {
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32;
+}
+inline bool is_int(DType t) {
+  return t == DType::Int || t == DType::I8 || t == DType::I32;
+}
+inline bool is_storage(DType t) {
+  return is_float(t) || t == DType::I8 || t == DType::I32;
+}
 // Bytes of one element in storage.
 int dtype_bytes(DType t);
 // Machine epsilon of a float type (2^-10 for f16, 2^-7 for bf16, 2^-23 for f32).

@@ -8,7 +8,9 @@
 namespace kintsugi::ir {
 
 namespace {
-Expr node(ExprNode n) { return std::make_shared<const ExprNode>(std::move(n)); }
+Expr node(ExprNode n) {
+  return std::make_shared<const ExprNode>(std::move(n));
+}
 }  // namespace
 
 Expr make_int(int64_t v, SourceLoc loc) {
@@ -141,24 +143,42 @@ Expr with_args(const Expr& e, std::vector<Expr> args) {
 
 const char* op_symbol(Op op) {
   switch (op) {
-    case Op::Neg: return "-";
-    case Op::Not: return "!";
-    case Op::Add: return "+";
-    case Op::Sub: return "-";
-    case Op::Mul: return "*";
-    case Op::Div: return "/";
-    case Op::Mod: return "%";
-    case Op::Lt: return "<";
-    case Op::Le: return "<=";
-    case Op::Gt: return ">";
-    case Op::Ge: return ">=";
-    case Op::Eq: return "==";
-    case Op::Ne: return "!=";
-    case Op::And: return "&&";
-    case Op::Or: return "||";
-    case Op::Min: return "min";
-    case Op::Max: return "max";
-    default: return "?";
+    case Op::Neg:
+      return "-";
+    case Op::Not:
+      return "!";
+    case Op::Add:
+      return "+";
+    case Op::Sub:
+      return "-";
+    case Op::Mul:
+      return "*";
+    case Op::Div:
+      return "/";
+    case Op::Mod:
+      return "%";
+    case Op::Lt:
+      return "<";
+    case Op::Le:
+      return "<=";
+    case Op::Gt:
+      return ">";
+    case Op::Ge:
+      return ">=";
+    case Op::Eq:
+      return "==";
+    case Op::Ne:
+      return "!=";
+    case Op::And:
+      return "&&";
+    case Op::Or:
+      return "||";
+    case Op::Min:
+      return "min";
+    case Op::Max:
+      return "max";
+    default:
+      return "?";
   }
 }
 
@@ -194,35 +214,52 @@ bool math_fn_from_name(const std::string& name, MathFn* fn, int* arity) {
 
 const char* reducer_name(Reducer r) {
   switch (r) {
-    case Reducer::Sum: return "sum";
-    case Reducer::Max: return "max";
-    case Reducer::Min: return "min";
-    case Reducer::Prod: return "prod";
+    case Reducer::Sum:
+      return "sum";
+    case Reducer::Max:
+      return "max";
+    case Reducer::Min:
+      return "min";
+    case Reducer::Prod:
+      return "prod";
   }
   return "?";
 }
 
 bool reducer_from_name(const std::string& name, Reducer* r) {
-  if (name == "sum") *r = Reducer::Sum;
-  else if (name == "max") *r = Reducer::Max;
-  else if (name == "min") *r = Reducer::Min;
-  else if (name == "prod") *r = Reducer::Prod;
-  else return false;
+  if (name == "sum")
+    *r = Reducer::Sum;
+  else if (name == "max")
+    *r = Reducer::Max;
+  else if (name == "min")
+    *r = Reducer::Min;
+  else if (name == "prod")
+    *r = Reducer::Prod;
+  else
+    return false;
   return true;
 }
 
 double reducer_identity(Reducer r) {
   switch (r) {
-    case Reducer::Sum: return 0.0;
-    case Reducer::Prod: return 1.0;
-    case Reducer::Max: return -std::numeric_limits<double>::infinity();
-    case Reducer::Min: return std::numeric_limits<double>::infinity();
+    case Reducer::Sum:
+      return 0.0;
+    case Reducer::Prod:
+      return 1.0;
+    case Reducer::Max:
+      return -std::numeric_limits<double>::infinity();
+    case Reducer::Min:
+      return std::numeric_limits<double>::infinity();
   }
   return 0.0;
 }
 
-bool is_comparison(Op op) { return op >= Op::Lt && op <= Op::Ne; }
-bool is_arith(Op op) { return op >= Op::Add && op <= Op::Mod; }
+bool is_comparison(Op op) {
+  return op >= Op::Lt && op <= Op::Ne;
+}
+bool is_arith(Op op) {
+  return op >= Op::Add && op <= Op::Mod;
+}
 
 bool equal(const Expr& a, const Expr& b) {
   if (a == b) return true;
@@ -253,7 +290,8 @@ bool equal(const Expr& a, const Expr& b) {
         if (a->axes[i].name != b->axes[i].name || !equal(a->axes[i].extent, b->axes[i].extent))
           return false;
       break;
-    default: break;
+    default:
+      break;
   }
   for (size_t i = 0; i < a->args.size(); ++i)
     if (!equal(a->args[i], b->args[i])) return false;

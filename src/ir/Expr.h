@@ -25,14 +25,25 @@ enum class Op : uint8_t {
   Load,      // name[args...]
   Neg,       // -a
   Not,       // !a
-  Add, Sub, Mul, Div, Mod,  // a op b; Div and Mod floor for integers
-  Lt, Le, Gt, Ge, Eq, Ne,   // comparisons, type Bool
-  And, Or,                  // Bool
-  Min, Max,                 // min(a, b), max(a, b)
-  Call,      // fn(args...)
-  Cast,      // type(args[0])
-  Select,    // select(args[0], args[1], args[2])
-  Reduce,    // reducer[axes...](args[0]), front end only
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Mod,  // a op b; Div and Mod floor for integers
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  Eq,
+  Ne,  // comparisons, type Bool
+  And,
+  Or,  // Bool
+  Min,
+  Max,     // min(a, b), max(a, b)
+  Call,    // fn(args...)
+  Cast,    // type(args[0])
+  Select,  // select(args[0], args[1], args[2])
+  Reduce,  // reducer[axes...](args[0]), front end only
 };
 
 enum class VarKind : uint8_t { Index, Dim, Param };

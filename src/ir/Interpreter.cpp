@@ -49,7 +49,8 @@ using SFn = std::function<void(Frame&)>;
 
 class Compiler {
  public:
-  Compiler(const LoopProgram& p, InterpMode mode, Frame& frame) : p_(p), mode_(mode), frame_(frame) {}
+  Compiler(const LoopProgram& p, InterpMode mode, Frame& frame)
+      : p_(p), mode_(mode), frame_(frame) {}
 
   void declare_int(const std::string& name, int64_t value) {
     scope_.push_back({name, static_cast<int>(frame_.ints.size())});
@@ -137,8 +138,10 @@ class Compiler {
         SFn t = stmt(s->then_case);
         SFn e = s->else_case ? stmt(s->else_case) : SFn();
         return [c, t, e](Frame& f) {
-          if (c(f)) t(f);
-          else if (e) e(f);
+          if (c(f))
+            t(f);
+          else if (e)
+            e(f);
         };
       }
     }
@@ -171,12 +174,13 @@ class Compiler {
   // Rounds a float result to its type in typed mode.
   FFn typed(FFn f, DType t) {
     if (mode_ == InterpMode::Exact || !is_float(t)) return f;
-    if (t == DType::F32) return [f](Frame& fr) { return static_cast<double>(static_cast<float>(f(fr))); };
+    if (t == DType::F32)
+      return [f](Frame& fr) { return static_cast<double>(static_cast<float>(f(fr))); };
     return [f, t](Frame& fr) { return round_to_dtype(f(fr), t); };
   }
 
-  std::function<int64_t(Frame&)> linear_index(int b, const std::vector<Expr>& indices, const char* verb,
-                                               const std::string& name) {
+  std::function<int64_t(Frame&)> linear_index(int b, const std::vector<Expr>& indices,
+                                              const char* verb, const std::string& name) {
     const Buf& buf = frame_.bufs[b];
     internal_assert(buf.shape.size() == indices.size())
         << name << " has rank " << buf.shape.size() << ", accessed with " << indices.size();
@@ -240,16 +244,32 @@ class Compiler {
         IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
         return [a, b](Frame& f) -> int64_t { return a(f) || b(f); };
       }
-      case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne:
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
+      case Op::Eq:
+      case Op::Ne:
         return comparison(e);
-      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Mod: case Op::Min: case Op::Max: {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Mod:
+      case Op::Min:
+      case Op::Max: {
         IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
         switch (e->op) {
-          case Op::Add: return [a, b](Frame& f) { return a(f) + b(f); };
-          case Op::Sub: return [a, b](Frame& f) { return a(f) - b(f); };
-          case Op::Mul: return [a, b](Frame& f) { return a(f) * b(f); };
-          case Op::Min: return [a, b](Frame& f) { return std::min(a(f), b(f)); };
-          case Op::Max: return [a, b](Frame& f) { return std::max(a(f), b(f)); };
+          case Op::Add:
+            return [a, b](Frame& f) { return a(f) + b(f); };
+          case Op::Sub:
+            return [a, b](Frame& f) { return a(f) - b(f); };
+          case Op::Mul:
+            return [a, b](Frame& f) { return a(f) * b(f); };
+          case Op::Min:
+            return [a, b](Frame& f) { return std::min(a(f), b(f)); };
+          case Op::Max:
+            return [a, b](Frame& f) { return std::max(a(f), b(f)); };
           default: {
             bool div = e->op == Op::Div;
             Expr expr = e;
@@ -266,7 +286,8 @@ class Compiler {
         for (const Expr& a : e->args) args.push_back(int_expr(a));
         if (e->fn == MathFn::Abs) return [a = args[0]](Frame& f) { return std::abs(a(f)); };
         if (e->fn == MathFn::Clamp)
-          return [args](Frame& f) { return std::min(std::max(args[0](f), args[1](f)), args[2](f)); };
+          return
+              [args](Frame& f) { return std::min(std::max(args[0](f), args[1](f)), args[2](f)); };
         internal_error << "integer call of " << math_fn_name(e->fn);
         return {};
       }
@@ -279,13 +300,16 @@ class Compiler {
         }
         IFn x = int_expr(a);
         if (t == DType::Int) return x;
-        return [x, t](Frame& f) { return static_cast<int64_t>(round_to_dtype(static_cast<double>(x(f)), t)); };
+        return [x, t](Frame& f) {
+          return static_cast<int64_t>(round_to_dtype(static_cast<double>(x(f)), t));
+        };
       }
       case Op::Select: {
         IFn c = int_expr(e->args[0]), a = int_expr(e->args[1]), b = int_expr(e->args[2]);
         return [c, a, b](Frame& f) { return c(f) ? a(f) : b(f); };
       }
-      default: break;
+      default:
+        break;
     }
     internal_error << "cannot evaluate `" << to_string(e) << "` as an integer";
     return {};
@@ -295,12 +319,18 @@ class Compiler {
     Op op = e->op;
     auto cmp = [op](auto x, auto y) -> int64_t {
       switch (op) {
-        case Op::Lt: return x < y;
-        case Op::Le: return x <= y;
-        case Op::Gt: return x > y;
-        case Op::Ge: return x >= y;
-        case Op::Eq: return x == y;
-        default: return x != y;
+        case Op::Lt:
+          return x < y;
+        case Op::Le:
+          return x <= y;
+        case Op::Gt:
+          return x > y;
+        case Op::Ge:
+          return x >= y;
+        case Op::Eq:
+          return x == y;
+        default:
+          return x != y;
       }
     };
     if (is_float(e->args[0]->type)) {
@@ -333,22 +363,33 @@ class Compiler {
         FFn a = float_expr(e->args[0]);
         return [a](Frame& f) { return -a(f); };
       }
-      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Min: case Op::Max: {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Min:
+      case Op::Max: {
         FFn a = float_expr(e->args[0]), b = float_expr(e->args[1]);
         switch (e->op) {
-          case Op::Add: return typed([a, b](Frame& f) { return a(f) + b(f); }, t);
-          case Op::Sub: return typed([a, b](Frame& f) { return a(f) - b(f); }, t);
-          case Op::Mul: return typed([a, b](Frame& f) { return a(f) * b(f); }, t);
-          case Op::Div: return typed([a, b](Frame& f) { return a(f) / b(f); }, t);
+          case Op::Add:
+            return typed([a, b](Frame& f) { return a(f) + b(f); }, t);
+          case Op::Sub:
+            return typed([a, b](Frame& f) { return a(f) - b(f); }, t);
+          case Op::Mul:
+            return typed([a, b](Frame& f) { return a(f) * b(f); }, t);
+          case Op::Div:
+            return typed([a, b](Frame& f) { return a(f) / b(f); }, t);
           case Op::Min:
             return [a, b](Frame& f) {
               double x = a(f), y = b(f);
-              return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::min(x, y);
+              return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN()
+                                                    : std::min(x, y);
             };
           default:
             return [a, b](Frame& f) {
               double x = a(f), y = b(f);
-              return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN() : std::max(x, y);
+              return std::isnan(x) || std::isnan(y) ? std::numeric_limits<double>::quiet_NaN()
+                                                    : std::max(x, y);
             };
         }
       }
@@ -357,20 +398,31 @@ class Compiler {
         for (const Expr& a : e->args) args.push_back(float_expr(a));
         FFn a = args[0];
         switch (e->fn) {
-          case MathFn::Exp: return typed([a](Frame& f) { return std::exp(a(f)); }, t);
-          case MathFn::Exp2: return typed([a](Frame& f) { return std::exp2(a(f)); }, t);
-          case MathFn::Log: return typed([a](Frame& f) { return std::log(a(f)); }, t);
-          case MathFn::Log2: return typed([a](Frame& f) { return std::log2(a(f)); }, t);
-          case MathFn::Tanh: return typed([a](Frame& f) { return std::tanh(a(f)); }, t);
-          case MathFn::Sqrt: return typed([a](Frame& f) { return std::sqrt(a(f)); }, t);
-          case MathFn::Rsqrt: return typed([a](Frame& f) { return 1.0 / std::sqrt(a(f)); }, t);
-          case MathFn::Abs: return [a](Frame& f) { return std::fabs(a(f)); };
-          case MathFn::Round: return [a](Frame& f) { return std::nearbyint(a(f)); };
-          case MathFn::Pow: return typed([a, b = args[1]](Frame& f) { return std::pow(a(f), b(f)); }, t);
+          case MathFn::Exp:
+            return typed([a](Frame& f) { return std::exp(a(f)); }, t);
+          case MathFn::Exp2:
+            return typed([a](Frame& f) { return std::exp2(a(f)); }, t);
+          case MathFn::Log:
+            return typed([a](Frame& f) { return std::log(a(f)); }, t);
+          case MathFn::Log2:
+            return typed([a](Frame& f) { return std::log2(a(f)); }, t);
+          case MathFn::Tanh:
+            return typed([a](Frame& f) { return std::tanh(a(f)); }, t);
+          case MathFn::Sqrt:
+            return typed([a](Frame& f) { return std::sqrt(a(f)); }, t);
+          case MathFn::Rsqrt:
+            return typed([a](Frame& f) { return 1.0 / std::sqrt(a(f)); }, t);
+          case MathFn::Abs:
+            return [a](Frame& f) { return std::fabs(a(f)); };
+          case MathFn::Round:
+            return [a](Frame& f) { return std::nearbyint(a(f)); };
+          case MathFn::Pow:
+            return typed([a, b = args[1]](Frame& f) { return std::pow(a(f), b(f)); }, t);
           case MathFn::Clamp:
             return [args](Frame& f) {
               double x = args[0](f), lo = args[1](f), hi = args[2](f);
-              if (std::isnan(x) || std::isnan(lo) || std::isnan(hi)) return std::numeric_limits<double>::quiet_NaN();
+              if (std::isnan(x) || std::isnan(lo) || std::isnan(hi))
+                return std::numeric_limits<double>::quiet_NaN();
               return std::min(std::max(x, lo), hi);
             };
         }
@@ -379,7 +431,8 @@ class Compiler {
       case Op::Cast: {
         const Expr& a = e->args[0];
         FFn x;
-        if (is_float(a->type)) x = float_expr(a);
+        if (is_float(a->type))
+          x = float_expr(a);
         else {
           IFn i = int_expr(a);
           x = [i](Frame& f) { return static_cast<double>(i(f)); };
@@ -392,7 +445,8 @@ class Compiler {
         FFn a = float_expr(e->args[1]), b = float_expr(e->args[2]);
         return [c, a, b](Frame& f) { return c(f) ? a(f) : b(f); };
       }
-      default: break;
+      default:
+        break;
     }
     internal_error << "cannot evaluate `" << to_string(e) << "` as a float";
     return {};
@@ -409,26 +463,36 @@ std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
 
 int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
   switch (e->op) {
-    case Op::IntImm: return e->int_value;
+    case Op::IntImm:
+      return e->int_value;
     case Op::Var: {
       if (auto it = sizes.find(e->name); it != sizes.end()) return it->second;
-      if (auto it = params.find(e->name); it != params.end()) return static_cast<int64_t>(it->second);
-      arg_error << "size '" << e->name << "' has no value; give it with --shape " << e->name << "=N";
+      if (auto it = params.find(e->name); it != params.end())
+        return static_cast<int64_t>(it->second);
+      arg_error << "size '" << e->name << "' has no value; give it with --shape " << e->name
+                << "=N";
       return 0;
     }
-    case Op::Neg: return -eval_int(e->args[0], sizes, params);
-    case Op::Add: return eval_int(e->args[0], sizes, params) + eval_int(e->args[1], sizes, params);
-    case Op::Sub: return eval_int(e->args[0], sizes, params) - eval_int(e->args[1], sizes, params);
-    case Op::Mul: return eval_int(e->args[0], sizes, params) * eval_int(e->args[1], sizes, params);
+    case Op::Neg:
+      return -eval_int(e->args[0], sizes, params);
+    case Op::Add:
+      return eval_int(e->args[0], sizes, params) + eval_int(e->args[1], sizes, params);
+    case Op::Sub:
+      return eval_int(e->args[0], sizes, params) - eval_int(e->args[1], sizes, params);
+    case Op::Mul:
+      return eval_int(e->args[0], sizes, params) * eval_int(e->args[1], sizes, params);
     case Op::Div:
     case Op::Mod: {
       int64_t a = eval_int(e->args[0], sizes, params), b = eval_int(e->args[1], sizes, params);
       if (b == 0) throw_div_zero(e);
       return e->op == Op::Div ? floor_div(a, b) : floor_mod(a, b);
     }
-    case Op::Min: return std::min(eval_int(e->args[0], sizes, params), eval_int(e->args[1], sizes, params));
-    case Op::Max: return std::max(eval_int(e->args[0], sizes, params), eval_int(e->args[1], sizes, params));
-    default: break;
+    case Op::Min:
+      return std::min(eval_int(e->args[0], sizes, params), eval_int(e->args[1], sizes, params));
+    case Op::Max:
+      return std::max(eval_int(e->args[0], sizes, params), eval_int(e->args[1], sizes, params));
+    default:
+      break;
   }
   internal_error << "cannot evaluate shape expression `" << to_string(e) << "`";
   return 0;
@@ -442,8 +506,8 @@ std::vector<int64_t> eval_shape(const std::vector<Expr>& shape, const runtime::S
 }
 
 InterpResult interpret(const LoopProgram& p, InterpMode mode,
-                       const std::map<std::string, const runtime::Tensor*>& inputs, const runtime::SizeMap& sizes,
-                       const runtime::ParamMap& param_overrides) {
+                       const std::map<std::string, const runtime::Tensor*>& inputs,
+                       const runtime::SizeMap& sizes, const runtime::ParamMap& param_overrides) {
   Frame frame;
   Compiler c(p, mode, frame);
   runtime::ParamMap params;
@@ -453,13 +517,16 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
   }
   for (const std::string& d : p.dims) {
     auto it = sizes.find(d);
-    if (it == sizes.end()) arg_error << "size '" << d << "' has no value; give it with --shape " << d << "=N";
+    if (it == sizes.end())
+      arg_error << "size '" << d << "' has no value; give it with --shape " << d << "=N";
     c.declare_int(d, it->second);
   }
   for (const Param& q : p.params) {
     double v = params[q.name];
-    if (is_int(q.dtype)) c.declare_int(q.name, static_cast<int64_t>(v));
-    else c.declare_float(q.name, mode == InterpMode::Typed ? round_to_dtype(v, q.dtype) : v);
+    if (is_int(q.dtype))
+      c.declare_int(q.name, static_cast<int64_t>(v));
+    else
+      c.declare_float(q.name, mode == InterpMode::Typed ? round_to_dtype(v, q.dtype) : v);
   }
   c.freeze_globals();
   for (const Buffer& b : p.buffers) {
@@ -484,7 +551,8 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
   InterpResult result;
   for (Buf& b : frame.bufs) {
     const Buffer* decl = p.find_buffer(b.name);
-    if (decl->role == BufferRole::Output) result.outputs[b.name] = InterpBuffer{b.shape, std::move(b.values)};
+    if (decl->role == BufferRole::Output)
+      result.outputs[b.name] = InterpBuffer{b.shape, std::move(b.values)};
   }
   return result;
 }

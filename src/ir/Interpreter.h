@@ -39,7 +39,8 @@ InterpResult interpret(const LoopProgram& program, InterpMode mode,
                        const runtime::SizeMap& sizes, const runtime::ParamMap& params = {});
 
 // Evaluates an integer expression over dims and params (shapes, extents).
-int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes, const runtime::ParamMap& params = {});
+int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes,
+                 const runtime::ParamMap& params = {});
 std::vector<int64_t> eval_shape(const std::vector<Expr>& shape, const runtime::SizeMap& sizes,
                                 const runtime::ParamMap& params = {});
 

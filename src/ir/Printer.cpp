@@ -22,15 +22,33 @@ namespace {
 
 int precedence(const Expr& e) {
   switch (e->op) {
-    case Op::Or: return 1;
-    case Op::And: return 2;
-    case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: case Op::Eq: case Op::Ne: return 3;
-    case Op::Add: case Op::Sub: return 4;
-    case Op::Mul: case Op::Div: case Op::Mod: return 5;
-    case Op::Neg: case Op::Not: return 6;
-    case Op::FloatImm: return e->float_value < 0 ? 6 : 7;
-    case Op::IntImm: return e->int_value < 0 ? 6 : 7;
-    default: return 7;
+    case Op::Or:
+      return 1;
+    case Op::And:
+      return 2;
+    case Op::Lt:
+    case Op::Le:
+    case Op::Gt:
+    case Op::Ge:
+    case Op::Eq:
+    case Op::Ne:
+      return 3;
+    case Op::Add:
+    case Op::Sub:
+      return 4;
+    case Op::Mul:
+    case Op::Div:
+    case Op::Mod:
+      return 5;
+    case Op::Neg:
+    case Op::Not:
+      return 6;
+    case Op::FloatImm:
+      return e->float_value < 0 ? 6 : 7;
+    case Op::IntImm:
+      return e->int_value < 0 ? 6 : 7;
+    default:
+      return 7;
   }
 }
 
@@ -56,10 +74,18 @@ void print_expr(std::ostringstream& out, const Expr& e) {
     return;
   }
   switch (e->op) {
-    case Op::IntImm: out << e->int_value; break;
-    case Op::FloatImm: out << format_double(e->float_value); break;
-    case Op::BoolImm: out << (e->int_value ? "true" : "false"); break;
-    case Op::Var: out << e->name; break;
+    case Op::IntImm:
+      out << e->int_value;
+      break;
+    case Op::FloatImm:
+      out << format_double(e->float_value);
+      break;
+    case Op::BoolImm:
+      out << (e->int_value ? "true" : "false");
+      break;
+    case Op::Var:
+      out << e->name;
+      break;
     case Op::Load:
       out << e->name << "[";
       print_list(out, e->args);
@@ -115,9 +141,12 @@ void print_expr(std::ostringstream& out, const Expr& e) {
 
 const char* iter_kind_name(IterKind k) {
   switch (k) {
-    case IterKind::Spatial: return "spatial";
-    case IterKind::Reduce: return "reduce";
-    case IterKind::Scan: return "scan";
+    case IterKind::Spatial:
+      return "spatial";
+    case IterKind::Reduce:
+      return "reduce";
+    case IterKind::Scan:
+      return "scan";
   }
   return "?";
 }
@@ -169,9 +198,12 @@ void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
 
 const char* role_name(BufferRole r) {
   switch (r) {
-    case BufferRole::Input: return "input";
-    case BufferRole::Output: return "output";
-    case BufferRole::Intermediate: return "buffer";
+    case BufferRole::Input:
+      return "input";
+    case BufferRole::Output:
+      return "output";
+    case BufferRole::Intermediate:
+      return "buffer";
   }
   return "?";
 }

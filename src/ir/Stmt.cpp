@@ -5,7 +5,9 @@
 namespace kintsugi::ir {
 
 namespace {
-Stmt node(StmtNode n) { return std::make_shared<const StmtNode>(std::move(n)); }
+Stmt node(StmtNode n) {
+  return std::make_shared<const StmtNode>(std::move(n));
+}
 }  // namespace
 
 Stmt make_seq(std::vector<Stmt> stmts) {

@@ -12,12 +12,18 @@ namespace kintsugi::runtime {
 
 std::string npy_descr(DType t) {
   switch (t) {
-    case DType::F16: return "<f2";
-    case DType::BF16: return "<u2";
-    case DType::F32: return "<f4";
-    case DType::I32: return "<i4";
-    case DType::I8: return "|i1";
-    default: internal_error << "no .npy encoding for " << dtype_name(t);
+    case DType::F16:
+      return "<f2";
+    case DType::BF16:
+      return "<u2";
+    case DType::F32:
+      return "<f4";
+    case DType::I32:
+      return "<i4";
+    case DType::I8:
+      return "|i1";
+    default:
+      internal_error << "no .npy encoding for " << dtype_name(t);
   }
   return "";
 }
@@ -25,10 +31,12 @@ std::string npy_descr(DType t) {
 void write_npy(const std::string& path, const Tensor& t) {
   std::ostringstream dict;
   dict << "{'descr': '" << npy_descr(t.dtype) << "', 'fortran_order': False, 'shape': (";
-  for (size_t k = 0; k < t.shape.size(); ++k) dict << t.shape[k] << (t.shape.size() == 1 || k + 1 < t.shape.size() ? ", " : "");
+  for (size_t k = 0; k < t.shape.size(); ++k)
+    dict << t.shape[k] << (t.shape.size() == 1 || k + 1 < t.shape.size() ? ", " : "");
   dict << "), }";
   std::string header = dict.str();
-  // Pad with spaces so that magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+  // Pad with spaces so that magic (6) + version (2) + length (2) + header + '\n' is a multiple
+  // of 64.
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
@@ -39,7 +47,8 @@ void write_npy(const std::string& path, const Tensor& t) {
   char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(len_bytes, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(t.data.data()), static_cast<std::streamsize>(t.data.size()));
+  out.write(reinterpret_cast<const char*>(t.data.data()),
+            static_cast<std::streamsize>(t.data.size()));
   if (!out) arg_error << "failed writing '" << path << "'";
 }
 
@@ -49,7 +58,8 @@ namespace {
 std::string dict_value(const std::string& header, const std::string& key, const std::string& path) {
   std::string k = "'" + key + "'";
   size_t p = header.find(k);
-  if (p == std::string::npos) arg_error << path << ": malformed .npy header: no '" << key << "' entry";
+  if (p == std::string::npos)
+    arg_error << path << ": malformed .npy header: no '" << key << "' entry";
   p = header.find(':', p + k.size());
   if (p == std::string::npos) arg_error << path << ": malformed .npy header near '" << key << "'";
   ++p;
@@ -57,12 +67,14 @@ std::string dict_value(const std::string& header, const std::string& key, const 
   size_t end = p;
   if (p < header.size() && header[p] == '(') {
     end = header.find(')', p);
-    if (end == std::string::npos) arg_error << path << ": malformed .npy header: unterminated shape";
+    if (end == std::string::npos)
+      arg_error << path << ": malformed .npy header: unterminated shape";
     return header.substr(p, end - p + 1);
   }
   if (p < header.size() && header[p] == '\'') {
     end = header.find('\'', p + 1);
-    if (end == std::string::npos) arg_error << path << ": malformed .npy header: unterminated string";
+    if (end == std::string::npos)
+      arg_error << path << ": malformed .npy header: unterminated string";
     return header.substr(p + 1, end - p - 1);
   }
   while (end < header.size() && header[end] != ',' && header[end] != '}') ++end;
@@ -80,11 +92,13 @@ Tensor read_npy(const std::string& path, DType expected) {
   int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len = 0, offset = 0;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    header_len = static_cast<unsigned char>(bytes[8]) |
+                 (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) arg_error << path << " is truncated inside its header";
-    for (int k = 0; k < 4; ++k) header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + k])) << (8 * k);
+    for (int k = 0; k < 4; ++k)
+      header_len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + k])) << (8 * k);
     offset = 12;
   } else {
     arg_error << path << ": unsupported .npy format version " << major;
@@ -95,14 +109,16 @@ Tensor read_npy(const std::string& path, DType expected) {
   std::string fortran = dict_value(header, "fortran_order", path);
   std::string shape_text = dict_value(header, "shape", path);
   if (fortran.find("False") == std::string::npos)
-    arg_error << path << " is stored in Fortran order; save it in C order (numpy.ascontiguousarray)";
+    arg_error << path
+              << " is stored in Fortran order; save it in C order (numpy.ascontiguousarray)";
   std::string want = npy_descr(expected);
   // '=' and '<' are the same on little-endian hosts; single-byte types may use '|'.
   std::string norm = descr;
   if (!norm.empty() && (norm[0] == '=' || norm[0] == '|' || norm[0] == '<')) norm[0] = want[0];
   if (norm != want)
-    arg_error << path << " holds dtype '" << descr << "' but " << dtype_name(expected) << " data is needed ('" << want
-              << "'" << (expected == DType::BF16 ? ", the raw bf16 bit patterns as uint16" : "") << ")";
+    arg_error << path << " holds dtype '" << descr << "' but " << dtype_name(expected)
+              << " data is needed ('" << want << "'"
+              << (expected == DType::BF16 ? ", the raw bf16 bit patterns as uint16" : "") << ")";
   std::vector<int64_t> shape;
   {
     if (shape_text.size() < 2 || shape_text.front() != '(' || shape_text.back() != ')')
@@ -122,7 +138,8 @@ Tensor read_npy(const std::string& path, DType expected) {
       } catch (...) {
         used = 0;
       }
-      if (used != item.size() || v < 0) arg_error << path << ": malformed shape entry '" << item << "' in .npy header";
+      if (used != item.size() || v < 0)
+        arg_error << path << ": malformed shape entry '" << item << "' in .npy header";
       shape.push_back(v);
     }
   }
@@ -130,9 +147,11 @@ Tensor read_npy(const std::string& path, DType expected) {
   size_t data_bytes = static_cast<size_t>(checked_numel(shape, path)) * dtype_bytes(expected);
   size_t available = bytes.size() - offset - header_len;
   if (available < data_bytes)
-    arg_error << path << " is truncated: its shape needs " << data_bytes << " bytes of data but the file has " << available;
+    arg_error << path << " is truncated: its shape needs " << data_bytes
+              << " bytes of data but the file has " << available;
   if (available > data_bytes)
-    arg_error << path << " has " << (available - data_bytes) << " bytes after the data its header describes";
+    arg_error << path << " has " << (available - data_bytes)
+              << " bytes after the data its header describes";
   Tensor t(expected, shape);
   std::memcpy(t.data.data(), bytes.data() + offset + header_len, data_bytes);
   return t;

@@ -13,9 +13,9 @@
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "runtime/Npy.h"
 #include "support/Version.h"
-#include "ir/Visit.h"
 #include "target/cpu/CpuBackend.h"
 
 namespace kintsugi::runtime {
@@ -33,14 +33,19 @@ SizeMap bind_sizes(const ir::LoopProgram& p, const SizeMap& overrides) {
   }
   SizeMap sizes;
   for (const auto& d : p.dims) {
-    if (auto it = overrides.find(d); it != overrides.end()) sizes[d] = it->second;
-    else if (auto h = p.size_hints.find(d); h != p.size_hints.end()) sizes[d] = h->second;
-    else arg_error << "size '" << d << "' has no value: give it with --shape " << d << "=N or in a `sizes` line";
+    if (auto it = overrides.find(d); it != overrides.end())
+      sizes[d] = it->second;
+    else if (auto h = p.size_hints.find(d); h != p.size_hints.end())
+      sizes[d] = h->second;
+    else
+      arg_error << "size '" << d << "' has no value: give it with --shape " << d
+                << "=N or in a `sizes` line";
   }
   return sizes;
 }
 
-std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes, uint64_t seed) {
+std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes,
+                                            uint64_t seed) {
   std::map<std::string, Tensor> out;
   std::mt19937_64 rng(seed);
   for (const ir::Buffer* b : p.inputs()) {
@@ -63,7 +68,8 @@ double tolerance_for(const ir::LoopProgram& p, DType output) {
   // The coarsest float type anywhere in the computation bounds the achievable accuracy.
   double eps = dtype_epsilon(is_float(output) ? output : DType::F32);
   for (const ir::Buffer& b : p.buffers)
-    if (b.role != ir::BufferRole::Input && is_float(b.dtype)) eps = std::max(eps, dtype_epsilon(b.dtype));
+    if (b.role != ir::BufferRole::Input && is_float(b.dtype))
+      eps = std::max(eps, dtype_epsilon(b.dtype));
   ir::visit_exprs(p.body, [&](const ir::Expr& e) {
     ir::visit(e, [&](const ir::Expr& n) {
       if (n->op == ir::Op::Cast && is_float(n->type)) eps = std::max(eps, dtype_epsilon(n->type));
@@ -74,32 +80,37 @@ double tolerance_for(const ir::LoopProgram& p, DType output) {
   return std::max(10.0 * eps, 1e-4);
 }
 
-OutputCheck compare_output(const std::string& name, const Tensor& out, const std::vector<double>& ref, double tol) {
+OutputCheck compare_output(const std::string& name, const Tensor& out,
+                           const std::vector<double>& ref, double tol) {
   OutputCheck c;
   c.name = name;
   c.dtype = out.dtype;
   c.tolerance = tol;
-  internal_assert(static_cast<int64_t>(ref.size()) == out.numel()) << "reference size mismatch for " << name;
+  internal_assert(static_cast<int64_t>(ref.size()) == out.numel())
+      << "reference size mismatch for " << name;
   double scale = 0.0;
   for (double r : ref)
     if (std::isfinite(r)) scale = std::max(scale, std::fabs(r));
   for (size_t i = 0; i < ref.size(); ++i) {
     double r = ref[i], a = out.get(static_cast<int64_t>(i));
     if (!std::isfinite(r) || !std::isfinite(a)) {
-      bool same = (std::isnan(r) && std::isnan(a)) || (std::isinf(r) && std::isinf(a) && (r > 0) == (a > 0));
+      bool same = (std::isnan(r) && std::isnan(a)) ||
+                  (std::isinf(r) && std::isinf(a) && (r > 0) == (a > 0));
       c.special_values_match &= same;
       continue;
     }
     c.max_abs_err = std::max(c.max_abs_err, std::fabs(a - r));
   }
   c.max_rel_err = scale > 0 ? c.max_abs_err / scale : c.max_abs_err;
-  if (is_int(out.dtype)) c.ok = c.special_values_match && c.max_abs_err <= 1.0;  // rounding ties may flip
-  else c.ok = c.special_values_match && c.max_rel_err <= tol;
+  if (is_int(out.dtype))
+    c.ok = c.special_values_match && c.max_abs_err <= 1.0;  // rounding ties may flip
+  else
+    c.ok = c.special_values_match && c.max_rel_err <= tol;
   return c;
 }
 
-std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::string& dir, SizeMap& sizes,
-                                          const SizeMap& overrides) {
+std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::string& dir,
+                                          SizeMap& sizes, const SizeMap& overrides) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) arg_error << "--inputs " << dir << ": no such directory";
   std::map<std::string, Tensor> out;
@@ -109,28 +120,31 @@ std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::s
   for (const ir::Buffer* b : p.inputs()) {
     std::string path = (fs::path(dir) / (b->name + ".npy")).string();
     if (!fs::exists(path))
-      arg_error << "input '" << b->name << "' (" << dtype_name(b->dtype) << ") needs the file " << path
-                << ", which does not exist";
+      arg_error << "input '" << b->name << "' (" << dtype_name(b->dtype) << ") needs the file "
+                << path << ", which does not exist";
     Tensor t = read_npy(path, b->dtype);
     auto shape_text = [&]() {
       std::string s;
-      for (size_t k = 0; k < b->shape.size(); ++k) s += (k ? ", " : "") + ir::to_string(b->shape[k]);
+      for (size_t k = 0; k < b->shape.size(); ++k)
+        s += (k ? ", " : "") + ir::to_string(b->shape[k]);
       return s;
     };
     if (t.shape.size() != b->shape.size())
-      arg_error << path << " has " << t.shape.size() << " dimensions but input '" << b->name << "' is "
-                << dtype_name(b->dtype) << "[" << shape_text() << "]";
+      arg_error << path << " has " << t.shape.size() << " dimensions but input '" << b->name
+                << "' is " << dtype_name(b->dtype) << "[" << shape_text() << "]";
     for (size_t k = 0; k < b->shape.size(); ++k) {
       const ir::Expr& e = b->shape[k];
       if (e->op != ir::Op::Var) continue;
       auto it = sizes.find(e->name);
       if (it == sizes.end()) {
-        if (t.shape[k] <= 0) arg_error << path << " has an empty dimension " << k << "; sizes must be positive";
+        if (t.shape[k] <= 0)
+          arg_error << path << " has an empty dimension " << k << "; sizes must be positive";
         sizes[e->name] = t.shape[k];
         bound_by[e->name] = path;
       } else if (it->second != t.shape[k]) {
-        arg_error << path << " has extent " << t.shape[k] << " in dimension " << k << " (" << e->name
-                  << "), but " << e->name << " = " << it->second << " from " << bound_by[e->name];
+        arg_error << path << " has extent " << t.shape[k] << " in dimension " << k << " ("
+                  << e->name << "), but " << e->name << " = " << it->second << " from "
+                  << bound_by[e->name];
       }
     }
     out.emplace(b->name, std::move(t));
@@ -146,8 +160,9 @@ std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::s
         got += (k ? ", " : "") + std::to_string(t.shape[k]);
         exp += (k ? ", " : "") + std::to_string(want[k]);
       }
-      arg_error << (fs::path(dir) / (b->name + ".npy")).string() << " has shape [" << got << "] but input '" << b->name
-                << "' needs [" << exp << "] with the sizes bound so far";
+      arg_error << (fs::path(dir) / (b->name + ".npy")).string() << " has shape [" << got
+                << "] but input '" << b->name << "' needs [" << exp
+                << "] with the sizes bound so far";
     }
   }
   sizes = all;
@@ -155,12 +170,15 @@ std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::s
 }
 
 namespace {
-void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r, const std::map<std::string, Tensor>& inputs,
+void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
+             const std::map<std::string, Tensor>& inputs,
              const std::map<std::string, Tensor>& outputs, const ParamMap& params) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(o.save_io_dir, ec);
-  if (ec) arg_error << "--save-io " << o.save_io_dir << ": cannot create the directory (" << ec.message() << ")";
+  if (ec)
+    arg_error << "--save-io " << o.save_io_dir << ": cannot create the directory (" << ec.message()
+              << ")";
   nlohmann::json m;
   m["program"] = p.name;
   m["commit"] = kCommit;
@@ -173,15 +191,20 @@ void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r, 
   auto entry = [&](const std::string& name, const Tensor& t) {
     std::string file = name + ".npy";
     write_npy((fs::path(o.save_io_dir) / file).string(), t);
-    nlohmann::json e = {{"name", name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"file", file},
+    nlohmann::json e = {{"name", name},
+                        {"dtype", dtype_name(t.dtype)},
+                        {"shape", t.shape},
+                        {"file", file},
                         {"npy_descr", npy_descr(t.dtype)}};
-    if (t.dtype == DType::BF16) e["note"] = "bf16 stored as its raw 16-bit patterns (uint16): value = bits << 16 as f32";
+    if (t.dtype == DType::BF16)
+      e["note"] = "bf16 stored as its raw 16-bit patterns (uint16): value = bits << 16 as f32";
     return e;
   };
   m["inputs"] = nlohmann::json::array();
   m["outputs"] = nlohmann::json::array();
   for (const ir::Buffer* b : p.inputs()) m["inputs"].push_back(entry(b->name, inputs.at(b->name)));
-  for (const ir::Buffer* b : p.outputs()) m["outputs"].push_back(entry(b->name, outputs.at(b->name)));
+  for (const ir::Buffer* b : p.outputs())
+    m["outputs"].push_back(entry(b->name, outputs.at(b->name)));
   std::ofstream out(fs::path(o.save_io_dir) / "manifest.json");
   out << m.dump(2) << "\n";
   if (!out) arg_error << "failed writing " << (fs::path(o.save_io_dir) / "manifest.json").string();
@@ -223,7 +246,8 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   for (const ir::Param& q : p.params) params[q.name] = q.value;
   for (const auto& [name, value] : o.params) {
     auto it = params.find(name);
-    if (it == params.end()) arg_error << "--param names '" << name << "', which is not a param of " << p.name;
+    if (it == params.end())
+      arg_error << "--param names '" << name << "', which is not a param of " << p.name;
     const ir::Param* decl = nullptr;
     for (const ir::Param& q : p.params)
       if (q.name == name) decl = &q;

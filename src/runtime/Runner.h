@@ -16,13 +16,14 @@ namespace kintsugi::runtime {
 struct RunOptions {
   std::string target = "cpu";  // "cpu" (the only target of this build)
   std::string schedule = "auto";
-  SizeMap shape;               // overrides of the sizes written in the source
-  ParamMap params;             // overrides of the param values written in the source
+  SizeMap shape;    // overrides of the sizes written in the source
+  ParamMap params;  // overrides of the param values written in the source
   uint64_t seed = 0;
   bool verify = false;
   bool bench = false;
   std::string save_io_dir;  // write inputs, outputs and manifest.json here (--save-io)
-  std::string inputs_dir;   // read inputs from NAME.npy files here instead of drawing them (--inputs)
+  std::string
+      inputs_dir;  // read inputs from NAME.npy files here instead of drawing them (--inputs)
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };
@@ -56,17 +57,19 @@ struct RunReport {
 // that each is positive and that every dim has one.
 SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
 // Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range.
-std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes, uint64_t seed);
+std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes,
+                                            uint64_t seed);
 // The verification tolerance of an output (depends on the lowest float precision the program
 // computes or stores in, and on the output type).
 double tolerance_for(const ir::LoopProgram& program, DType output);
 // Compares a computed output with the exact reference.
-OutputCheck compare_output(const std::string& name, const Tensor& out, const std::vector<double>& ref, double tolerance);
+OutputCheck compare_output(const std::string& name, const Tensor& out,
+                           const std::vector<double>& ref, double tolerance);
 
 // Reads every input of the program from `dir`/NAME.npy, binding the sizes that appear as plain
 // dims in input shapes (they must agree with each other and with `overrides`).
-std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& program, const std::string& dir, SizeMap& sizes,
-                                          const SizeMap& overrides);
+std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& program, const std::string& dir,
+                                          SizeMap& sizes, const SizeMap& overrides);
 
 RunReport run_program(const ir::LoopProgram& program, const RunOptions& options);
 

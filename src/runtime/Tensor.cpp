@@ -19,13 +19,16 @@ int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what
   return n;
 }
 
-Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_) : dtype(dtype_), shape(std::move(shape_)) {
+Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_)
+    : dtype(dtype_), shape(std::move(shape_)) {
   internal_assert(is_storage(dtype)) << "tensor of non-storage type " << dtype_name(dtype);
   int64_t n = checked_numel(shape, "tensor");
   data.assign(static_cast<size_t>(n) * dtype_bytes(dtype), 0);
 }
 
-int64_t Tensor::numel() const { return dtype_bytes(dtype) ? static_cast<int64_t>(data.size()) / dtype_bytes(dtype) : 0; }
+int64_t Tensor::numel() const {
+  return dtype_bytes(dtype) ? static_cast<int64_t>(data.size()) / dtype_bytes(dtype) : 0;
+}
 
 double Tensor::get(int64_t i) const {
   const uint8_t* p = data.data() + i * dtype_bytes(dtype);
@@ -50,8 +53,10 @@ double Tensor::get(int64_t i) const {
       std::memcpy(&v, p, 4);
       return v;
     }
-    case DType::I8: return static_cast<int8_t>(*p);
-    default: internal_error << "get() on tensor of type " << dtype_name(dtype);
+    case DType::I8:
+      return static_cast<int8_t>(*p);
+    default:
+      internal_error << "get() on tensor of type " << dtype_name(dtype);
   }
   return 0.0;
 }
@@ -79,8 +84,11 @@ void Tensor::set(int64_t i, double v) {
       std::memcpy(p, &x, 4);
       break;
     }
-    case DType::I8: *p = static_cast<uint8_t>(static_cast<int8_t>(round_to_dtype(v, DType::I8))); break;
-    default: internal_error << "set() on tensor of type " << dtype_name(dtype);
+    case DType::I8:
+      *p = static_cast<uint8_t>(static_cast<int8_t>(round_to_dtype(v, DType::I8)));
+      break;
+    default:
+      internal_error << "set() on tensor of type " << dtype_name(dtype);
   }
 }
 

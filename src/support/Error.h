@@ -86,19 +86,20 @@ class ErrorStream {
 }  // namespace kintsugi
 
 // user_error_at(loc) << "message";  throws CompileError at the end of the statement.
-#define user_error_at(loc) \
-  ::kintsugi::detail::ErrorStream([&](const std::string& m) { throw ::kintsugi::CompileError(loc, m); })
+#define user_error_at(loc)         \
+  ::kintsugi::detail::ErrorStream( \
+      [&](const std::string& m) { throw ::kintsugi::CompileError(loc, m); })
 // arg_error << "message";  throws RuntimeArgError.
-#define arg_error \
-  ::kintsugi::detail::ErrorStream([](const std::string& m) { throw ::kintsugi::RuntimeArgError(m); })
+#define arg_error                  \
+  ::kintsugi::detail::ErrorStream( \
+      [](const std::string& m) { throw ::kintsugi::RuntimeArgError(m); })
 // internal_assert(cond) << "context";  throws InternalError when cond is false.
-#define internal_assert(cond)                                                           \
-  if (!(cond))                                                                          \
-  ::kintsugi::detail::ErrorStream([](const std::string& m) {                            \
-    ::kintsugi::detail::throw_internal(__FILE__, __LINE__, "assertion `" #cond "` failed" + \
-                                                               (m.empty() ? "" : ": " + m)); \
+#define internal_assert(cond)                                                              \
+  if (!(cond))                                                                             \
+  ::kintsugi::detail::ErrorStream([](const std::string& m) {                               \
+    ::kintsugi::detail::throw_internal(                                                    \
+        __FILE__, __LINE__, "assertion `" #cond "` failed" + (m.empty() ? "" : ": " + m)); \
   })
-#define internal_error                                   \
-  ::kintsugi::detail::ErrorStream([](const std::string& m) { \
-    ::kintsugi::detail::throw_internal(__FILE__, __LINE__, m); \
-  })
+#define internal_error             \
+  ::kintsugi::detail::ErrorStream( \
+      [](const std::string& m) { ::kintsugi::detail::throw_internal(__FILE__, __LINE__, m); })

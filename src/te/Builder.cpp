@@ -15,8 +15,11 @@ std::vector<ir::Axis> axes_of(const std::vector<Index>& indices) {
 }
 }  // namespace
 
-Index::Index(const std::string& name) : Expr(ir::make_var(name, ir::VarKind::Index, DType::Int)), name_(name) {}
-Index::Index(const std::string& name, const Expr& extent) : Index(name) { extent_ = extent.node(); }
+Index::Index(const std::string& name)
+    : Expr(ir::make_var(name, ir::VarKind::Index, DType::Int)), name_(name) {}
+Index::Index(const std::string& name, const Expr& extent) : Index(name) {
+  extent_ = extent.node();
+}
 
 Expr Tensor::load(const std::vector<Expr>& indices) const {
   std::vector<ir::Expr> idx;
@@ -24,7 +27,9 @@ Expr Tensor::load(const std::vector<Expr>& indices) const {
   return ir::make_load(name_, DType::Unknown, idx);
 }
 
-ProgramBuilder::ProgramBuilder(std::string name) { program_.name = std::move(name); }
+ProgramBuilder::ProgramBuilder(std::string name) {
+  program_.name = std::move(name);
+}
 
 Expr ProgramBuilder::dim(const std::string& name) {
   if (!program_.has_dim(name)) program_.dims.push_back(name);
@@ -45,7 +50,8 @@ Tensor ProgramBuilder::input(const std::string& name, DType dtype, const std::ve
   return Tensor(name);
 }
 
-Tensor ProgramBuilder::def(const std::string& name, const std::vector<Index>& indices, const Expr& body) {
+Tensor ProgramBuilder::def(const std::string& name, const std::vector<Index>& indices,
+                           const Expr& body) {
   te::Definition d;
   d.name = name;
   d.indices = axes_of(indices);
@@ -54,8 +60,8 @@ Tensor ProgramBuilder::def(const std::string& name, const std::vector<Index>& in
   return Tensor(name);
 }
 
-Tensor ProgramBuilder::output(const std::string& name, const std::vector<Index>& indices, DType dtype,
-                              const Expr& body) {
+Tensor ProgramBuilder::output(const std::string& name, const std::vector<Index>& indices,
+                              DType dtype, const Expr& body) {
   te::Definition d;
   d.name = name;
   d.indices = axes_of(indices);
@@ -66,7 +72,9 @@ Tensor ProgramBuilder::output(const std::string& name, const std::vector<Index>&
   return Tensor(name);
 }
 
-void ProgramBuilder::size(const std::string& dim, int64_t value) { program_.size_hints[dim] = value; }
+void ProgramBuilder::size(const std::string& dim, int64_t value) {
+  program_.size_hints[dim] = value;
+}
 
 te::Program ProgramBuilder::build() const {
   te::Program p = program_;
@@ -74,8 +82,10 @@ te::Program ProgramBuilder::build() const {
   return p;
 }
 
-#define KINTSUGI_BINARY(sym, op) \
-  Expr operator sym(const Expr& a, const Expr& b) { return ir::make_binary(ir::Op::op, a.node(), b.node()); }
+#define KINTSUGI_BINARY(sym, op)                            \
+  Expr operator sym(const Expr& a, const Expr& b) {         \
+    return ir::make_binary(ir::Op::op, a.node(), b.node()); \
+  }
 KINTSUGI_BINARY(+, Add)
 KINTSUGI_BINARY(-, Sub)
 KINTSUGI_BINARY(*, Mul)
@@ -98,25 +108,51 @@ Expr operator-(const Expr& a) {
   if (n->op == ir::Op::IntImm) return ir::make_int(-n->int_value);
   return ir::make_unary(ir::Op::Neg, n);
 }
-Expr operator!(const Expr& a) { return ir::make_unary(ir::Op::Not, a.node()); }
+Expr operator!(const Expr& a) {
+  return ir::make_unary(ir::Op::Not, a.node());
+}
 
-Expr select(const Expr& c, const Expr& a, const Expr& b) { return ir::make_select(c.node(), a.node(), b.node()); }
-Expr min(const Expr& a, const Expr& b) { return ir::make_binary(ir::Op::Min, a.node(), b.node()); }
-Expr max(const Expr& a, const Expr& b) { return ir::make_binary(ir::Op::Max, a.node(), b.node()); }
+Expr select(const Expr& c, const Expr& a, const Expr& b) {
+  return ir::make_select(c.node(), a.node(), b.node());
+}
+Expr min(const Expr& a, const Expr& b) {
+  return ir::make_binary(ir::Op::Min, a.node(), b.node());
+}
+Expr max(const Expr& a, const Expr& b) {
+  return ir::make_binary(ir::Op::Max, a.node(), b.node());
+}
 Expr call(ir::MathFn fn, const std::vector<Expr>& args) {
   std::vector<ir::Expr> a;
   for (const Expr& e : args) a.push_back(e.node());
   return ir::make_call(fn, a);
 }
-Expr exp(const Expr& a) { return call(ir::MathFn::Exp, {a}); }
-Expr log(const Expr& a) { return call(ir::MathFn::Log, {a}); }
-Expr tanh(const Expr& a) { return call(ir::MathFn::Tanh, {a}); }
-Expr sqrt(const Expr& a) { return call(ir::MathFn::Sqrt, {a}); }
-Expr rsqrt(const Expr& a) { return call(ir::MathFn::Rsqrt, {a}); }
-Expr abs(const Expr& a) { return call(ir::MathFn::Abs, {a}); }
-Expr round(const Expr& a) { return call(ir::MathFn::Round, {a}); }
-Expr cast(DType t, const Expr& a) { return ir::make_cast(t, a.node()); }
-Expr inf() { return ir::make_float(INFINITY, DType::Unknown); }
+Expr exp(const Expr& a) {
+  return call(ir::MathFn::Exp, {a});
+}
+Expr log(const Expr& a) {
+  return call(ir::MathFn::Log, {a});
+}
+Expr tanh(const Expr& a) {
+  return call(ir::MathFn::Tanh, {a});
+}
+Expr sqrt(const Expr& a) {
+  return call(ir::MathFn::Sqrt, {a});
+}
+Expr rsqrt(const Expr& a) {
+  return call(ir::MathFn::Rsqrt, {a});
+}
+Expr abs(const Expr& a) {
+  return call(ir::MathFn::Abs, {a});
+}
+Expr round(const Expr& a) {
+  return call(ir::MathFn::Round, {a});
+}
+Expr cast(DType t, const Expr& a) {
+  return ir::make_cast(t, a.node());
+}
+Expr inf() {
+  return ir::make_float(INFINITY, DType::Unknown);
+}
 
 Expr reduce(ir::Reducer r, const std::vector<Index>& axes, const Expr& body) {
   return ir::make_reduce(r, axes_of(axes), body.node());

@@ -22,7 +22,8 @@ using ir::Op;
 
 std::string type_phrase(DType t) {
   if (t == DType::Int) return "an integer (index) value";
-  if (t == DType::I8 || t == DType::I32) return std::string("an integer ") + dtype_name(t) + " value";
+  if (t == DType::I8 || t == DType::I32)
+    return std::string("an integer ") + dtype_name(t) + " value";
   if (t == DType::Bool) return "a condition";
   return std::string("a ") + dtype_name(t) + " value";
 }
@@ -38,9 +39,12 @@ std::optional<int64_t> const_int(const Expr& e) {
   auto a = const_int(e->args[0]), b = const_int(e->args[1]);
   if (!a || !b) return std::nullopt;
   switch (e->op) {
-    case Op::Add: return *a + *b;
-    case Op::Sub: return *a - *b;
-    case Op::Mul: return *a * *b;
+    case Op::Add:
+      return *a + *b;
+    case Op::Sub:
+      return *a - *b;
+    case Op::Mul:
+      return *a * *b;
     case Op::Div:
     case Op::Mod: {
       if (*b == 0) return std::nullopt;
@@ -51,7 +55,8 @@ std::optional<int64_t> const_int(const Expr& e) {
       }
       return e->op == Op::Div ? q : r;
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -79,7 +84,8 @@ class Checker {
     if (!any_output) {
       SourceLoc loc;
       if (p_.source) loc = SourceLoc{p_.source, 1, 1};
-      user_error_at(loc) << "the program has no output; declare one with `output NAME[i, ...]: f32 = ...`";
+      user_error_at(loc)
+          << "the program has no output; declare one with `output NAME[i, ...]: f32 = ...`";
     }
   }
 
@@ -91,14 +97,16 @@ class Checker {
   // --- shapes and extents: integer expressions over dims, params and literals
   Expr check_shape_expr(const Expr& e, const std::string& what) {
     ir::visit(e, [&](const Expr& n) {
-      if (n->op == Op::Load) user_error_at(n->loc) << "the shape of " << what << " cannot read a tensor";
+      if (n->op == Op::Load)
+        user_error_at(n->loc) << "the shape of " << what << " cannot read a tensor";
       if (n->op == Op::Var && n->var_kind == ir::VarKind::Index)
         user_error_at(n->loc) << "the shape of " << what << " cannot use index '" << n->name << "'";
       return true;
     });
     Expr t = type(e);
     if (t->type != DType::Int)
-      user_error_at(e->loc) << "the shape of " << what << " must be an integer expression over sizes, got "
+      user_error_at(e->loc) << "the shape of " << what
+                            << " must be an integer expression over sizes, got "
                             << type_phrase(t->type);
     if (auto v = const_int(t); v && *v <= 0)
       user_error_at(e->loc) << "the shape of " << what << " has a non-positive extent " << *v;
@@ -130,8 +138,11 @@ class Checker {
     for (size_t k = 0; k < p_.defs.size(); ++k) {
       if (p_.defs[k].name != n) continue;
       if (k < current_) return;
-      if (k == current_) user_error_at(load->loc) << "'" << n << "' cannot read itself; use a reduction such as sum[j](...)";
-      user_error_at(load->loc) << "'" << n << "' is used before its definition at line " << p_.defs[k].loc.line;
+      if (k == current_)
+        user_error_at(load->loc) << "'" << n
+                                 << "' cannot read itself; use a reduction such as sum[j](...)";
+      user_error_at(load->loc) << "'" << n << "' is used before its definition at line "
+                               << p_.defs[k].loc.line;
     }
     user_error_at(load->loc) << "unknown tensor '" << n << "'";
   }
@@ -142,7 +153,8 @@ class Checker {
     return nullptr;
   }
 
-  void learn_extent(AxisInfo& axis, const Expr& extent, const SourceLoc& loc, const std::string& what) {
+  void learn_extent(AxisInfo& axis, const Expr& extent, const SourceLoc& loc,
+                    const std::string& what) {
     if (!axis.extent) {
       axis.extent = extent;
       axis.from = loc;
@@ -153,8 +165,8 @@ class Checker {
     std::ostringstream prev;
     prev << axis.from_what;
     if (axis.from.valid()) prev << " at line " << axis.from.line << ":" << axis.from.col;
-    user_error_at(loc) << "inconsistent extents for index '" << axis.name << "': it indexes " << what
-                       << " of extent " << ir::to_string(extent) << ", but ranges over "
+    user_error_at(loc) << "inconsistent extents for index '" << axis.name << "': it indexes "
+                       << what << " of extent " << ir::to_string(extent) << ", but ranges over "
                        << ir::to_string(axis.extent) << " (" << prev.str() << ")";
   }
 
@@ -165,8 +177,9 @@ class Checker {
       check_tensor_ref(e);
       std::vector<Expr> shape = shape_of(e->name);
       if (shape.size() != e->args.size())
-        user_error_at(e->loc) << "'" << e->name << "' has rank " << shape.size() << " but is indexed with "
-                              << e->args.size() << " ind" << (e->args.size() == 1 ? "ex" : "ices");
+        user_error_at(e->loc) << "'" << e->name << "' has rank " << shape.size()
+                              << " but is indexed with " << e->args.size() << " ind"
+                              << (e->args.size() == 1 ? "ex" : "ices");
       std::vector<Expr> args;
       for (size_t k = 0; k < e->args.size(); ++k) {
         const Expr& a = e->args[k];
@@ -174,7 +187,8 @@ class Checker {
           AxisInfo* axis = find_axis(a->name);
           if (!axis)
             user_error_at(a->loc.valid() ? a->loc : e->loc)
-                << "index '" << a->name << "' is not bound here: it is neither an index of the definition nor an "
+                << "index '" << a->name
+                << "' is not bound here: it is neither an index of the definition nor an "
                 << "axis of an enclosing reduction";
           learn_extent(*axis, shape[k], a->loc,
                        "dimension " + std::to_string(k) + " of '" + e->name + "'");
@@ -195,17 +209,19 @@ class Checker {
       for (size_t k = 0; k < axes.size(); ++k) {
         const AxisInfo& info = scope_[base + k];
         if (!info.extent)
-          user_error_at(axes[k].loc) << "cannot infer the extent of reduction axis '" << axes[k].name
-                                     << "': use it directly as an index of a tensor in the body, or give it "
-                                        "explicitly as `"
-                                     << ir::reducer_name(e->reducer) << "[" << axes[k].name << ": N](...)`";
+          user_error_at(axes[k].loc)
+              << "cannot infer the extent of reduction axis '" << axes[k].name
+              << "': use it directly as an index of a tensor in the body, or give it "
+                 "explicitly as `"
+              << ir::reducer_name(e->reducer) << "[" << axes[k].name << ": N](...)`";
         axes[k].extent = info.extent;
       }
       scope_.resize(base);
       return ir::make_reduce(e->reducer, axes, body, e->loc);
     }
     if (e->op == Op::Var && e->var_kind == ir::VarKind::Index && !find_axis(e->name))
-      user_error_at(e->loc) << "index '" << e->name << "' is not bound here: it is neither an index of the "
+      user_error_at(e->loc) << "index '" << e->name
+                            << "' is not bound here: it is neither an index of the "
                             << "definition nor an axis of an enclosing reduction";
     if (e->args.empty()) return e;
     std::vector<Expr> args;
@@ -223,37 +239,41 @@ class Checker {
     Expr body = infer(d.body);
     for (size_t k = 0; k < d.indices.size(); ++k) {
       if (!scope_[k].extent)
-        user_error_at(d.indices[k].loc) << "cannot infer the extent of index '" << d.indices[k].name
-                                        << "' of '" << d.name
-                                        << "': use it directly as an index of a tensor on the right-hand side, or "
-                                           "give it explicitly as `"
-                                        << d.indices[k].name << ": N`";
+        user_error_at(d.indices[k].loc)
+            << "cannot infer the extent of index '" << d.indices[k].name << "' of '" << d.name
+            << "': use it directly as an index of a tensor on the right-hand side, or "
+               "give it explicitly as `"
+            << d.indices[k].name << ": N`";
       d.indices[k].extent = scope_[k].extent;
     }
     body = type(body);
     if (body->type == DType::Unknown) body = coerce(body, DType::F32);
     if (body->type == DType::Bool)
-      user_error_at(d.body->loc) << "'" << d.name << "' would hold conditions; tensors hold numbers: write "
+      user_error_at(d.body->loc) << "'" << d.name
+                                 << "' would hold conditions; tensors hold numbers: write "
                                  << "select(cond, 1.0, 0.0)";
     DType value_type = body->type == DType::Int ? DType::I32 : body->type;
     if (d.is_output) {
       if (is_float(d.dtype) != is_float(value_type))
-        user_error_at(d.body->loc) << "output '" << d.name << "' is declared " << dtype_name(d.dtype)
-                                   << " but its expression gives " << type_phrase(body->type)
-                                   << (is_float(d.dtype) ? "; cast it with f32(...)"
-                                                         : "; convert it with i8(round(...)) or i32(...)");
+        user_error_at(d.body->loc)
+            << "output '" << d.name << "' is declared " << dtype_name(d.dtype)
+            << " but its expression gives " << type_phrase(body->type)
+            << (is_float(d.dtype) ? "; cast it with f32(...)"
+                                  : "; convert it with i8(round(...)) or i32(...)");
       if (d.declared_shape) {
         const auto& decl = *d.declared_shape;
         bool same = decl.size() == d.indices.size();
         std::vector<Expr> typed;
         for (const Expr& s : decl) typed.push_back(check_shape_expr(s, "output '" + d.name + "'"));
-        for (size_t k = 0; same && k < decl.size(); ++k) same = ir::equal(typed[k], d.indices[k].extent);
+        for (size_t k = 0; same && k < decl.size(); ++k)
+          same = ir::equal(typed[k], d.indices[k].extent);
         if (!same) {
           std::ostringstream got;
           for (size_t k = 0; k < d.indices.size(); ++k)
             got << (k ? ", " : "") << ir::to_string(d.indices[k].extent);
-          user_error_at(d.loc) << "output '" << d.name << "' is declared with shape [" << shape_text(typed)
-                               << "] but its indices range over [" << got.str() << "]";
+          user_error_at(d.loc) << "output '" << d.name << "' is declared with shape ["
+                               << shape_text(typed) << "] but its indices range over [" << got.str()
+                               << "]";
         }
         d.declared_shape = typed;
       }
@@ -276,7 +296,8 @@ class Checker {
   // Gives an untyped float expression (or an integer literal) the float type t.
   Expr coerce(const Expr& e, DType t) {
     if (e->type == t) return e;
-    if (e->op == Op::IntImm && is_float(t)) return ir::make_float(static_cast<double>(e->int_value), t, e->loc);
+    if (e->op == Op::IntImm && is_float(t))
+      return ir::make_float(static_cast<double>(e->int_value), t, e->loc);
     if (!is_untyped(e)) return e;
     if (e->op == Op::FloatImm) return ir::make_float(e->float_value, t, e->loc);
     std::vector<Expr> args;
@@ -300,8 +321,9 @@ class Checker {
       if (is_untyped(a)) a = coerce(a, b->type);
       if (is_untyped(b)) b = coerce(b, a->type);
       if (a->type != b->type)
-        user_error_at(loc) << "operands of " << what << " have different types " << dtype_name(a->type) << " and "
-                           << dtype_name(b->type) << "; precision is explicit: insert a cast such as "
+        user_error_at(loc) << "operands of " << what << " have different types "
+                           << dtype_name(a->type) << " and " << dtype_name(b->type)
+                           << "; precision is explicit: insert a cast such as "
                            << dtype_name(DType::F32) << "(...)";
       return a->type;
     }
@@ -310,13 +332,16 @@ class Checker {
     Expr& f = fa ? a : b;
     if (is_int_literal(i)) {
       DType t = is_untyped(f) ? DType::Unknown : f->type;
-      if (t != DType::Unknown) i = coerce(i, t);
-      else i = ir::make_float(static_cast<double>(i->int_value), DType::Unknown, i->loc);
+      if (t != DType::Unknown)
+        i = coerce(i, t);
+      else
+        i = ir::make_float(static_cast<double>(i->int_value), DType::Unknown, i->loc);
       return t;
     }
     user_error_at(loc) << "cannot combine " << type_phrase(i->type) << " with "
-                       << (is_untyped(f) ? std::string("a float value") : type_phrase(f->type)) << " in " << what
-                       << "; convert the integer with " << (is_untyped(f) ? "f32" : dtype_name(f->type)) << "(...)";
+                       << (is_untyped(f) ? std::string("a float value") : type_phrase(f->type))
+                       << " in " << what << "; convert the integer with "
+                       << (is_untyped(f) ? "f32" : dtype_name(f->type)) << "(...)";
     return DType::Unknown;
   }
 
@@ -332,7 +357,8 @@ class Checker {
       case Op::IntImm:
       case Op::BoolImm:
       case Op::FloatImm:
-      case Op::Var: return e;
+      case Op::Var:
+        return e;
       case Op::Load: {
         std::vector<Expr> args;
         for (size_t k = 0; k < e->args.size(); ++k) {
@@ -352,7 +378,8 @@ class Checker {
       }
       case Op::Not: {
         Expr a = type(e->args[0]);
-        if (a->type != DType::Bool) user_error_at(e->loc) << "'!' needs a condition, got " << type_phrase(a->type);
+        if (a->type != DType::Bool)
+          user_error_at(e->loc) << "'!' needs a condition, got " << type_phrase(a->type);
         return retype(e, {a}, DType::Bool);
       }
       case Op::And:
@@ -361,7 +388,8 @@ class Checker {
         for (const Expr& x : {a, b})
           if (x->type != DType::Bool)
             user_error_at(x->loc.valid() ? x->loc : e->loc)
-                << "'" << ir::op_symbol(e->op) << "' needs conditions on both sides, got " << type_phrase(x->type);
+                << "'" << ir::op_symbol(e->op) << "' needs conditions on both sides, got "
+                << type_phrase(x->type);
         return retype(e, {a, b}, DType::Bool);
       }
       case Op::Add:
@@ -389,7 +417,8 @@ class Checker {
       case Op::Eq:
       case Op::Ne: {
         Expr a = type(e->args[0]), b = type(e->args[1]);
-        if ((e->op == Op::Eq || e->op == Op::Ne) && a->type == DType::Bool && b->type == DType::Bool)
+        if ((e->op == Op::Eq || e->op == Op::Ne) && a->type == DType::Bool &&
+            b->type == DType::Bool)
           return retype(e, {a, b}, DType::Bool);
         std::string what = std::string("'") + ir::op_symbol(e->op) + "'";
         DType t = unify(a, b, e->loc, what.c_str());
@@ -411,7 +440,8 @@ class Checker {
           t = unify(args[0], args[k], e->loc, what.c_str());
         }
         if (args.size() == 1) {
-          if (t == DType::Bool) user_error_at(e->loc) << "'" << name << "' needs a number, got a condition";
+          if (t == DType::Bool)
+            user_error_at(e->loc) << "'" << name << "' needs a number, got a condition";
         }
         for (size_t k = 1; k < args.size(); ++k)
           if (args[k]->type != args[0]->type) {
@@ -423,8 +453,8 @@ class Checker {
             args[0] = coerce(args[0], DType::F32);
             t = DType::F32;
           } else {
-            user_error_at(e->loc) << "'" << name << "' needs a float argument, got " << type_phrase(t)
-                                  << "; convert it with f32(...)";
+            user_error_at(e->loc) << "'" << name << "' needs a float argument, got "
+                                  << type_phrase(t) << "; convert it with f32(...)";
           }
         }
         return retype(e, args, is_int(t) ? DType::Int : t);
@@ -443,8 +473,10 @@ class Checker {
           user_error_at(c->loc.valid() ? c->loc : e->loc)
               << "the first argument of select must be a condition, got " << type_phrase(c->type);
         DType t;
-        if (a->type == DType::Bool && b->type == DType::Bool) t = DType::Bool;
-        else t = unify(a, b, e->loc, "select");
+        if (a->type == DType::Bool && b->type == DType::Bool)
+          t = DType::Bool;
+        else
+          t = unify(a, b, e->loc, "select");
         return retype(e, {c, a, b}, t);
       }
       case Op::Reduce: {
@@ -463,6 +495,8 @@ class Checker {
 
 }  // namespace
 
-void check(Program& program) { Checker(program).run(); }
+void check(Program& program) {
+  Checker(program).run();
+}
 
 }  // namespace kintsugi::te

@@ -8,32 +8,58 @@ namespace kintsugi::te {
 
 const char* token_description(Tok kind) {
   switch (kind) {
-    case Tok::End: return "end of file";
-    case Tok::Newline: return "end of line";
-    case Tok::Name: return "a name";
-    case Tok::Int: return "an integer";
-    case Tok::Float: return "a number";
-    case Tok::LParen: return "'('";
-    case Tok::RParen: return "')'";
-    case Tok::LBracket: return "'['";
-    case Tok::RBracket: return "']'";
-    case Tok::Comma: return "','";
-    case Tok::Colon: return "':'";
-    case Tok::Assign: return "'='";
-    case Tok::Plus: return "'+'";
-    case Tok::Minus: return "'-'";
-    case Tok::Star: return "'*'";
-    case Tok::Slash: return "'/'";
-    case Tok::Percent: return "'%'";
-    case Tok::Lt: return "'<'";
-    case Tok::Le: return "'<='";
-    case Tok::Gt: return "'>'";
-    case Tok::Ge: return "'>='";
-    case Tok::EqEq: return "'=='";
-    case Tok::Ne: return "'!='";
-    case Tok::AndAnd: return "'&&'";
-    case Tok::OrOr: return "'||'";
-    case Tok::Bang: return "'!'";
+    case Tok::End:
+      return "end of file";
+    case Tok::Newline:
+      return "end of line";
+    case Tok::Name:
+      return "a name";
+    case Tok::Int:
+      return "an integer";
+    case Tok::Float:
+      return "a number";
+    case Tok::LParen:
+      return "'('";
+    case Tok::RParen:
+      return "')'";
+    case Tok::LBracket:
+      return "'['";
+    case Tok::RBracket:
+      return "']'";
+    case Tok::Comma:
+      return "','";
+    case Tok::Colon:
+      return "':'";
+    case Tok::Assign:
+      return "'='";
+    case Tok::Plus:
+      return "'+'";
+    case Tok::Minus:
+      return "'-'";
+    case Tok::Star:
+      return "'*'";
+    case Tok::Slash:
+      return "'/'";
+    case Tok::Percent:
+      return "'%'";
+    case Tok::Lt:
+      return "'<'";
+    case Tok::Le:
+      return "'<='";
+    case Tok::Gt:
+      return "'>'";
+    case Tok::Ge:
+      return "'>='";
+    case Tok::EqEq:
+      return "'=='";
+    case Tok::Ne:
+      return "'!='";
+    case Tok::AndAnd:
+      return "'&&'";
+    case Tok::OrOr:
+      return "'||'";
+    case Tok::Bang:
+      return "'!'";
   }
   return "?";
 }
@@ -78,7 +104,8 @@ std::vector<Token> lex(const std::shared_ptr<const SourceFile>& file) {
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       size_t n = 1;
-      while (i + n < s.size() && (std::isalnum(static_cast<unsigned char>(s[i + n])) || s[i + n] == '_'))
+      while (i + n < s.size() &&
+             (std::isalnum(static_cast<unsigned char>(s[i + n])) || s[i + n] == '_'))
         ++n;
       push(Tok::Name, n, loc);
       continue;
@@ -102,36 +129,89 @@ std::vector<Token> lex(const std::shared_ptr<const SourceFile>& file) {
           while (i + n < s.size() && std::isdigit(static_cast<unsigned char>(s[i + n]))) ++n;
         }
       }
-      if (i + n < s.size() && (std::isalpha(static_cast<unsigned char>(s[i + n])) || s[i + n] == '_'))
+      if (i + n < s.size() &&
+          (std::isalpha(static_cast<unsigned char>(s[i + n])) || s[i + n] == '_'))
         user_error_at(loc) << "malformed number '" << s.substr(i, n + 1)
                            << "': a number cannot run into a name";
       push(is_float ? Tok::Float : Tok::Int, n, loc);
       continue;
     }
     auto two = [&](char a, char b) { return c == a && i + 1 < s.size() && s[i + 1] == b; };
-    if (two('<', '=')) { push(Tok::Le, 2, loc); continue; }
-    if (two('>', '=')) { push(Tok::Ge, 2, loc); continue; }
-    if (two('=', '=')) { push(Tok::EqEq, 2, loc); continue; }
-    if (two('!', '=')) { push(Tok::Ne, 2, loc); continue; }
-    if (two('&', '&')) { push(Tok::AndAnd, 2, loc); continue; }
-    if (two('|', '|')) { push(Tok::OrOr, 2, loc); continue; }
+    if (two('<', '=')) {
+      push(Tok::Le, 2, loc);
+      continue;
+    }
+    if (two('>', '=')) {
+      push(Tok::Ge, 2, loc);
+      continue;
+    }
+    if (two('=', '=')) {
+      push(Tok::EqEq, 2, loc);
+      continue;
+    }
+    if (two('!', '=')) {
+      push(Tok::Ne, 2, loc);
+      continue;
+    }
+    if (two('&', '&')) {
+      push(Tok::AndAnd, 2, loc);
+      continue;
+    }
+    if (two('|', '|')) {
+      push(Tok::OrOr, 2, loc);
+      continue;
+    }
     Tok kind = Tok::End;
     switch (c) {
-      case '(': kind = Tok::LParen; ++depth; break;
-      case ')': kind = Tok::RParen; depth = depth > 0 ? depth - 1 : 0; break;
-      case '[': kind = Tok::LBracket; ++depth; break;
-      case ']': kind = Tok::RBracket; depth = depth > 0 ? depth - 1 : 0; break;
-      case ',': kind = Tok::Comma; break;
-      case ':': kind = Tok::Colon; break;
-      case '=': kind = Tok::Assign; break;
-      case '+': kind = Tok::Plus; break;
-      case '-': kind = Tok::Minus; break;
-      case '*': kind = Tok::Star; break;
-      case '/': kind = Tok::Slash; break;
-      case '%': kind = Tok::Percent; break;
-      case '<': kind = Tok::Lt; break;
-      case '>': kind = Tok::Gt; break;
-      case '!': kind = Tok::Bang; break;
+      case '(':
+        kind = Tok::LParen;
+        ++depth;
+        break;
+      case ')':
+        kind = Tok::RParen;
+        depth = depth > 0 ? depth - 1 : 0;
+        break;
+      case '[':
+        kind = Tok::LBracket;
+        ++depth;
+        break;
+      case ']':
+        kind = Tok::RBracket;
+        depth = depth > 0 ? depth - 1 : 0;
+        break;
+      case ',':
+        kind = Tok::Comma;
+        break;
+      case ':':
+        kind = Tok::Colon;
+        break;
+      case '=':
+        kind = Tok::Assign;
+        break;
+      case '+':
+        kind = Tok::Plus;
+        break;
+      case '-':
+        kind = Tok::Minus;
+        break;
+      case '*':
+        kind = Tok::Star;
+        break;
+      case '/':
+        kind = Tok::Slash;
+        break;
+      case '%':
+        kind = Tok::Percent;
+        break;
+      case '<':
+        kind = Tok::Lt;
+        break;
+      case '>':
+        kind = Tok::Gt;
+        break;
+      case '!':
+        kind = Tok::Bang;
+        break;
       case '&':
       case '|':
         user_error_at(loc) << "unexpected '" << c << "'; did you mean '" << c << c << "'?";
@@ -152,7 +232,8 @@ std::vector<Token> lex(const std::shared_ptr<const SourceFile>& file) {
     end = last.loc;
     end.col += static_cast<int>(last.kind == Tok::Newline ? 0 : last.text.size());
   }
-  if (!out.empty() && out.back().kind != Tok::Newline) out.push_back(Token{Tok::Newline, "\n", end});
+  if (!out.empty() && out.back().kind != Tok::Newline)
+    out.push_back(Token{Tok::Newline, "\n", end});
   out.push_back(Token{Tok::End, "", end});
   return out;
 }

@@ -11,10 +11,32 @@
 namespace kintsugi::te {
 
 enum class Tok {
-  End, Newline, Name, Int, Float,
-  LParen, RParen, LBracket, RBracket, Comma, Colon, Assign,
-  Plus, Minus, Star, Slash, Percent,
-  Lt, Le, Gt, Ge, EqEq, Ne, AndAnd, OrOr, Bang,
+  End,
+  Newline,
+  Name,
+  Int,
+  Float,
+  LParen,
+  RParen,
+  LBracket,
+  RBracket,
+  Comma,
+  Colon,
+  Assign,
+  Plus,
+  Minus,
+  Star,
+  Slash,
+  Percent,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  EqEq,
+  Ne,
+  AndAnd,
+  OrOr,
+  Bang,
 };
 
 struct Token {

@@ -36,7 +36,9 @@ class Lowerer {
     out.dims = p_.dims;
     out.size_hints = p_.size_hints;
     for (const auto& q : p_.params) out.params.push_back(ir::Param{q.name, q.dtype, q.value});
-    for (const auto& in : p_.inputs) out.buffers.push_back(ir::Buffer{in.name, in.dtype, in.shape, ir::BufferRole::Input, "global"});
+    for (const auto& in : p_.inputs)
+      out.buffers.push_back(
+          ir::Buffer{in.name, in.dtype, in.shape, ir::BufferRole::Input, "global"});
     for (const Definition& d : p_.defs) normalize(d);
     std::vector<ir::Stmt> nests;
     for (const NormalDef& d : defs_) {
@@ -53,7 +55,9 @@ class Lowerer {
   const Program& p_;
   std::vector<NormalDef> defs_;
 
-  static Expr axis_var(const ir::Axis& a) { return ir::make_var(a.name, ir::VarKind::Index, DType::Int); }
+  static Expr axis_var(const ir::Axis& a) {
+    return ir::make_var(a.name, ir::VarKind::Index, DType::Int);
+  }
 
   // Replaces every Reduce inside e by a load of a hoisted definition. `scope` holds the
   // indices visible at e (definition indices, then enclosing reduction axes).
@@ -113,20 +117,28 @@ class Lowerer {
   Expr identity(ir::Reducer r, DType t) {
     if (is_float(t)) return ir::make_float(ir::reducer_identity(r), t);
     switch (r) {
-      case ir::Reducer::Sum: return ir::make_int(0);
-      case ir::Reducer::Prod: return ir::make_int(1);
-      case ir::Reducer::Max: return ir::make_int(std::numeric_limits<int32_t>::min());
-      case ir::Reducer::Min: return ir::make_int(std::numeric_limits<int32_t>::max());
+      case ir::Reducer::Sum:
+        return ir::make_int(0);
+      case ir::Reducer::Prod:
+        return ir::make_int(1);
+      case ir::Reducer::Max:
+        return ir::make_int(std::numeric_limits<int32_t>::min());
+      case ir::Reducer::Min:
+        return ir::make_int(std::numeric_limits<int32_t>::max());
     }
     return nullptr;
   }
 
   static Op combiner(ir::Reducer r) {
     switch (r) {
-      case ir::Reducer::Sum: return Op::Add;
-      case ir::Reducer::Prod: return Op::Mul;
-      case ir::Reducer::Max: return Op::Max;
-      case ir::Reducer::Min: return Op::Min;
+      case ir::Reducer::Sum:
+        return Op::Add;
+      case ir::Reducer::Prod:
+        return Op::Mul;
+      case ir::Reducer::Max:
+        return Op::Max;
+      case ir::Reducer::Min:
+        return Op::Min;
     }
     return Op::Add;
   }
@@ -158,6 +170,8 @@ class Lowerer {
 
 }  // namespace
 
-ir::LoopProgram lower(const Program& program) { return Lowerer(program).run(); }
+ir::LoopProgram lower(const Program& program) {
+  return Lowerer(program).run();
+}
 
 }  // namespace kintsugi::te

@@ -75,8 +75,9 @@ class Parser {
   // bracket was opened, which is where the fix goes.
   const Token& expect_close(Tok kind, const SourceLoc& open, const char* what) {
     if (peek().kind != kind && (peek().kind == Tok::End || peek().kind == Tok::Newline))
-      user_error_at(open) << "this '" << (kind == Tok::RBracket ? "[" : "(") << "' is never closed: expected "
-                          << token_description(kind) << " " << what;
+      user_error_at(open) << "this '" << (kind == Tok::RBracket ? "[" : "(")
+                          << "' is never closed: expected " << token_description(kind) << " "
+                          << what;
     return expect(kind, what);
   }
   void skip_newlines() {
@@ -85,7 +86,8 @@ class Parser {
   void end_statement() {
     if (peek().kind != Tok::Newline && peek().kind != Tok::End) {
       const Token& t = peek();
-      user_error_at(t.loc) << "unexpected " << (t.text.empty() ? token_description(t.kind) : "'" + t.text + "'")
+      user_error_at(t.loc) << "unexpected "
+                           << (t.text.empty() ? token_description(t.kind) : "'" + t.text + "'")
                            << " after the end of the statement";
     }
     accept(Tok::Newline);
@@ -93,7 +95,8 @@ class Parser {
 
   std::string expect_new_name(const char* what) {
     const Token& t = expect(Tok::Name, what);
-    if (kKeywords.count(t.text)) user_error_at(t.loc) << "'" << t.text << "' is a reserved word and cannot name " << what;
+    if (kKeywords.count(t.text))
+      user_error_at(t.loc) << "'" << t.text << "' is a reserved word and cannot name " << what;
     check_unique(t.text, t.loc);
     return t.text;
   }
@@ -102,11 +105,16 @@ class Parser {
   void check_unique(const std::string& name, const SourceLoc& loc) {
     Program& p = *program_;
     SourceLoc prev;
-    if (auto* i = p.find_input(name)) prev = i->loc;
-    else if (auto* d = p.find_def(name)) prev = d->loc;
-    else if (auto* q = p.find_param(name)) prev = q->loc;
-    else if (p.has_dim(name)) prev = p.dim_locs.at(name);
-    else return;
+    if (auto* i = p.find_input(name))
+      prev = i->loc;
+    else if (auto* d = p.find_def(name))
+      prev = d->loc;
+    else if (auto* q = p.find_param(name))
+      prev = q->loc;
+    else if (p.has_dim(name))
+      prev = p.dim_locs.at(name);
+    else
+      return;
     std::ostringstream where;
     if (prev.valid()) where << " (first declared at line " << prev.line << ")";
     user_error_at(loc) << "'" << name << "' is already declared" << where.str();
@@ -122,7 +130,10 @@ class Parser {
 
   void parse_statement(Program& p) {
     const Token& t = peek();
-    if (t.kind != Tok::Name) user_error_at(t.loc) << "expected a statement (sizes, param, input, output or a definition), found " << (t.text.empty() ? token_description(t.kind) : "'" + t.text + "'");
+    if (t.kind != Tok::Name)
+      user_error_at(t.loc)
+          << "expected a statement (sizes, param, input, output or a definition), found "
+          << (t.text.empty() ? token_description(t.kind) : "'" + t.text + "'");
     if (t.text == "sizes") return parse_sizes(p);
     if (t.text == "param") return parse_param(p);
     if (t.text == "input") return parse_input(p);
@@ -140,9 +151,11 @@ class Parser {
       const Token& n = expect(Tok::Name, "naming a size");
       expect(Tok::Assign, "after the size name");
       const Token& v = expect(Tok::Int, "as the size value");
-      if (p.size_hints.count(n.text)) user_error_at(n.loc) << "size '" << n.text << "' is given twice";
+      if (p.size_hints.count(n.text))
+        user_error_at(n.loc) << "size '" << n.text << "' is given twice";
       int64_t value = parse_int(v);
-      if (value <= 0) user_error_at(v.loc) << "size '" << n.text << "' must be positive, got " << value;
+      if (value <= 0)
+        user_error_at(v.loc) << "size '" << n.text << "' must be positive, got " << value;
       p.size_hints[n.text] = value;
       size_locs_[n.text] = n.loc;
     } while (accept(Tok::Comma));
@@ -170,10 +183,14 @@ class Parser {
     expect(Tok::Assign, "before the param default value (params need a value)");
     bool neg = accept(Tok::Minus);
     const Token& v = next();
-    if (v.kind == Tok::Int) d.value = static_cast<double>(parse_int(v));
-    else if (v.kind == Tok::Float) d.value = std::strtod(v.text.c_str(), nullptr);
-    else if (v.kind == Tok::Name && v.text == "inf") d.value = INFINITY;
-    else user_error_at(v.loc) << "expected a number as the value of param '" << d.name << "'";
+    if (v.kind == Tok::Int)
+      d.value = static_cast<double>(parse_int(v));
+    else if (v.kind == Tok::Float)
+      d.value = std::strtod(v.text.c_str(), nullptr);
+    else if (v.kind == Tok::Name && v.text == "inf")
+      d.value = INFINITY;
+    else
+      user_error_at(v.loc) << "expected a number as the value of param '" << d.name << "'";
     if (neg) d.value = -d.value;
     if (is_int(d.dtype) && d.value != std::trunc(d.value))
       user_error_at(v.loc) << "param '" << d.name << "' has integer type " << dtype_name(d.dtype)
@@ -240,9 +257,8 @@ class Parser {
         d.declared_shape = shape;
       }
     } else if (is_output) {
-      user_error_at(peek().loc) << "output '" << d.name
-                                << "' needs a type: write `output " << d.name
-                                << "[...]: f32 = ...`";
+      user_error_at(peek().loc) << "output '" << d.name << "' needs a type: write `output "
+                                << d.name << "[...]: f32 = ...`";
     }
     expect(Tok::Assign, "before the definition's expression");
     skip_newlines();
@@ -256,14 +272,18 @@ class Parser {
   ir::Axis parse_axis_decl(const std::vector<ir::Axis>& siblings) {
     skip_newlines();
     const Token& t = expect(Tok::Name, "naming an index");
-    if (kKeywords.count(t.text)) user_error_at(t.loc) << "'" << t.text << "' is a reserved word and cannot name an index";
+    if (kKeywords.count(t.text))
+      user_error_at(t.loc) << "'" << t.text << "' is a reserved word and cannot name an index";
     Program& p = *program_;
     if (p.has_dim(t.text) || p.find_param(t.text) || p.find_input(t.text) || p.find_def(t.text))
-      user_error_at(t.loc) << "index '" << t.text << "' has the name of a size, param or tensor; choose another name";
+      user_error_at(t.loc) << "index '" << t.text
+                           << "' has the name of a size, param or tensor; choose another name";
     for (const auto& s : siblings)
       if (s.name == t.text) user_error_at(t.loc) << "index '" << t.text << "' appears twice";
     for (const auto& s : index_scope_)
-      if (s == t.text) user_error_at(t.loc) << "index '" << t.text << "' is already bound by an enclosing definition or reduction";
+      if (s == t.text)
+        user_error_at(t.loc) << "index '" << t.text
+                             << "' is already bound by an enclosing definition or reduction";
     ir::Axis a{t.text, nullptr, t.loc};
     if (accept(Tok::Colon)) {
       shape_mode_ = false;
@@ -297,22 +317,41 @@ class Parser {
     Expr e = parse_additive();
     Op op;
     switch (peek().kind) {
-      case Tok::Lt: op = Op::Lt; break;
-      case Tok::Le: op = Op::Le; break;
-      case Tok::Gt: op = Op::Gt; break;
-      case Tok::Ge: op = Op::Ge; break;
-      case Tok::EqEq: op = Op::Eq; break;
-      case Tok::Ne: op = Op::Ne; break;
-      default: return e;
+      case Tok::Lt:
+        op = Op::Lt;
+        break;
+      case Tok::Le:
+        op = Op::Le;
+        break;
+      case Tok::Gt:
+        op = Op::Gt;
+        break;
+      case Tok::Ge:
+        op = Op::Ge;
+        break;
+      case Tok::EqEq:
+        op = Op::Eq;
+        break;
+      case Tok::Ne:
+        op = Op::Ne;
+        break;
+      default:
+        return e;
     }
     SourceLoc loc = next().loc;
     skip_newlines();
     e = ir::make_binary(op, e, parse_additive(), loc);
     switch (peek().kind) {
-      case Tok::Lt: case Tok::Le: case Tok::Gt: case Tok::Ge: case Tok::EqEq: case Tok::Ne:
+      case Tok::Lt:
+      case Tok::Le:
+      case Tok::Gt:
+      case Tok::Ge:
+      case Tok::EqEq:
+      case Tok::Ne:
         user_error_at(peek().loc) << "comparisons do not chain; write `a < b && b < c`";
         break;
-      default: break;
+      default:
+        break;
     }
     return e;
   }
@@ -373,17 +412,21 @@ class Parser {
   Expr parse_primary() {
     const Token& t = next();
     switch (t.kind) {
-      case Tok::Int: return ir::make_int(parse_int(t), t.loc);
-      case Tok::Float: return ir::make_float(std::strtod(t.text.c_str(), nullptr), DType::Unknown, t.loc);
+      case Tok::Int:
+        return ir::make_int(parse_int(t), t.loc);
+      case Tok::Float:
+        return ir::make_float(std::strtod(t.text.c_str(), nullptr), DType::Unknown, t.loc);
       case Tok::LParen: {
         skip_newlines();
         Expr e = parse_expr();
         expect_close(Tok::RParen, t.loc, "to close the parenthesis");
         return e;
       }
-      case Tok::Name: return parse_name(t);
+      case Tok::Name:
+        return parse_name(t);
       default: {
-        std::string found = t.kind == Tok::Newline ? "the end of the line" : token_description(t.kind);
+        std::string found =
+            t.kind == Tok::Newline ? "the end of the line" : token_description(t.kind);
         user_error_at(t.loc) << "expected an expression, found " << found;
       }
     }
@@ -396,7 +439,8 @@ class Parser {
     if (n == "nan") return ir::make_float(NAN, DType::Unknown, t.loc);
     if (n == "true" || n == "false") return ir::make_bool(n == "true", t.loc);
     ir::Reducer reducer;
-    if (ir::reducer_from_name(n, &reducer) && peek().kind == Tok::LBracket) return parse_reduce(t, reducer);
+    if (ir::reducer_from_name(n, &reducer) && peek().kind == Tok::LBracket)
+      return parse_reduce(t, reducer);
     if (peek().kind == Tok::LParen) {
       DType cast = dtype_from_name(n);
       if (cast != DType::Unknown && cast != DType::Bool) {
@@ -448,8 +492,10 @@ class Parser {
       return ir::make_var(n, ir::VarKind::Param, is_int(q->dtype) ? DType::Int : q->dtype, t.loc);
     if (p.has_dim(n)) return ir::make_var(n, ir::VarKind::Dim, DType::Int, t.loc);
     if (shape_mode_ && create_dims_) {
-      if (kKeywords.count(n)) user_error_at(t.loc) << "'" << n << "' is a reserved word and cannot name a size";
-      if (p.find_input(n) || p.find_def(n)) user_error_at(t.loc) << "'" << n << "' is a tensor, not a size";
+      if (kKeywords.count(n))
+        user_error_at(t.loc) << "'" << n << "' is a reserved word and cannot name a size";
+      if (p.find_input(n) || p.find_def(n))
+        user_error_at(t.loc) << "'" << n << "' is a tensor, not a size";
       p.dims.push_back(n);
       p.dim_locs[n] = t.loc;
       return ir::make_var(n, ir::VarKind::Dim, DType::Int, t.loc);
@@ -534,8 +580,10 @@ bool Program::has_dim(const std::string& n) const {
 Program parse(const std::string& file_name, const std::string& text) {
   auto file = std::make_shared<const SourceFile>(SourceFile{file_name, text});
   std::string stem = file_name;
-  if (auto slash = stem.find_last_of('/'); slash != std::string::npos) stem = stem.substr(slash + 1);
-  if (auto dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0) stem = stem.substr(0, dot);
+  if (auto slash = stem.find_last_of('/'); slash != std::string::npos)
+    stem = stem.substr(slash + 1);
+  if (auto dot = stem.find_last_of('.'); dot != std::string::npos && dot > 0)
+    stem = stem.substr(0, dot);
   Parser parser(file);
   Program p = parser.parse_program(stem.empty() ? "program" : stem);
   parser.validate_sizes(p);

@@ -33,10 +33,12 @@ std::string to_string(const Program& p) {
     out << "\n";
   }
   for (const auto& q : p.params)
-    out << "param " << q.name << ": " << dtype_name(q.dtype) << " = " << ir::format_double(q.value) << "\n";
+    out << "param " << q.name << ": " << dtype_name(q.dtype) << " = " << ir::format_double(q.value)
+        << "\n";
   for (const auto& in : p.inputs) {
     out << "input " << in.name << ": " << dtype_name(in.dtype) << "[";
-    for (size_t k = 0; k < in.shape.size(); ++k) out << (k ? ", " : "") << ir::to_string(in.shape[k]);
+    for (size_t k = 0; k < in.shape.size(); ++k)
+      out << (k ? ", " : "") << ir::to_string(in.shape[k]);
     out << "]\n";
   }
   for (const auto& d : p.defs) {

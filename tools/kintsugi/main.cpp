@@ -27,7 +27,8 @@ runtime::SizeMap parse_shape_arg(const std::string& text) {
   while (std::getline(ss, item, ',')) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      arg_error << "--shape entry '" << item << "' is not of the form NAME=VALUE (e.g. --shape S=1024,T=1024)";
+      arg_error << "--shape entry '" << item
+                << "' is not of the form NAME=VALUE (e.g. --shape S=1024,T=1024)";
     std::string name = item.substr(0, eq), value = item.substr(eq + 1);
     size_t used = 0;
     long long v = 0;
@@ -36,7 +37,8 @@ runtime::SizeMap parse_shape_arg(const std::string& text) {
     } catch (...) {
       used = 0;
     }
-    if (used != value.size()) arg_error << "--shape " << name << "=" << value << ": the value must be an integer";
+    if (used != value.size())
+      arg_error << "--shape " << name << "=" << value << ": the value must be an integer";
     if (v <= 0) arg_error << "--shape " << name << "=" << value << ": sizes must be positive";
     if (out.count(name)) arg_error << "--shape gives '" << name << "' twice";
     out[name] = v;
@@ -53,7 +55,8 @@ runtime::ParamMap parse_param_arg(const std::string& text) {
   while (std::getline(ss, item, ',')) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      arg_error << "--param entry '" << item << "' is not of the form NAME=VALUE (e.g. --param W=16)";
+      arg_error << "--param entry '" << item
+                << "' is not of the form NAME=VALUE (e.g. --param W=16)";
     std::string name = item.substr(0, eq), value = item.substr(eq + 1);
     size_t used = 0;
     double v = 0;
@@ -62,7 +65,8 @@ runtime::ParamMap parse_param_arg(const std::string& text) {
     } catch (...) {
       used = 0;
     }
-    if (used != value.size()) arg_error << "--param " << name << "=" << value << ": the value must be a number";
+    if (used != value.size())
+      arg_error << "--param " << name << "=" << value << ": the value must be a number";
     out[name] = v;
   }
   return out;
@@ -77,7 +81,8 @@ uint64_t parse_seed(const std::string& text) {
   } catch (...) {
     ok = false;
   }
-  if (!ok || used != text.size()) arg_error << "--seed '" << text << "' must be a non-negative integer";
+  if (!ok || used != text.size())
+    arg_error << "--seed '" << text << "' must be a non-negative integer";
   return v;
 }
 
@@ -91,15 +96,16 @@ std::string schedule_trace(const std::string& schedule) {
   nlohmann::json j;
   j["schedule"] = schedule;
   j["primitives"] = nlohmann::json::array();
-  if (schedule == "auto") j["note"] = "the auto-scheduler is not implemented yet: auto applies no primitive (= none)";
+  if (schedule == "auto")
+    j["note"] = "the auto-scheduler is not implemented yet: auto applies no primitive (= none)";
   return j.dump(2);
 }
 
 int cmd_check(const std::string& file) {
   te::Program p = te::parse_file(file);
   te::check(p);
-  std::cout << file << ": ok (" << p.inputs.size() << " input" << (p.inputs.size() == 1 ? "" : "s") << ", "
-            << p.defs.size() << " definition" << (p.defs.size() == 1 ? "" : "s") << ")\n";
+  std::cout << file << ": ok (" << p.inputs.size() << " input" << (p.inputs.size() == 1 ? "" : "s")
+            << ", " << p.defs.size() << " definition" << (p.defs.size() == 1 ? "" : "s") << ")\n";
   return 0;
 }
 
@@ -107,7 +113,8 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
               const std::string& target) {
   te::Program p = te::parse_file(file);
   te::check(p);
-  if (schedule != "auto" && schedule != "none") arg_error << "unknown --schedule '" << schedule << "'; use auto or none";
+  if (schedule != "auto" && schedule != "none")
+    arg_error << "unknown --schedule '" << schedule << "'; use auto or none";
   if (print == "te") {
     std::cout << te::to_string(p);
     return 0;
@@ -118,12 +125,15 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   } else if (print == "trace") {
     std::cout << schedule_trace(schedule) << "\n";
   } else if (print == "source") {
-    if (target != "cpu") arg_error << "--print source: target '" << target << "' is not available in this build; use --target cpu";
+    if (target != "cpu")
+      arg_error << "--print source: target '" << target
+                << "' is not available in this build; use --target cpu";
     std::cout << cpu::generate_source(lp);
   } else if (print == "repairs" || print == "tile" || print == "ptx") {
     arg_error << "--print " << print << " is not available in this build yet";
   } else {
-    arg_error << "unknown --print '" << print << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
+    arg_error << "unknown --print '" << print
+              << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
   }
   return 0;
 }
@@ -146,9 +156,13 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     j["compile_seconds"] = r.compile_seconds;
     nlohmann::json outs = nlohmann::json::array();
     for (const auto& c : r.checks)
-      outs.push_back({{"name", c.name}, {"dtype", dtype_name(c.dtype)}, {"max_rel_err", c.max_rel_err},
-                      {"max_abs_err", c.max_abs_err}, {"tolerance", c.tolerance},
-                      {"special_values_match", c.special_values_match}, {"ok", c.ok}});
+      outs.push_back({{"name", c.name},
+                      {"dtype", dtype_name(c.dtype)},
+                      {"max_rel_err", c.max_rel_err},
+                      {"max_abs_err", c.max_abs_err},
+                      {"tolerance", c.tolerance},
+                      {"special_values_match", c.special_values_match},
+                      {"ok", c.ok}});
     j["outputs"] = outs;
     std::cout << j.dump() << "\n";
   } else {
@@ -159,14 +173,18 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
       first = false;
     }
     std::cout << ")" << (r.from_cache ? ", compiled (cache hit)" : ", compiled in ")
-              << (r.from_cache ? "" : std::to_string(r.compile_seconds).substr(0, 4) + " s") << "\n";
+              << (r.from_cache ? "" : std::to_string(r.compile_seconds).substr(0, 4) + " s")
+              << "\n";
     for (const auto& c : r.checks)
-      std::cout << "  " << c.name << " (" << dtype_name(c.dtype) << "): max rel err " << c.max_rel_err
-                << " (tolerance " << c.tolerance << ")"
-                << (c.special_values_match ? "" : ", NaN/Inf positions differ") << (c.ok ? "  ok" : "  FAILED")
-                << "\n";
-    if (r.verified) std::cout << (*r.verified ? "verified against the exact reference\n" : "VERIFICATION FAILED\n");
-    if (r.time_ms) std::cout << "time: " << *r.time_ms << " ms (median of " << r.bench_runs << " runs)\n";
+      std::cout << "  " << c.name << " (" << dtype_name(c.dtype) << "): max rel err "
+                << c.max_rel_err << " (tolerance " << c.tolerance << ")"
+                << (c.special_values_match ? "" : ", NaN/Inf positions differ")
+                << (c.ok ? "  ok" : "  FAILED") << "\n";
+    if (r.verified)
+      std::cout << (*r.verified ? "verified against the exact reference\n"
+                                : "VERIFICATION FAILED\n");
+    if (r.time_ms)
+      std::cout << "time: " << *r.time_ms << " ms (median of " << r.bench_runs << " runs)\n";
   }
   return r.verified.value_or(true) ? 0 : 1;
 }
@@ -201,7 +219,8 @@ int main(int argc, char** argv) {
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
   run->add_option("--param", param_arg, "NAME=V,... param overrides");
-  run->add_option("--save-io", save_io, "write inputs, outputs (.npy) and manifest.json into this directory");
+  run->add_option("--save-io", save_io,
+                  "write inputs, outputs (.npy) and manifest.json into this directory");
   run->add_option("--inputs", inputs_dir, "read inputs from NAME.npy files in this directory");
 
   auto* tune = app.add_subcommand("tune", "autotune tile sizes (not yet available)");
@@ -235,7 +254,8 @@ int main(int argc, char** argv) {
       return cmd_run(file, o, json);
     }
     if (*tune) {
-      std::cout << "kintsugi tune: not yet available (the autotuner comes with the CUDA back end)\n";
+      std::cout
+          << "kintsugi tune: not yet available (the autotuner comes with the CUDA back end)\n";
       return 0;
     }
   } catch (const CompileError& e) {

@@ -61,10 +61,12 @@ TEST(Interpreter, OutOfBoundsIsAnErrorNotACrash) {
 }
 
 TEST(Interpreter, IndexDivisionByZeroIsAnError) {
-  auto lp = lowered("input Q: f32[HQ]\ninput K: f32[HK]\noutput Y[h]: f32 = Q[h] * K[h / (HQ / HK)]\n");
+  auto lp =
+      lowered("input Q: f32[HQ]\ninput K: f32[HK]\noutput Y[h]: f32 = Q[h] * K[h / (HQ / HK)]\n");
   runtime::Tensor q(DType::F32, {2}), k(DType::F32, {4});
-  EXPECT_THROW(ir::interpret(lp, ir::InterpMode::Exact, {{"Q", &q}, {"K", &k}}, {{"HQ", 2}, {"HK", 4}}),
-               RuntimeArgError);
+  EXPECT_THROW(
+      ir::interpret(lp, ir::InterpMode::Exact, {{"Q", &q}, {"K", &k}}, {{"HQ", 2}, {"HK", 4}}),
+      RuntimeArgError);
 }
 
 TEST(Interpreter, FullyMaskedRowGivesZeroNotNan) {

@@ -14,14 +14,16 @@ TEST(Builder, PrefillCausalMatchesTheParsedFile) {
   Tensor K = pb.input("K", DType::F16, {B, H, T, D});
   Tensor V = pb.input("V", DType::F16, {B, H, T, D});
   Index b("b"), h("h"), i("i"), j("j"), d("d");
-  Tensor s = pb.def("s", {b, h, i, j}, sum({d}, f32(Q(b, h, i, d)) * f32(K(b, h, j, d))) * rsqrt(f32(D)));
+  Tensor s =
+      pb.def("s", {b, h, i, j}, sum({d}, f32(Q(b, h, i, d)) * f32(K(b, h, j, d))) * rsqrt(f32(D)));
   Tensor c = pb.def("c", {b, h, i, j}, select(j <= i + T - S, s(b, h, i, j), -inf()));
   Tensor m = pb.def("m", {b, h, i}, max({j}, c(b, h, i, j)));
   Tensor e = pb.def("e", {b, h, i, j}, exp(c(b, h, i, j) - m(b, h, i)));
   Tensor l = pb.def("l", {b, h, i}, sum({j}, e(b, h, i, j)));
   Tensor o = pb.def("o", {b, h, i, d}, sum({j}, f32(f16(e(b, h, i, j))) * f32(V(b, h, j, d))));
   pb.output("O", {b, h, i, d}, DType::F16, select(l(b, h, i) > 0, o(b, h, i, d) / l(b, h, i), 0));
-  for (auto [name, value] : {std::pair{"B", 1}, {"H", 2}, {"S", 64}, {"T", 64}, {"D", 32}}) pb.size(name, value);
+  for (auto [name, value] : {std::pair{"B", 1}, {"H", 2}, {"S", 64}, {"T", 64}, {"D", 32}})
+    pb.size(name, value);
   te::Program built = pb.build();
 
   te::Program parsed = te::parse_file(KINTSUGI_SOURCE_DIR "/examples/attention/prefill_causal.te");
@@ -42,6 +44,7 @@ TEST(Builder, ErrorsAreCompileErrors) {
     pb.build();
     FAIL() << "expected a CompileError";
   } catch (const CompileError& e) {
-    EXPECT_NE(std::string(e.what()).find("different types f16 and f32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("different types f16 and f32"), std::string::npos)
+        << e.what();
   }
 }

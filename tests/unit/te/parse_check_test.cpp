@@ -69,7 +69,9 @@ TEST(Parser, ExplicitExtents) {
 
 TEST(Checker, RejectsMixedPrecision) {
   std::string e = error_of("input X: f16[N]\ninput Y: f32[N]\noutput z[i]: f32 = X[i] + Y[i]\n");
-  EXPECT_NE(e.find("t.te:3:25: error: operands of '+' have different types f16 and f32"), std::string::npos) << e;
+  EXPECT_NE(e.find("t.te:3:25: error: operands of '+' have different types f16 and f32"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("\n                        ^"), std::string::npos) << e;
 }
 
