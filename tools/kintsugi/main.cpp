@@ -10,6 +10,7 @@
 
 #include "ir/Printer.h"
 #include "runtime/Runner.h"
+#include "schedule/ReductionChains.h"
 #include "target/cpu/CpuBackend.h"
 #include "te/Lower.h"
 #include "te/Program.h"
@@ -129,7 +130,9 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
       arg_error << "--print source: target '" << target
                 << "' is not available in this build; use --target cpu";
     std::cout << cpu::generate_source(lp);
-  } else if (print == "repairs" || print == "tile" || print == "ptx") {
+  } else if (print == "repairs") {
+    std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
+  } else if (print == "tile" || print == "ptx") {
     arg_error << "--print " << print << " is not available in this build yet";
   } else {
     arg_error << "unknown --print '" << print

@@ -1,0 +1,233 @@
+// \file ReductionChains.cpp
+// Reduction chains and their repairs (see ReductionChains.h).
+#include "schedule/ReductionChains.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "ir/Printer.h"
+#include "ir/Visit.h"
+
+namespace kintsugi::schedule {
+
+namespace {
+
+using ir::Expr;
+using ir::Op;
+
+// What the analysis needs to know about each block of the unscheduled program.
+struct BlockInfo {
+  const ir::StmtNode* block = nullptr;
+  bool is_reduction = false;
+  ir::Reducer reducer = ir::Reducer::Sum;
+  const ir::IterVar* reduce_iter = nullptr;  // set when exactly one reduce iter var
+  Expr value;                                // map: the stored value; reduction: the term g
+};
+
+// Recognises `x[i] = combine(x[i], g)` and returns g and the reducer.
+bool match_reduction_update(const ir::StmtNode& store, ir::Reducer* r, Expr* g) {
+  const Expr& v = store.value;
+  if (v->args.size() != 2) return false;
+  const Expr& acc = v->args[0];
+  if (acc->op != Op::Load || acc->name != store.buffer) return false;
+  switch (v->op) {
+    case Op::Add:
+      *r = ir::Reducer::Sum;
+      break;
+    case Op::Mul:
+      *r = ir::Reducer::Prod;
+      break;
+    case Op::Max:
+      *r = ir::Reducer::Max;
+      break;
+    case Op::Min:
+      *r = ir::Reducer::Min;
+      break;
+    default:
+      return false;
+  }
+  *g = v->args[1];
+  return true;
+}
+
+std::map<std::string, BlockInfo> collect_blocks(const ir::LoopProgram& p,
+                                                std::vector<std::string>* order) {
+  std::map<std::string, BlockInfo> out;
+  ir::visit(p.body, [&](const ir::Stmt& s) {
+    if (s->kind != ir::StmtKind::Block) return true;
+    BlockInfo info;
+    info.block = s.get();
+    int reduce_count = 0;
+    for (const ir::IterVar& iv : s->iters)
+      if (iv.kind != ir::IterKind::Spatial) {
+        ++reduce_count;
+        info.reduce_iter = &iv;
+      }
+    if (reduce_count != 1) info.reduce_iter = nullptr;
+    const ir::Stmt& body = s->body;
+    if (body->kind != ir::StmtKind::Store) return false;
+    if (reduce_count > 0) {
+      info.is_reduction = match_reduction_update(*body, &info.reducer, &info.value);
+    } else {
+      info.value = body->value;
+    }
+    out[body->buffer] = info;
+    order->push_back(body->buffer);
+    return false;
+  });
+  return out;
+}
+
+class ChainFinder {
+ public:
+  explicit ChainFinder(const ir::LoopProgram& p) : p_(p) { blocks_ = collect_blocks(p, &order_); }
+
+  std::vector<ReductionChain> run() {
+    std::vector<ReductionChain> out;
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const BlockInfo& t = blocks_.at(order_[k]);
+      if (!t.is_reduction || !t.reduce_iter) continue;
+      out.push_back(analyze(order_[k], t, k));
+    }
+    return out;
+  }
+
+ private:
+  const ir::LoopProgram& p_;
+  std::map<std::string, BlockInfo> blocks_;
+  std::vector<std::string> order_;
+
+  // Producers among the reductions reachable from `e` through elementwise blocks.
+  bool reaches_producer(const Expr& e, const std::set<std::string>& candidates,
+                        std::set<std::string>& seen) {
+    bool found = false;
+    ir::visit(e, [&](const Expr& n) {
+      if (n->op != Op::Load || found) return !found;
+      if (candidates.count(n->name)) {
+        found = true;
+        return false;
+      }
+      auto it = blocks_.find(n->name);
+      if (it == blocks_.end() || it->second.is_reduction || seen.count(n->name)) return true;
+      seen.insert(n->name);
+      found = reaches_producer(it->second.value, candidates, seen);
+      return !found;
+    });
+    return found;
+  }
+
+  // Inlines elementwise blocks that reach a producer; the others stay loads.
+  Expr inline_term(const Expr& e, const std::set<std::string>& candidates) {
+    return ir::mutate(e, [&](const Expr& n) -> Expr {
+      if (n->op != Op::Load || candidates.count(n->name)) return n;
+      auto it = blocks_.find(n->name);
+      if (it == blocks_.end() || it->second.is_reduction) return n;
+      std::set<std::string> seen;
+      if (!reaches_producer(it->second.value, candidates, seen)) return n;
+      const ir::StmtNode& block = *it->second.block;
+      const ir::StmtNode& store = *block.body;
+      // The block stores at its own iteration variables: substitute them by the load's indices.
+      std::map<std::string, Expr> sub;
+      for (size_t d = 0; d < store.indices.size(); ++d) {
+        const Expr& idx = store.indices[d];
+        internal_assert(idx->op == Op::Var)
+            << "elementwise block " << block.name << " stores at a computed index";
+        sub[idx->name] = n->args[d];
+      }
+      return inline_term(ir::substitute(it->second.value, sub), candidates);
+    });
+  }
+
+  ReductionChain analyze(const std::string& name, const BlockInfo& t, size_t position) {
+    ReductionChain c;
+    c.target = name;
+    c.reducer = t.reducer;
+    c.axis = t.reduce_iter->name;
+    c.extent = t.reduce_iter->extent;
+    // Candidate producers: earlier reductions over an axis of the same extent.
+    std::set<std::string> candidates;
+    for (size_t k = 0; k < position; ++k) {
+      const BlockInfo& b = blocks_.at(order_[k]);
+      if (b.is_reduction && b.reduce_iter && ir::equal(b.reduce_iter->extent, c.extent))
+        candidates.insert(order_[k]);
+    }
+    c.term = inline_term(t.value, candidates);
+    // A producer read at an index that moves with the target's axis is complete per element.
+    std::set<std::string> incomplete;
+    ir::visit(c.term, [&](const Expr& n) {
+      if (n->op == Op::Load && candidates.count(n->name)) {
+        bool moves = false;
+        for (const Expr& i : n->args) moves |= ir::uses_var(i, c.axis);
+        if (!moves) incomplete.insert(n->name);
+      }
+      return true;
+    });
+    c.producers.assign(incomplete.begin(), incomplete.end());
+    algebra::RepairRequest req;
+    req.reducer = c.reducer;
+    req.term = c.term;
+    req.incomplete = incomplete;
+    req.allow_augmented_state = true;
+    for (const ir::Param& q : p_.params)
+      if (q.value > 0)
+        req.facts[q.name] = "positive";
+      else if (q.value >= 0)
+        req.facts[q.name] = "nonnegative";
+    for (const std::string& d : p_.dims) req.facts[d] = "positive";
+    c.repair = algebra::derive_repair(req);
+    return c;
+  }
+};
+
+}  // namespace
+
+std::vector<ReductionChain> find_reduction_chains(const ir::LoopProgram& program) {
+  return ChainFinder(program).run();
+}
+
+std::string format_reduction_chains(const ir::LoopProgram& p,
+                                    const std::vector<ReductionChain>& chains) {
+  std::ostringstream out;
+  out << "repairs of " << p.name
+      << " (reductions that read an earlier reduction over an axis of the same extent)\n";
+  for (const ReductionChain& c : chains) {
+    out << "\n"
+        << c.target << ": " << ir::reducer_name(c.reducer) << " over " << c.axis << " (extent "
+        << ir::to_string(c.extent) << ")\n";
+    out << "  term g:     " << algebra::to_math(c.term) << "\n";
+    if (c.producers.empty()) {
+      out << "  producers:  none; fuses without a repair\n";
+      continue;
+    }
+    out << "  incomplete: ";
+    for (size_t k = 0; k < c.repair.values.size(); ++k)
+      out << (k ? ", " : "") << ir::to_string(c.repair.values[k].load) << " ("
+          << c.repair.values[k].old_var << " -> " << c.repair.values[k].new_var << ")";
+    if (c.repair.values.empty())
+      for (size_t k = 0; k < c.producers.size(); ++k) out << (k ? ", " : "") << c.producers[k];
+    out << "\n";
+    switch (c.repair.kind) {
+      case algebra::RepairResult::Kind::Derived: {
+        out << "  repair h:   " << algebra::to_math(c.repair.h_unguarded) << "\n";
+        out << "  guarded:    " << algebra::to_math(c.repair.h) << "\n";
+        for (const auto& st : c.repair.statistics)
+          out << "  statistic:  " << st.var << " = " << ir::reducer_name(c.reducer) << " over "
+              << c.axis << " of " << algebra::to_math(st.term) << "\n";
+        out << "  method:     " << c.repair.method << "; verified "
+            << (c.repair.verified_symbolic ? "symbolically and " : "")
+            << (c.repair.verified_numeric ? "numerically" : "(not numerically!)") << "\n";
+        break;
+      }
+      case algebra::RepairResult::Kind::Identity:
+        out << "  repair h:   t (the term does not depend on them)\n";
+        break;
+      case algebra::RepairResult::Kind::Refused:
+        out << "  no repair:  " << c.repair.reason << "\n";
+        break;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace kintsugi::schedule
