@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ ccache libgtest-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-          llvm-14-tools python3 python3-numpy python3-pytest)
+          llvm-14-tools clang-format-19 python3 python3-numpy python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
