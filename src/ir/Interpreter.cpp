@@ -91,6 +91,7 @@ class Compiler {
       case StmtKind::Block: {
         std::vector<IFn> bindings;
         for (const IterVar& iv : s->iters) bindings.push_back(int_expr(iv.binding));
+        IFn predicate = s->predicate ? int_expr(s->predicate) : IFn();
         // Inside the block only its iteration variables (and dims, params) are visible.
         auto saved = scope_;
         scope_ = globals_;
@@ -103,7 +104,8 @@ class Compiler {
         SFn init = s->init ? stmt(s->init) : SFn();
         SFn body = stmt(s->body);
         scope_ = saved;
-        return [bindings, slots, reduce_slots, init, body](Frame& f) {
+        return [bindings, predicate, slots, reduce_slots, init, body](Frame& f) {
+          if (predicate && !predicate(f)) return;
           for (size_t k = 0; k < slots.size(); ++k) f.ints[slots[k]] = bindings[k](f);
           if (init) {
             bool first = true;

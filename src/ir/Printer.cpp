@@ -161,7 +161,9 @@ void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
       out << pad << (s->for_kind == ForKind::Parallel ? "parallel for " : "for ") << s->var
           << " in ";
       if (!(s->min->op == Op::IntImm && s->min->int_value == 0)) out << to_string(s->min) << " + ";
-      out << "range(" << to_string(s->extent) << "):\n";
+      out << "range(" << to_string(s->extent) << ")";
+      if (!s->annotation.empty()) out << " bind(" << s->annotation << ")";
+      out << ":\n";
       print_stmt(out, s->body, indent + 1);
       break;
     case StmtKind::Block:
@@ -173,7 +175,9 @@ void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
         bool identity = iv.binding && iv.binding->op == Op::Var && iv.binding->name == iv.name;
         if (!identity) out << " = " << to_string(iv.binding);
       }
-      out << "):\n";
+      out << ")";
+      if (s->predicate) out << " where " << to_string(s->predicate);
+      out << ":\n";
       if (s->init) {
         out << pad << "  init:\n";
         print_stmt(out, s->init, indent + 2);

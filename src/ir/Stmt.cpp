@@ -28,8 +28,10 @@ Stmt make_for(const std::string& var, Expr min, Expr extent, ForKind kind, Stmt 
   return node(std::move(n));
 }
 
-Stmt make_block(const std::string& name, std::vector<IterVar> iters, Stmt init, Stmt body) {
+Stmt make_block(const std::string& name, std::vector<IterVar> iters, Stmt init, Stmt body,
+                Expr predicate) {
   StmtNode n;
+  n.predicate = std::move(predicate);
   n.kind = StmtKind::Block;
   n.name = name;
   n.iters = std::move(iters);

@@ -39,11 +39,14 @@ struct StmtNode {
   std::string var;
   Expr min, extent;
   ForKind for_kind = ForKind::Serial;
-  Stmt body;  // For, Block
+  std::string annotation;  // For: the grid axis a loop is bound to ("grid.x"), empty if none
+  Stmt body;               // For, Block
   // Block
   std::string name;
   std::vector<IterVar> iters;
-  Stmt init;  // may be null
+  Expr predicate;  // may be null (true); over enclosing loop variables, like the bindings: the
+                   // block does nothing in iterations where it is false (tails of split loops)
+  Stmt init;       // may be null
   // Store: buffer[indices] = value
   std::string buffer;
   std::vector<Expr> indices;
@@ -55,7 +58,8 @@ struct StmtNode {
 
 Stmt make_seq(std::vector<Stmt> stmts);
 Stmt make_for(const std::string& var, Expr min, Expr extent, ForKind kind, Stmt body);
-Stmt make_block(const std::string& name, std::vector<IterVar> iters, Stmt init, Stmt body);
+Stmt make_block(const std::string& name, std::vector<IterVar> iters, Stmt init, Stmt body,
+                Expr predicate = nullptr);
 Stmt make_store(const std::string& buffer, std::vector<Expr> indices, Expr value);
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);
 

@@ -59,6 +59,7 @@ void visit_exprs(const Stmt& s, const std::function<void(const Expr&)>& f) {
       f(iv.extent);
       f(iv.binding);
     }
+    if (n->predicate) f(n->predicate);
     for (const Expr& i : n->indices) f(i);
     if (n->value) f(n->value);
     if (n->cond) f(n->cond);
@@ -96,6 +97,7 @@ Stmt mutate_exprs(const Stmt& s, const std::function<Expr(const Expr&)>& f) {
       m(iv.extent);
       m(iv.binding);
     }
+    m(n.predicate);
     for (Expr& i : n.indices) m(i);
     m(n.value);
     m(n.cond);

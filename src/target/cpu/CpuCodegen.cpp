@@ -927,6 +927,10 @@ class Codegen {
   void block(const Stmt& s) {
     line("{  // block " + s->name);
     ++indent_;
+    if (s->predicate) {
+      line("if (" + convert(expr(s->predicate), CT::Bool) + ") {");
+      ++indent_;
+    }
     std::vector<std::string> temps;
     for (const IterVar& iv : s->iters) {
       internal_assert(iv.binding) << "CPU codegen: iteration variable " << iv.name << " of block "
@@ -964,6 +968,10 @@ class Codegen {
     scopes_.pop_back();
     --indent_;
     line("}");
+    if (s->predicate) {
+      --indent_;
+      line("}");
+    }
     --indent_;
     line("}");
   }

@@ -1,0 +1,104 @@
+// \file Simplify.cpp
+// The integer simplifier (see Simplify.h).
+#include "ir/Simplify.h"
+
+#include "ir/Interpreter.h"
+#include "ir/Visit.h"
+
+namespace kintsugi::ir {
+
+std::optional<int64_t> as_const_int(const Expr& e) {
+  if (e && e->op == Op::IntImm) return e->int_value;
+  return std::nullopt;
+}
+
+namespace {
+
+bool is_const(const Expr& e, int64_t v) { return e->op == Op::IntImm && e->int_value == v; }
+
+// Splits e into (non-constant part, constant addend): x + 3 -> (x, 3).
+std::pair<Expr, int64_t> split_addend(const Expr& e) {
+  if (e->op == Op::Add && e->args[1]->op == Op::IntImm) return {e->args[0], e->args[1]->int_value};
+  if (e->op == Op::Sub && e->args[1]->op == Op::IntImm) return {e->args[0], -e->args[1]->int_value};
+  return {e, 0};
+}
+
+Expr fold(const Expr& e) {
+  if (e->type != DType::Int || e->args.size() != 2 || !(is_arith(e->op) || e->op == Op::Min || e->op == Op::Max))
+    return e;
+  const Expr& a = e->args[0];
+  const Expr& b = e->args[1];
+  auto ca = as_const_int(a), cb = as_const_int(b);
+  if (ca && cb) {
+    switch (e->op) {
+      case Op::Add: return make_int(*ca + *cb);
+      case Op::Sub: return make_int(*ca - *cb);
+      case Op::Mul: return make_int(*ca * *cb);
+      case Op::Div:
+        if (*cb != 0) return make_int(floor_div(*ca, *cb));
+        return e;
+      case Op::Mod:
+        if (*cb != 0) return make_int(floor_mod(*ca, *cb));
+        return e;
+      case Op::Min: return make_int(std::min(*ca, *cb));
+      case Op::Max: return make_int(std::max(*ca, *cb));
+      default: return e;
+    }
+  }
+  switch (e->op) {
+    case Op::Add:
+      if (is_const(a, 0)) return b;
+      if (is_const(b, 0)) return a;
+      if (cb) {  // (x + c1) + c2 -> x + (c1 + c2)
+        auto [x, c] = split_addend(a);
+        if (c != 0) return fold(make_binary(Op::Add, x, make_int(c + *cb)));
+      }
+      if (ca) return fold(make_binary(Op::Add, b, a));  // constants to the right
+      return e;
+    case Op::Sub:
+      if (is_const(b, 0)) return a;
+      if (equal(a, b)) return make_int(0);
+      if (cb) {
+        auto [x, c] = split_addend(a);
+        int64_t total = c - *cb;
+        if (c != 0) return total == 0 ? x : fold(make_binary(Op::Add, x, make_int(total)));
+      }
+      return e;
+    case Op::Mul:
+      if (is_const(a, 0) || is_const(b, 0)) return make_int(0);
+      if (is_const(a, 1)) return b;
+      if (is_const(b, 1)) return a;
+      if (ca) return make_binary(Op::Mul, b, a);
+      return e;
+    case Op::Div:
+      if (is_const(b, 1)) return a;
+      return e;
+    case Op::Mod:
+      if (is_const(b, 1)) return make_int(0);
+      return e;
+    case Op::Min:
+    case Op::Max:
+      if (equal(a, b)) return a;
+      return e;
+    default: return e;
+  }
+}
+
+}  // namespace
+
+Expr simplify(const Expr& e) { return mutate(e, fold); }
+
+bool provably_equal(const Expr& a, const Expr& b) {
+  Expr d = simplify(make_binary(Op::Sub, a, b));
+  return is_const(d, 0);
+}
+
+bool provably_divides(const Expr& divisor, const Expr& e) {
+  auto cd = as_const_int(divisor), ce = as_const_int(e);
+  if (cd && ce) return *cd != 0 && *ce % *cd == 0;
+  if (cd && *cd == 1) return true;
+  if (e->op == Op::Mul) return provably_equal(e->args[0], divisor) || provably_equal(e->args[1], divisor);
+  return false;
+}
+
+}  // namespace kintsugi::ir

@@ -1,0 +1,83 @@
+// \file Schedule.h
+// The schedule state: a loop program being transformed by primitives, and the trace of the
+// primitives applied (a JSON list that replays on a fresh program to the same result).
+//
+// Handles are names, so that traces are plain data: a block is named by its name (unique in the
+// program), a loop by the block it encloses and its variable ({"block": "o", "loop": "j"}).
+// Every primitive checks its preconditions first and throws a ScheduleError that names the
+// primitive and the offending block or loop; a primitive that throws leaves the state unchanged.
+// Every primitive preserves the program's meaning, and the tests check that by running the
+// reference interpreter before and after it on random inputs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ir/Stmt.h"
+#include "support/Error.h"
+
+namespace kintsugi::schedule {
+
+// The loop with variable `var` among the loops that enclose block `block`.
+struct LoopRef {
+  std::string block;
+  std::string var;
+};
+
+// A schedule primitive was applied where its preconditions do not hold.
+class ScheduleError : public UserError {
+ public:
+  ScheduleError(const std::string& primitive, const std::string& message)
+      : UserError(primitive + ": " + message), primitive_(primitive) {}
+  const std::string& primitive() const { return primitive_; }
+
+ private:
+  std::string primitive_;
+};
+
+class Schedule {
+ public:
+  explicit Schedule(ir::LoopProgram program);
+
+  const ir::LoopProgram& program() const { return program_; }
+  // The primitives applied so far, in order: [{"primitive": "split", ...arguments}, ...].
+  const nlohmann::json& trace() const { return trace_; }
+  std::vector<std::string> primitive_names() const;
+
+  // --- loop transformations
+  // Splits a loop into an outer and an inner loop, the inner one of extent `factor`; blocks get
+  // a predicate for the tail when `factor` may not divide the extent. Returns {outer, inner}.
+  std::vector<LoopRef> split(const LoopRef& loop, int64_t factor);
+  // Reorders perfectly nested loops enclosing `block` into the given order (outermost first).
+  void reorder(const std::string& block, const std::vector<std::string>& order);
+  // Fuses a loop with the loop directly inside it into one loop; returns the new loop.
+  LoopRef fuse(const LoopRef& outer, const std::string& inner);
+  // Binds a data-parallel loop to a grid axis ("grid.x", "grid.y", "grid.z"): it runs in
+  // parallel (CTAs on a GPU, threads on the CPU).
+  void bind(const LoopRef& loop, const std::string& axis);
+
+  // --- block transformations
+  // Inlines an elementwise block into every block that reads it and removes it.
+  void compute_inline(const std::string& block);
+  // Inlines an elementwise block into the elementwise block that produces its only input.
+  void reverse_compute_inline(const std::string& block);
+  // Moves the init of a reduction block into a block of its own, placed before `loop`; returns
+  // the name of the init block.
+  std::string decompose_reduction(const std::string& block, const LoopRef& loop);
+
+  // Replaces the program (used by primitives) and appends a trace entry.
+  void commit(ir::LoopProgram program, nlohmann::json entry);
+  // Fresh names for loops, blocks and buffers.
+  std::string fresh_name(const std::string& base) const;
+
+ private:
+  ir::LoopProgram program_;
+  nlohmann::json trace_ = nlohmann::json::array();
+};
+
+// Applies a trace to a fresh program; throws ScheduleError on an unknown primitive or bad
+// arguments.
+Schedule replay(const ir::LoopProgram& program, const nlohmann::json& trace);
+
+}  // namespace kintsugi::schedule

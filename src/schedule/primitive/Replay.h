@@ -1,0 +1,32 @@
+// \file Replay.h
+// The table from primitive names to replay functions (the trace "instruction traits"). Each
+// primitive file defines its entry; this is the only name -> function table of the schedule.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "schedule/Schedule.h"
+
+namespace kintsugi::schedule {
+
+using ReplayFn = std::function<void(Schedule&, const nlohmann::json&)>;
+using ReplayTable = std::map<std::string, ReplayFn>;
+
+const ReplayTable& replay_table();
+
+// Replay entries, one per primitive file.
+void replay_split(Schedule& s, const nlohmann::json& j);
+void replay_reorder(Schedule& s, const nlohmann::json& j);
+void replay_fuse(Schedule& s, const nlohmann::json& j);
+void replay_bind(Schedule& s, const nlohmann::json& j);
+void replay_compute_inline(Schedule& s, const nlohmann::json& j);
+void replay_reverse_compute_inline(Schedule& s, const nlohmann::json& j);
+void replay_decompose_reduction(Schedule& s, const nlohmann::json& j);
+
+inline LoopRef loop_arg(const nlohmann::json& j) { return LoopRef{j.at("block").get<std::string>(), j.at("loop").get<std::string>()}; }
+inline nlohmann::json loop_json(const LoopRef& l) { return {{"block", l.block}, {"loop", l.var}}; }
+
+}  // namespace kintsugi::schedule

@@ -1,0 +1,71 @@
+// compute_inline, reverse_compute_inline, decompose_reduction: equivalence and errors.
+#include "ScheduleTestUtil.h"
+
+using namespace kintsugi;
+using schedtest::expect_equivalent;
+using schedule::LoopRef;
+using schedule::Schedule;
+using schedule::ScheduleError;
+
+namespace {
+const std::vector<runtime::SizeMap> kNorm = {{{"M", 4}, {"N", 9}}, {{"M", 3}, {"N", 17}}};
+}
+
+TEST(ComputeInline, SoftmaxExp) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  s.compute_inline("e");
+  std::string text = ir::to_string(s.program());
+  EXPECT_EQ(text.find("buffer e:"), std::string::npos) << text;
+  EXPECT_NE(text.find("l[i] = l[i] + exp(X[i, j] - m[i])"), std::string::npos) << text;
+  EXPECT_NE(text.find("Y[i, j] = exp(X[i, j] - m[i]) / l[i]"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+}
+
+TEST(ComputeInline, Errors) {
+  Schedule s(schedtest::example("norm/softmax.te"));
+  try {
+    s.compute_inline("m");
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("compute_inline: block 'm' is a reduction"), std::string::npos) << e.what();
+  }
+  try {
+    s.compute_inline("Y");
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("writes 'Y', which is an output"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReverseComputeInline, CastIntoProducer) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 4, N = 5
+input X: f16[M, N]
+y[i, j] = f32(X[i, j]) * 2
+output z[i, j]: f16 = exp(y[i, j]) + f32(X[i, j])
+)");
+  Schedule s(p);
+  s.reverse_compute_inline("z");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("block y(spatial i:M, spatial j:N):\n        z[i, j] = exp(f32(X[i, j]) * 2.0) + f32(X[i, j])"),
+            std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(), {{{"M", 4}, {"N", 5}}, {{"M", 1}, {"N", 7}}});
+  Schedule t(schedtest::example("norm/softmax.te"));
+  EXPECT_THROW(t.reverse_compute_inline("Y"), ScheduleError);  // reads e and l: two computed buffers
+}
+
+TEST(DecomposeReduction, InitBeforeTheReductionLoop) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  s.split(LoopRef{"l", "j"}, 4);
+  std::string init = s.decompose_reduction("l", LoopRef{"l", "j0"});
+  EXPECT_EQ(init, "l.init");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("block l.init(spatial i:M):\n      l[i] = 0.0\n    for j0"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_THROW(s.decompose_reduction("l", LoopRef{"l", "j0"}), ScheduleError);  // no init left
+  Schedule t(p);
+  EXPECT_THROW(t.decompose_reduction("l", LoopRef{"m", "j"}), ScheduleError);
+}
