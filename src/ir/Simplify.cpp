@@ -14,7 +14,9 @@ std::optional<int64_t> as_const_int(const Expr& e) {
 
 namespace {
 
-bool is_const(const Expr& e, int64_t v) { return e->op == Op::IntImm && e->int_value == v; }
+bool is_const(const Expr& e, int64_t v) {
+  return e->op == Op::IntImm && e->int_value == v;
+}
 
 // Splits e into (non-constant part, constant addend): x + 3 -> (x, 3).
 std::pair<Expr, int64_t> split_addend(const Expr& e) {
@@ -24,25 +26,32 @@ std::pair<Expr, int64_t> split_addend(const Expr& e) {
 }
 
 Expr fold(const Expr& e) {
-  if (e->type != DType::Int || e->args.size() != 2 || !(is_arith(e->op) || e->op == Op::Min || e->op == Op::Max))
+  if (e->type != DType::Int || e->args.size() != 2 ||
+      !(is_arith(e->op) || e->op == Op::Min || e->op == Op::Max))
     return e;
   const Expr& a = e->args[0];
   const Expr& b = e->args[1];
   auto ca = as_const_int(a), cb = as_const_int(b);
   if (ca && cb) {
     switch (e->op) {
-      case Op::Add: return make_int(*ca + *cb);
-      case Op::Sub: return make_int(*ca - *cb);
-      case Op::Mul: return make_int(*ca * *cb);
+      case Op::Add:
+        return make_int(*ca + *cb);
+      case Op::Sub:
+        return make_int(*ca - *cb);
+      case Op::Mul:
+        return make_int(*ca * *cb);
       case Op::Div:
         if (*cb != 0) return make_int(floor_div(*ca, *cb));
         return e;
       case Op::Mod:
         if (*cb != 0) return make_int(floor_mod(*ca, *cb));
         return e;
-      case Op::Min: return make_int(std::min(*ca, *cb));
-      case Op::Max: return make_int(std::max(*ca, *cb));
-      default: return e;
+      case Op::Min:
+        return make_int(std::min(*ca, *cb));
+      case Op::Max:
+        return make_int(std::max(*ca, *cb));
+      default:
+        return e;
     }
   }
   switch (e->op) {
@@ -80,13 +89,86 @@ Expr fold(const Expr& e) {
     case Op::Max:
       if (equal(a, b)) return a;
       return e;
-    default: return e;
+    default:
+      return e;
   }
+}
+
+// Integer sums in linear form: sum of coefficient * atom plus a constant, atoms in order of first
+// appearance (so that `i + T - S` prints as written). Atoms are variables and every sub-expression
+// that is not a sum, a difference, a negation or a product with a constant.
+struct Linear {
+  std::vector<std::pair<Expr, int64_t>> terms;
+  int64_t constant = 0;
+  void add(const Expr& atom, int64_t c) {
+    for (auto& [a, k] : terms)
+      if (equal(a, atom)) {
+        k += c;
+        return;
+      }
+    terms.push_back({atom, c});
+  }
+};
+
+void linearize(const Expr& e, int64_t scale, Linear& out) {
+  if (e->type == DType::Int) {
+    switch (e->op) {
+      case Op::IntImm:
+        out.constant += scale * e->int_value;
+        return;
+      case Op::Add:
+        linearize(e->args[0], scale, out);
+        linearize(e->args[1], scale, out);
+        return;
+      case Op::Sub:
+        linearize(e->args[0], scale, out);
+        linearize(e->args[1], -scale, out);
+        return;
+      case Op::Neg:
+        linearize(e->args[0], -scale, out);
+        return;
+      case Op::Mul:
+        if (auto c = as_const_int(e->args[1])) return linearize(e->args[0], scale * *c, out);
+        if (auto c = as_const_int(e->args[0])) return linearize(e->args[1], scale * *c, out);
+        break;
+      default:
+        break;
+    }
+  }
+  out.add(e, scale);
+}
+
+Expr rebuild(const Linear& l) {
+  Expr out;
+  for (const auto& [atom, c] : l.terms) {
+    if (c == 0) continue;
+    Expr term = (c == 1 || c == -1) ? atom : make_binary(Op::Mul, atom, make_int(c < 0 ? -c : c));
+    if (!out)
+      out = c < 0 ? make_unary(Op::Neg, term) : term;
+    else
+      out = make_binary(c < 0 ? Op::Sub : Op::Add, out, term);
+  }
+  if (!out) return make_int(l.constant);
+  if (l.constant > 0) out = make_binary(Op::Add, out, make_int(l.constant));
+  if (l.constant < 0) out = make_binary(Op::Sub, out, make_int(-l.constant));
+  return out;
+}
+
+Expr fold_linear(const Expr& e) {
+  Expr f = fold(e);
+  if (f->type != DType::Int ||
+      !(f->op == Op::Add || f->op == Op::Sub || f->op == Op::Mul || f->op == Op::Neg))
+    return f;
+  Linear l;
+  linearize(f, 1, l);
+  return rebuild(l);
 }
 
 }  // namespace
 
-Expr simplify(const Expr& e) { return mutate(e, fold); }
+Expr simplify(const Expr& e) {
+  return mutate(e, fold_linear);
+}
 
 bool provably_equal(const Expr& a, const Expr& b) {
   Expr d = simplify(make_binary(Op::Sub, a, b));
@@ -97,7 +179,8 @@ bool provably_divides(const Expr& divisor, const Expr& e) {
   auto cd = as_const_int(divisor), ce = as_const_int(e);
   if (cd && ce) return *cd != 0 && *ce % *cd == 0;
   if (cd && *cd == 1) return true;
-  if (e->op == Op::Mul) return provably_equal(e->args[0], divisor) || provably_equal(e->args[1], divisor);
+  if (e->op == Op::Mul)
+    return provably_equal(e->args[0], divisor) || provably_equal(e->args[1], divisor);
   return false;
 }
 

@@ -62,6 +62,10 @@ class Schedule {
   void compute_inline(const std::string& block);
   // Inlines an elementwise block into the elementwise block that produces its only input.
   void reverse_compute_inline(const std::string& block);
+  // Moves a producer's nest into a consumer's loop, shrunk to the region read per iteration.
+  void compute_at(const std::string& block, const LoopRef& loop);
+  // Moves a consumer's nest into a producer's loop, restricted to what one iteration produces.
+  void reverse_compute_at(const std::string& block, const LoopRef& loop);
   // Moves the init of a reduction block into a block of its own, placed before `loop`; returns
   // the name of the init block.
   std::string decompose_reduction(const std::string& block, const LoopRef& loop);

@@ -13,6 +13,8 @@ const ReplayTable& replay_table() {
       {"compute_inline", replay_compute_inline},
       {"reverse_compute_inline", replay_reverse_compute_inline},
       {"decompose_reduction", replay_decompose_reduction},
+      {"compute_at", replay_compute_at},
+      {"reverse_compute_at", replay_reverse_compute_at},
   };
   return table;
 }

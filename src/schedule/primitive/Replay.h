@@ -25,8 +25,14 @@ void replay_bind(Schedule& s, const nlohmann::json& j);
 void replay_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_decompose_reduction(Schedule& s, const nlohmann::json& j);
+void replay_compute_at(Schedule& s, const nlohmann::json& j);
+void replay_reverse_compute_at(Schedule& s, const nlohmann::json& j);
 
-inline LoopRef loop_arg(const nlohmann::json& j) { return LoopRef{j.at("block").get<std::string>(), j.at("loop").get<std::string>()}; }
-inline nlohmann::json loop_json(const LoopRef& l) { return {{"block", l.block}, {"loop", l.var}}; }
+inline LoopRef loop_arg(const nlohmann::json& j) {
+  return LoopRef{j.at("block").get<std::string>(), j.at("loop").get<std::string>()};
+}
+inline nlohmann::json loop_json(const LoopRef& l) {
+  return {{"block", l.block}, {"loop", l.var}};
+}
 
 }  // namespace kintsugi::schedule

@@ -1,0 +1,203 @@
+// \file Region.cpp
+// Region inference (see Region.h).
+#include "schedule/Region.h"
+
+#include "ir/Simplify.h"
+#include "ir/Visit.h"
+
+namespace kintsugi::schedule {
+
+using ir::Expr;
+using ir::Op;
+
+bool Interval::is_point() const {
+  return ok && ir::equal(lo, hi);
+}
+
+namespace {
+Expr add(const Expr& a, const Expr& b) {
+  return ir::simplify(ir::make_binary(Op::Add, a, b));
+}
+Expr sub(const Expr& a, const Expr& b) {
+  return ir::simplify(ir::make_binary(Op::Sub, a, b));
+}
+Expr mul(const Expr& a, const Expr& b) {
+  return ir::simplify(ir::make_binary(Op::Mul, a, b));
+}
+Interval point(const Expr& e) {
+  return Interval{e, e, true};
+}
+Interval unknown() {
+  return Interval{};
+}
+}  // namespace
+
+Interval bound(const Expr& e, const std::map<std::string, Range>& varying) {
+  switch (e->op) {
+    case Op::IntImm:
+      return point(e);
+    case Op::Var: {
+      auto it = varying.find(e->name);
+      if (it == varying.end()) return point(e);
+      return Interval{it->second.min, sub(add(it->second.min, it->second.extent), ir::make_int(1)),
+                      true};
+    }
+    case Op::Add:
+    case Op::Sub: {
+      Interval a = bound(e->args[0], varying), b = bound(e->args[1], varying);
+      if (!a.ok || !b.ok) return unknown();
+      if (e->op == Op::Add) return Interval{add(a.lo, b.lo), add(a.hi, b.hi), true};
+      return Interval{sub(a.lo, b.hi), sub(a.hi, b.lo), true};
+    }
+    case Op::Neg: {
+      Interval a = bound(e->args[0], varying);
+      if (!a.ok) return unknown();
+      return Interval{ir::simplify(ir::make_unary(Op::Neg, a.hi)),
+                      ir::simplify(ir::make_unary(Op::Neg, a.lo)), true};
+    }
+    case Op::Mul: {
+      Interval a = bound(e->args[0], varying), b = bound(e->args[1], varying);
+      if (!a.ok || !b.ok) return unknown();
+      if (a.is_point() && b.is_point()) return point(mul(a.lo, b.lo));
+      // One side must be a constant to know the direction.
+      auto ca = ir::as_const_int(a.is_point() ? a.lo : nullptr),
+           cb = ir::as_const_int(b.is_point() ? b.lo : nullptr);
+      if (cb) std::swap(a, b), std::swap(ca, cb);
+      if (!ca) return unknown();
+      if (*ca >= 0) return Interval{mul(a.lo, b.lo), mul(a.lo, b.hi), true};
+      return Interval{mul(a.lo, b.hi), mul(a.lo, b.lo), true};
+    }
+    case Op::Div:
+    case Op::Mod: {
+      Interval a = bound(e->args[0], varying), b = bound(e->args[1], varying);
+      if (!a.ok || !b.ok || !b.is_point()) return unknown();
+      if (a.is_point()) return point(ir::simplify(ir::make_binary(e->op, a.lo, b.lo)));
+      auto c = ir::as_const_int(b.lo);
+      if (!c || *c <= 0) return unknown();
+      if (e->op == Op::Div)
+        return Interval{ir::simplify(ir::make_binary(Op::Div, a.lo, b.lo)),
+                        ir::simplify(ir::make_binary(Op::Div, a.hi, b.lo)), true};
+      return Interval{ir::make_int(0), ir::make_int(*c - 1), true};
+    }
+    case Op::Min:
+    case Op::Max: {
+      Interval a = bound(e->args[0], varying), b = bound(e->args[1], varying);
+      if (!a.ok || !b.ok) return unknown();
+      auto f = [&](const Expr& x, const Expr& y) {
+        return ir::simplify(ir::make_binary(e->op, x, y));
+      };
+      return Interval{f(a.lo, b.lo), f(a.hi, b.hi), true};
+    }
+    default: {
+      // Anything else is a point when it does not vary.
+      bool varies = false;
+      for (const auto& [name, r] : varying) varies |= ir::uses_var(e, name);
+      return varies ? unknown() : point(e);
+    }
+  }
+}
+
+Expr in_loop_terms(const ir::StmtNode& block, const Expr& index) {
+  std::map<std::string, Expr> sub;
+  for (const ir::IterVar& iv : block.iters) sub[iv.name] = iv.binding;
+  return ir::simplify(ir::substitute(index, sub));
+}
+
+namespace {
+// Walks s collecting loop ranges; calls f on every block with the ranges of its enclosing loops.
+void walk(const ir::Stmt& s, std::map<std::string, Range>& loops,
+          const std::function<void(const ir::StmtNode&, const std::map<std::string, Range>&)>& f) {
+  if (!s) return;
+  switch (s->kind) {
+    case ir::StmtKind::Seq:
+      for (const ir::Stmt& c : s->stmts) walk(c, loops, f);
+      return;
+    case ir::StmtKind::For: {
+      auto saved = loops;
+      loops[s->var] = Range{s->min, s->extent};
+      walk(s->body, loops, f);
+      loops = saved;
+      return;
+    }
+    case ir::StmtKind::If:
+      walk(s->then_case, loops, f);
+      walk(s->else_case, loops, f);
+      return;
+    case ir::StmtKind::Block:
+      f(*s, loops);
+      return;
+    case ir::StmtKind::Store:
+      return;
+  }
+}
+}  // namespace
+
+bool access_region(const ir::Stmt& s, const ir::LoopProgram& program, const std::string& buffer,
+                   bool writes, std::vector<Range>* region) {
+  const ir::Buffer* buf = program.find_buffer(buffer);
+  internal_assert(buf) << "access_region: unknown buffer " << buffer;
+  size_t rank = buf->shape.size();
+  std::vector<Interval> box(rank);
+  bool any = false;
+  auto merge = [&](size_t d, const Interval& iv) {
+    if (!box[d].ok && !any) {
+      box[d] = iv;
+      return;
+    }
+    if (!box[d].ok || !iv.ok) {
+      box[d] = Interval{};
+      return;
+    }
+    if (!ir::equal(box[d].lo, iv.lo))
+      box[d].lo = ir::simplify(ir::make_binary(Op::Min, box[d].lo, iv.lo));
+    if (!ir::equal(box[d].hi, iv.hi))
+      box[d].hi = ir::simplify(ir::make_binary(Op::Max, box[d].hi, iv.hi));
+  };
+  std::vector<bool> seen(rank, false);
+  auto on_access = [&](const ir::StmtNode& block, const std::map<std::string, Range>& loops,
+                       const std::vector<Expr>& idx) {
+    for (size_t d = 0; d < rank; ++d) {
+      Interval iv = bound(in_loop_terms(block, idx[d]), loops);
+      if (!seen[d]) {
+        box[d] = iv;
+        seen[d] = true;
+      } else {
+        merge(d, iv);
+      }
+    }
+    any = true;
+  };
+  std::map<std::string, Range> loops;
+  walk(s, loops, [&](const ir::StmtNode& block, const std::map<std::string, Range>& ls) {
+    for (const ir::Stmt& part : {block.init, block.body}) {
+      if (!part) continue;
+      if (writes) {
+        ir::visit(part, [&](const ir::Stmt& st) {
+          if (st->kind == ir::StmtKind::Store && st->buffer == buffer)
+            on_access(block, ls, st->indices);
+          return true;
+        });
+      } else {
+        ir::visit_exprs(part, [&](const Expr& e) {
+          ir::visit(e, [&](const Expr& x) {
+            if (x->op == Op::Load && x->name == buffer) on_access(block, ls, x->args);
+            return true;
+          });
+        });
+      }
+    }
+  });
+  if (!any) return false;
+  region->clear();
+  for (size_t d = 0; d < rank; ++d) {
+    if (box[d].ok)
+      region->push_back(Range{
+          box[d].lo,
+          ir::simplify(ir::make_binary(Op::Add, sub(box[d].hi, box[d].lo), ir::make_int(1)))});
+    else
+      region->push_back(Range{ir::make_int(0), buf->shape[d]});
+  }
+  return true;
+}
+
+}  // namespace kintsugi::schedule

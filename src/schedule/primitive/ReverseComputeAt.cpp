@@ -1,0 +1,86 @@
+// \file ReverseComputeAt.cpp
+// reverse_compute_at(block, loop): moves a consumer's loop nest to the end of `loop`'s body
+// (loop belongs to a producer nest) and restricts it to what one iteration of `loop` produced.
+// The consumer must read each produced buffer at its own iteration variables; a reduction
+// consumer whose reduction variable is restricted this way accumulates tile by tile (its init
+// still runs once, when the reduction variable is 0).
+#include "ir/Printer.h"
+#include "ir/Visit.h"
+#include "schedule/Analysis.h"
+#include "schedule/primitive/ComputeAt.h"
+#include "schedule/primitive/Replay.h"
+
+namespace kintsugi::schedule {
+
+void Schedule::reverse_compute_at(const std::string& block, const LoopRef& loop) {
+  const std::string P = "reverse_compute_at";
+  size_t nest = sole_nest_of(program_, block, P);
+  StmtPath lpath = find_loop(program_.body, loop, P);
+  size_t lnest = 0;
+  for (; lnest < program_.body->stmts.size(); ++lnest)
+    if (program_.body->stmts[lnest].get() == lpath[1]) break;
+  if (lnest == nest)
+    throw ScheduleError(P, "loop '" + loop.var + "' belongs to block '" + block + "' itself");
+  if (lnest > nest)
+    throw ScheduleError(P, "block '" + block + "' comes before loop '" + loop.var +
+                               "'; reverse_compute_at moves a consumer into an earlier producer");
+  const ir::StmtNode& c = *find_block(program_.body, block, P).back();
+  const ir::StmtNode& l = *lpath.back();
+  // Buffers the consumer reads that are written under the loop; none may be written between.
+  std::set<std::string> produced;
+  for (const ir::StmtNode* w : blocks_under(l.body))
+    for (const std::string& b : block_writes(*w)) produced.insert(b);
+  std::set<std::string> reads = block_reads(c);
+  for (size_t k = lnest + 1; k < nest; ++k)
+    for (const ir::StmtNode* w : blocks_under(program_.body->stmts[k]))
+      for (const std::string& b : block_writes(*w))
+        if (reads.count(b))
+          throw ScheduleError(P, "block '" + block + "' reads '" + b + "', which block '" +
+                                     w->name + "' writes after loop '" + loop.var + "'");
+  std::map<std::string, Range> box;
+  bool any = false;
+  for (const std::string& buf : reads) {
+    if (!produced.count(buf) || block_writes(c).count(buf)) continue;
+    std::vector<Range> region;
+    if (!access_region(l.body, program_, buf, true, &region)) continue;
+    any = true;
+    ir::visit_exprs(c.body, [&](const ir::Expr& e) {
+      ir::visit(e, [&](const ir::Expr& x) {
+        if (x->op != ir::Op::Load || x->name != buf) return true;
+        for (size_t d = 0; d < x->args.size(); ++d) {
+          const ir::Expr& i = x->args[d];
+          if (i->op != ir::Op::Var)
+            throw ScheduleError(P, "block '" + block + "' reads " + ir::to_string(x) +
+                                       " at a computed index; it must read what loop '" + loop.var +
+                                       "' produces at its own iteration variables");
+          auto it = box.find(i->name);
+          if (it != box.end() && !(ir::equal(it->second.min, region[d].min) &&
+                                   ir::equal(it->second.extent, region[d].extent)))
+            throw ScheduleError(P, "block '" + block +
+                                       "' reads produced buffers at inconsistent positions (" +
+                                       i->name + ")");
+          box[i->name] = region[d];
+        }
+        return true;
+      });
+    });
+  }
+  if (!any)
+    throw ScheduleError(
+        P, "block '" + block + "' reads nothing that loop '" + loop.var + "' produces");
+  ir::Stmt moved = nest_over_box(*this, c, box);
+  ir::LoopProgram p = program_;
+  ir::StmtNode nl = l;
+  nl.body = ir::make_seq({l.body, moved});
+  p.body = replace_at(lpath, std::make_shared<const ir::StmtNode>(std::move(nl)));
+  ir::StmtNode root = *p.body;
+  root.stmts.erase(root.stmts.begin() + static_cast<long>(nest));
+  p.body = std::make_shared<const ir::StmtNode>(std::move(root));
+  commit(std::move(p), {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}});
+}
+
+void replay_reverse_compute_at(Schedule& s, const nlohmann::json& j) {
+  s.reverse_compute_at(j.at("block").get<std::string>(), loop_arg(j.at("loop")));
+}
+
+}  // namespace kintsugi::schedule
