@@ -4,6 +4,8 @@
 // enough to check programs with millions of points.
 #include "ir/Interpreter.h"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -146,6 +148,22 @@ class Compiler {
             e(f);
         };
       }
+      case StmtKind::Allocate: {
+        // One storage per buffer is enough for a sequential interpreter; each entry poisons
+        // float contents with NaN so that a read of a value from an earlier allocation (a wrong
+        // placement) shows up in the results instead of silently reusing stale data.
+        auto it = buffer_index_.find(s->buffer);
+        internal_assert(it != buffer_index_.end()) << "alloc of unknown buffer " << s->buffer;
+        int b = it->second;
+        bool poison = is_float(frame_.bufs[b].dtype);
+        SFn body = s->body ? stmt(s->body) : SFn();
+        return [b, poison, body](Frame& f) {
+          if (poison)
+            std::fill(f.bufs[b].values.begin(), f.bufs[b].values.end(),
+                      std::numeric_limits<double>::quiet_NaN());
+          if (body) body(f);
+        };
+      }
     }
     internal_error << "unknown statement kind";
     return {};
@@ -278,6 +296,8 @@ class Compiler {
             return [a, b, div, expr](Frame& f) {
               int64_t x = a(f), y = b(f);
               if (y == 0) throw_div_zero(expr);
+              if (y == -1 && x == INT64_MIN)
+                throw RuntimeArgError("integer overflow in `" + to_string(expr) + "`");
               return div ? floor_div(x, y) : floor_mod(x, y);
             };
           }
@@ -487,6 +507,8 @@ int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes, const runtime::Pa
     case Op::Mod: {
       int64_t a = eval_int(e->args[0], sizes, params), b = eval_int(e->args[1], sizes, params);
       if (b == 0) throw_div_zero(e);
+      if (b == -1 && a == INT64_MIN)
+        throw RuntimeArgError("integer overflow in `" + to_string(e) + "`");
       return e->op == Op::Div ? floor_div(a, b) : floor_mod(a, b);
     }
     case Op::Min:

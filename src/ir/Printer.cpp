@@ -78,7 +78,12 @@ void print_expr(std::ostringstream& out, const Expr& e) {
       out << e->int_value;
       break;
     case Op::FloatImm:
-      out << format_double(e->float_value);
+      // f32 is the default of an untyped literal; other float types keep their cast so that the
+      // text reads back with the same type.
+      if (e->type == DType::F16 || e->type == DType::BF16)
+        out << dtype_name(e->type) << "(" << format_double(e->float_value) << ")";
+      else
+        out << format_double(e->float_value);
       break;
     case Op::BoolImm:
       out << (e->int_value ? "true" : "false");
@@ -131,7 +136,8 @@ void print_expr(std::ostringstream& out, const Expr& e) {
       // Binary operators are left-associative: the right operand needs parentheses at equal
       // precedence.
       int p = precedence(e);
-      print_operand(out, e->args[0], p);
+      // Comparisons do not chain in .te: a comparison operand of a comparison needs parentheses.
+      print_operand(out, e->args[0], is_comparison(e->op) ? p + 1 : p);
       out << " " << op_symbol(e->op) << " ";
       print_operand(out, e->args[1], p + 1);
       break;
@@ -151,11 +157,12 @@ const char* iter_kind_name(IterKind k) {
   return "?";
 }
 
-void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
+// `p` (may be null) supplies the type, shape and scope printed for Allocate.
+void print_stmt(std::ostringstream& out, const Stmt& s, int indent, const LoopProgram* p) {
   std::string pad(indent * 2, ' ');
   switch (s->kind) {
     case StmtKind::Seq:
-      for (const Stmt& c : s->stmts) print_stmt(out, c, indent);
+      for (const Stmt& c : s->stmts) print_stmt(out, c, indent, p);
       break;
     case StmtKind::For:
       out << pad << (s->for_kind == ForKind::Parallel ? "parallel for " : "for ") << s->var
@@ -164,7 +171,7 @@ void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
       out << "range(" << to_string(s->extent) << ")";
       if (!s->annotation.empty()) out << " bind(" << s->annotation << ")";
       out << ":\n";
-      print_stmt(out, s->body, indent + 1);
+      print_stmt(out, s->body, indent + 1, p);
       break;
     case StmtKind::Block:
       out << pad << "block " << s->name << "(";
@@ -180,9 +187,9 @@ void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
       out << ":\n";
       if (s->init) {
         out << pad << "  init:\n";
-        print_stmt(out, s->init, indent + 2);
+        print_stmt(out, s->init, indent + 2, p);
       }
-      print_stmt(out, s->body, indent + 1);
+      print_stmt(out, s->body, indent + 1, p);
       break;
     case StmtKind::Store:
       out << pad << s->buffer << "[";
@@ -191,12 +198,23 @@ void print_stmt(std::ostringstream& out, const Stmt& s, int indent) {
       break;
     case StmtKind::If:
       out << pad << "if " << to_string(s->cond) << ":\n";
-      print_stmt(out, s->then_case, indent + 1);
+      print_stmt(out, s->then_case, indent + 1, p);
       if (s->else_case) {
         out << pad << "else:\n";
-        print_stmt(out, s->else_case, indent + 1);
+        print_stmt(out, s->else_case, indent + 1, p);
       }
       break;
+    case StmtKind::Allocate: {
+      out << pad << "alloc " << s->buffer;
+      if (const Buffer* b = p ? p->find_buffer(s->buffer) : nullptr) {
+        out << ": " << dtype_name(b->dtype) << "[";
+        print_list(out, b->shape);
+        out << "] " << b->scope;
+      }
+      out << ":\n";
+      if (s->body) print_stmt(out, s->body, indent + 1, p);
+      break;
+    }
   }
 }
 
@@ -222,7 +240,7 @@ std::string to_string(const Expr& e) {
 
 std::string to_string(const Stmt& s, int indent) {
   std::ostringstream out;
-  print_stmt(out, s, indent);
+  print_stmt(out, s, indent, nullptr);
   return out.str();
 }
 
@@ -245,7 +263,7 @@ std::string to_string(const LoopProgram& p) {
     out << "\n";
   }
   out << "body:\n";
-  if (p.body) print_stmt(out, p.body, 1);
+  if (p.body) print_stmt(out, p.body, 1, &p);
   return out.str();
 }
 

@@ -2,6 +2,8 @@
 // The integer simplifier (see Simplify.h).
 #include "ir/Simplify.h"
 
+#include <climits>
+
 #include "ir/Interpreter.h"
 #include "ir/Visit.h"
 
@@ -33,18 +35,20 @@ Expr fold(const Expr& e) {
   const Expr& b = e->args[1];
   auto ca = as_const_int(a), cb = as_const_int(b);
   if (ca && cb) {
+    int64_t r = 0;
+    bool divisible = *cb != 0 && !(*cb == -1 && *ca == INT64_MIN);  // never fold a trap
     switch (e->op) {
       case Op::Add:
-        return make_int(*ca + *cb);
+        return __builtin_add_overflow(*ca, *cb, &r) ? e : make_int(r);
       case Op::Sub:
-        return make_int(*ca - *cb);
+        return __builtin_sub_overflow(*ca, *cb, &r) ? e : make_int(r);
       case Op::Mul:
-        return make_int(*ca * *cb);
+        return __builtin_mul_overflow(*ca, *cb, &r) ? e : make_int(r);
       case Op::Div:
-        if (*cb != 0) return make_int(floor_div(*ca, *cb));
+        if (divisible) return make_int(floor_div(*ca, *cb));
         return e;
       case Op::Mod:
-        if (*cb != 0) return make_int(floor_mod(*ca, *cb));
+        if (divisible) return make_int(floor_mod(*ca, *cb));
         return e;
       case Op::Min:
         return make_int(std::min(*ca, *cb));

@@ -58,6 +58,14 @@ Stmt make_if(Expr cond, Stmt then_case, Stmt else_case) {
   return node(std::move(n));
 }
 
+Stmt make_allocate(const std::string& buffer, Stmt body) {
+  StmtNode n;
+  n.kind = StmtKind::Allocate;
+  n.buffer = buffer;
+  n.body = std::move(body);
+  return node(std::move(n));
+}
+
 const Buffer* LoopProgram::find_buffer(const std::string& name) const {
   for (const Buffer& b : buffers)
     if (b.name == name) return &b;

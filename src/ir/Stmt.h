@@ -18,7 +18,9 @@
 
 namespace kintsugi::ir {
 
-enum class StmtKind : uint8_t { Seq, For, Block, Store, If };
+// Allocate: `buffer` lives only inside `body`; each execution of the node gets fresh storage (so
+// one copy per iteration of an enclosing loop, per thread under a parallel loop).
+enum class StmtKind : uint8_t { Seq, For, Block, Store, If, Allocate };
 enum class ForKind : uint8_t { Serial, Parallel };
 enum class IterKind : uint8_t { Spatial, Reduce, Scan };
 
@@ -40,14 +42,14 @@ struct StmtNode {
   Expr min, extent;
   ForKind for_kind = ForKind::Serial;
   std::string annotation;  // For: the grid axis a loop is bound to ("grid.x"), empty if none
-  Stmt body;               // For, Block
+  Stmt body;               // For, Block, Allocate
   // Block
   std::string name;
   std::vector<IterVar> iters;
   Expr predicate;  // may be null (true); over enclosing loop variables, like the bindings: the
                    // block does nothing in iterations where it is false (tails of split loops)
   Stmt init;       // may be null
-  // Store: buffer[indices] = value
+  // Store: buffer[indices] = value; Allocate: the buffer allocated for `body`
   std::string buffer;
   std::vector<Expr> indices;
   Expr value;
@@ -62,6 +64,8 @@ Stmt make_block(const std::string& name, std::vector<IterVar> iters, Stmt init, 
                 Expr predicate = nullptr);
 Stmt make_store(const std::string& buffer, std::vector<Expr> indices, Expr value);
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr);
+// `buffer` (declared in LoopProgram::buffers) is allocated afresh for each execution of body.
+Stmt make_allocate(const std::string& buffer, Stmt body);
 
 enum class BufferRole : uint8_t { Input, Output, Intermediate };
 

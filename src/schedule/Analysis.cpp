@@ -23,7 +23,8 @@ bool search(const Stmt& s, const std::function<bool(const StmtNode&)>& match, St
   for (const Stmt& c : s->stmts)
     if (search(c, match, path)) return true;
   if (s->kind != StmtKind::Block) {  // blocks are leaves for the purposes of scheduling
-    if (search(s->body, match, path) || search(s->then_case, match, path) || search(s->else_case, match, path))
+    if (search(s->body, match, path) || search(s->then_case, match, path) ||
+        search(s->else_case, match, path))
       return true;
   }
   path.pop_back();
@@ -39,8 +40,11 @@ std::string join(const std::set<std::string>& names) {
 
 StmtPath find_block(const Stmt& root, const std::string& name, const std::string& primitive) {
   StmtPath path;
-  if (!search(root, [&](const StmtNode& n) { return n.kind == StmtKind::Block && n.name == name; }, path))
-    throw ScheduleError(primitive, "there is no block named '" + name + "' (blocks: " + join(all_block_names(root)) + ")");
+  if (!search(
+          root, [&](const StmtNode& n) { return n.kind == StmtKind::Block && n.name == name; },
+          path))
+    throw ScheduleError(primitive, "there is no block named '" + name +
+                                       "' (blocks: " + join(all_block_names(root)) + ")");
   return path;
 }
 
@@ -108,14 +112,19 @@ Stmt rebuild(const StmtPath& path, size_t depth, Stmt replacement) {
   for (size_t k = 0; k < n.stmts.size() && !done; ++k) {
     if (n.stmts[k].get() != child) continue;
     Stmt r = rebuild(path, depth + 1, replacement);
-    if (r) n.stmts[k] = r;
-    else n.stmts.erase(n.stmts.begin() + static_cast<long>(k));
+    if (r)
+      n.stmts[k] = r;
+    else
+      n.stmts.erase(n.stmts.begin() + static_cast<long>(k));
     done = true;
   }
-  if (!done) done = swap_child(n.body) || swap_child(n.then_case) || swap_child(n.else_case) || swap_child(n.init);
+  if (!done)
+    done = swap_child(n.body) || swap_child(n.then_case) || swap_child(n.else_case) ||
+           swap_child(n.init);
   internal_assert(done) << "replace_at: broken path";
   // A loop or If whose body disappeared disappears too.
-  if ((n.kind == StmtKind::For && !n.body) || (n.kind == StmtKind::If && !n.then_case)) return nullptr;
+  if ((n.kind == StmtKind::For && !n.body) || (n.kind == StmtKind::If && !n.then_case))
+    return nullptr;
   if (n.kind == StmtKind::Seq && n.stmts.empty() && depth > 0) return nullptr;
   return std::make_shared<const StmtNode>(std::move(n));
 }
@@ -154,6 +163,9 @@ Stmt substitute_loop_var(const Stmt& s, const std::string& name, const Expr& val
       n.then_case = substitute_loop_var(n.then_case, name, value);
       n.else_case = substitute_loop_var(n.else_case, name, value);
       break;
+    case StmtKind::Allocate:
+      n.body = substitute_loop_var(n.body, name, value);
+      break;
   }
   return std::make_shared<const StmtNode>(std::move(n));
 }
@@ -168,7 +180,8 @@ Stmt add_block_predicate(const Stmt& s, const Expr& pred) {
 }
 
 namespace {
-void collect_accesses(const StmtNode& block, std::set<std::string>* reads, std::set<std::string>* writes) {
+void collect_accesses(const StmtNode& block, std::set<std::string>* reads,
+                      std::set<std::string>* writes) {
   for (const Stmt& part : {block.init, block.body}) {
     if (!part) continue;
     ir::visit(part, [&](const Stmt& n) {
@@ -197,6 +210,67 @@ std::set<std::string> block_writes(const StmtNode& block) {
   return out;
 }
 
-Expr var(const std::string& name) { return ir::make_var(name, ir::VarKind::Index, DType::Int); }
+bool match_reduction_update(const StmtNode& store, ir::Reducer* r, Expr* g) {
+  if (store.kind != StmtKind::Store || !store.value) return false;
+  const Expr& v = store.value;
+  if (v->args.size() != 2) return false;
+  const Expr& acc = v->args[0];
+  if (acc->op != ir::Op::Load || acc->name != store.buffer ||
+      acc->args.size() != store.indices.size())
+    return false;
+  for (size_t k = 0; k < acc->args.size(); ++k)
+    if (!ir::equal(acc->args[k], store.indices[k])) return false;
+  switch (v->op) {
+    case ir::Op::Add:
+      *r = ir::Reducer::Sum;
+      break;
+    case ir::Op::Mul:
+      *r = ir::Reducer::Prod;
+      break;
+    case ir::Op::Max:
+      *r = ir::Reducer::Max;
+      break;
+    case ir::Op::Min:
+      *r = ir::Reducer::Min;
+      break;
+    default:
+      return false;
+  }
+  *g = v->args[1];
+  return true;
+}
+
+Expr combine(ir::Reducer r, const Expr& a, const Expr& b) {
+  switch (r) {
+    case ir::Reducer::Sum:
+      return ir::make_binary(ir::Op::Add, a, b);
+    case ir::Reducer::Prod:
+      return ir::make_binary(ir::Op::Mul, a, b);
+    case ir::Reducer::Max:
+      return ir::make_binary(ir::Op::Max, a, b);
+    case ir::Reducer::Min:
+      return ir::make_binary(ir::Op::Min, a, b);
+  }
+  return nullptr;
+}
+
+Expr reducer_identity_expr(ir::Reducer r, DType t) {
+  if (is_float(t)) return ir::make_float(ir::reducer_identity(r), t);
+  switch (r) {
+    case ir::Reducer::Sum:
+      return ir::make_int(0);
+    case ir::Reducer::Prod:
+      return ir::make_int(1);
+    case ir::Reducer::Max:
+      return ir::make_int(-2147483648LL);
+    case ir::Reducer::Min:
+      return ir::make_int(2147483647LL);
+  }
+  return nullptr;
+}
+
+Expr var(const std::string& name) {
+  return ir::make_var(name, ir::VarKind::Index, DType::Int);
+}
 
 }  // namespace kintsugi::schedule

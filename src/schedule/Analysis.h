@@ -40,6 +40,13 @@ ir::Stmt substitute_loop_var(const ir::Stmt& s, const std::string& var, const ir
 // Conjoins `pred` to the predicate of every block under s.
 ir::Stmt add_block_predicate(const ir::Stmt& s, const ir::Expr& pred);
 
+// Recognises a reduction update `x[i] = combine(x[i], g)`: the reducer and the term g.
+bool match_reduction_update(const ir::StmtNode& store, ir::Reducer* reducer, ir::Expr* term);
+// The combine expression of a reducer: a + b, a * b, max(a, b), min(a, b).
+ir::Expr combine(ir::Reducer r, const ir::Expr& a, const ir::Expr& b);
+// The identity of a reducer in a type (-inf for a float max, ...).
+ir::Expr reducer_identity_expr(ir::Reducer r, DType t);
+
 // Buffers read and written by a block (init included).
 std::set<std::string> block_reads(const ir::StmtNode& block);
 std::set<std::string> block_writes(const ir::StmtNode& block);

@@ -8,6 +8,7 @@
 
 #include "ir/Printer.h"
 #include "ir/Visit.h"
+#include "schedule/Analysis.h"
 
 namespace kintsugi::schedule {
 
@@ -24,32 +25,6 @@ struct BlockInfo {
   const ir::IterVar* reduce_iter = nullptr;  // set when exactly one reduce iter var
   Expr value;                                // map: the stored value; reduction: the term g
 };
-
-// Recognises `x[i] = combine(x[i], g)` and returns g and the reducer.
-bool match_reduction_update(const ir::StmtNode& store, ir::Reducer* r, Expr* g) {
-  const Expr& v = store.value;
-  if (v->args.size() != 2) return false;
-  const Expr& acc = v->args[0];
-  if (acc->op != Op::Load || acc->name != store.buffer) return false;
-  switch (v->op) {
-    case Op::Add:
-      *r = ir::Reducer::Sum;
-      break;
-    case Op::Mul:
-      *r = ir::Reducer::Prod;
-      break;
-    case Op::Max:
-      *r = ir::Reducer::Max;
-      break;
-    case Op::Min:
-      *r = ir::Reducer::Min;
-      break;
-    default:
-      return false;
-  }
-  *g = v->args[1];
-  return true;
-}
 
 std::map<std::string, BlockInfo> collect_blocks(const ir::LoopProgram& p,
                                                 std::vector<std::string>* order) {

@@ -126,6 +126,9 @@ void walk(const ir::Stmt& s, std::map<std::string, Range>& loops,
     case ir::StmtKind::Block:
       f(*s, loops);
       return;
+    case ir::StmtKind::Allocate:
+      walk(s->body, loops, f);
+      return;
     case ir::StmtKind::Store:
       return;
   }

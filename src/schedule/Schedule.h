@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/Stmt.h"
+#include "schedule/Region.h"
 #include "support/Error.h"
 
 namespace kintsugi::schedule {
@@ -66,9 +67,35 @@ class Schedule {
   void compute_at(const std::string& block, const LoopRef& loop);
   // Moves a consumer's nest into a producer's loop, restricted to what one iteration produces.
   void reverse_compute_at(const std::string& block, const LoopRef& loop);
+  // reverse_compute_at with some iteration variables' ranges given (used by rolling_update,
+  // which restricts the fused blocks to the current tile of the reduction axis).
+  void reverse_compute_at_box(const std::string& block, const LoopRef& loop,
+                              const std::map<std::string, Range>& box);
+  // Splits a reduction at `loop` into partial results (a new block `<block>.rf` writing
+  // `<buffer>.rf`, data-parallel over `loop`) and a write-back that reduces them over `loop`.
+  // Returns the rf block's name.
+  std::string rfactor(const std::string& block, const LoopRef& loop);
+  // Turns a reduction over `loop` into a scan `<buffer>.scan` holding every running value;
+  // returns the scan buffer's name.
+  std::string reduce_to_scan(const std::string& block, const LoopRef& loop);
+  // Neptune's Rolling Update: fuses reduction `block` under `loop` (the tile loop of a producer
+  // reduction it consumes) and repairs its accumulator with a derived repair function.
+  void rolling_update(const std::string& block, const LoopRef& loop);
   // Moves the init of a reduction block into a block of its own, placed before `loop`; returns
   // the name of the init block.
   std::string decompose_reduction(const std::string& block, const LoopRef& loop);
+  // Inserts a copy block `<buffer>.<scope>` (its own nest, right before `block`'s nest) that
+  // copies `buffer` into a new buffer of that name and scope, read by `block` instead; returns
+  // the copy block's name. Scopes: "global", "shared", "local".
+  std::string cache_read(const std::string& block, const std::string& buffer,
+                         const std::string& scope);
+  // Makes `block` write a new buffer `<buffer>.<scope>` and inserts a copy block of that name
+  // (its own nest, right after `block`'s nest) that writes the original buffer from it; returns
+  // the copy block's name.
+  std::string cache_write(const std::string& block, const std::string& scope);
+  // Shrinks every intermediate buffer to the region one iteration of its innermost owning loop
+  // touches and allocates it inside that loop (see primitive/CompactBuffer.cpp).
+  void compact_buffer();
 
   // Replaces the program (used by primitives) and appends a trace entry.
   void commit(ir::LoopProgram program, nlohmann::json entry);

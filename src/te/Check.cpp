@@ -6,6 +6,7 @@
 // has a concrete type, untyped literals have taken the type of their context (f32 when there is
 // none), every Axis has an extent, and every load has the rank of the tensor it reads.
 // Precision is explicit: two float operands of different types are an error, never promoted.
+#include <climits>
 #include <optional>
 #include <sstream>
 
@@ -38,16 +39,17 @@ std::optional<int64_t> const_int(const Expr& e) {
   }
   auto a = const_int(e->args[0]), b = const_int(e->args[1]);
   if (!a || !b) return std::nullopt;
+  int64_t sum = 0;  // overflow-checked results
   switch (e->op) {
     case Op::Add:
-      return *a + *b;
+      return __builtin_add_overflow(*a, *b, &sum) ? std::nullopt : std::optional<int64_t>(sum);
     case Op::Sub:
-      return *a - *b;
+      return __builtin_sub_overflow(*a, *b, &sum) ? std::nullopt : std::optional<int64_t>(sum);
     case Op::Mul:
-      return *a * *b;
+      return __builtin_mul_overflow(*a, *b, &sum) ? std::nullopt : std::optional<int64_t>(sum);
     case Op::Div:
     case Op::Mod: {
-      if (*b == 0) return std::nullopt;
+      if (*b == 0 || (*b == -1 && *a == INT64_MIN)) return std::nullopt;  // never fold a trap
       int64_t q = *a / *b, r = *a % *b;
       if (r != 0 && ((r < 0) != (*b < 0))) {
         --q;
@@ -247,7 +249,7 @@ class Checker {
       d.indices[k].extent = scope_[k].extent;
     }
     body = type(body);
-    if (body->type == DType::Unknown) body = coerce(body, DType::F32);
+    if (body->type == DType::Unknown) body = coerce(body, !d.is_output && is_float(d.dtype) ? d.dtype : DType::F32);
     if (body->type == DType::Bool)
       user_error_at(d.body->loc) << "'" << d.name
                                  << "' would hold conditions; tensors hold numbers: write "
@@ -278,6 +280,11 @@ class Checker {
         d.declared_shape = typed;
       }
     } else {
+      // A type written on a definition (`t: f16 = ...`) documents it and is checked.
+      if (d.dtype != DType::Unknown && d.dtype != value_type)
+        user_error_at(d.body->loc) << "'" << d.name << "' is declared " << dtype_name(d.dtype)
+                                   << " but its expression gives " << type_phrase(body->type)
+                                   << "; cast it or change the declaration";
       d.dtype = value_type;
     }
     d.body = body;
@@ -465,6 +472,7 @@ class Checker {
           if (is_float(e->type)) return coerce(a, e->type);
           a = coerce(a, DType::F32);
         }
+        if (a->type == e->type) return a;  // a cast to the operand's own type is the identity
         return retype(e, {a}, e->type);
       }
       case Op::Select: {

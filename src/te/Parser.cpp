@@ -263,6 +263,9 @@ class Parser {
     expect(Tok::Assign, "before the definition's expression");
     skip_newlines();
     d.body = parse_expr();
+    if (tree_depth(d.body) > kMaxDepth)
+      user_error_at(d.loc) << "the expression of '" << d.name << "' is more than " << kMaxDepth
+                           << " operations deep; split it into several definitions";
     index_scope_.clear();
     p.defs.push_back(d);
     end_statement();
@@ -375,7 +378,36 @@ class Parser {
     }
     return e;
   }
+  // Nesting limits: the checker and the printer recurse over expressions, so a pathological
+  // depth must be an error here rather than a stack overflow later.
+  static constexpr int kMaxNesting = 256;
+  static constexpr int kMaxDepth = 1000;
+  int nesting_ = 0;
+  struct NestingGuard {
+    Parser& p;
+    NestingGuard(Parser& parser, const SourceLoc& loc) : p(parser) {
+      if (++p.nesting_ > kMaxNesting)
+        user_error_at(loc) << "expression nested more than " << kMaxNesting << " levels deep; split it into several definitions";
+    }
+    ~NestingGuard() { --p.nesting_; }
+  };
+
+  // The depth of an expression tree, computed without recursion.
+  static int tree_depth(const Expr& root) {
+    int deepest = 0;
+    std::vector<std::pair<const ir::ExprNode*, int>> stack = {{root.get(), 1}};
+    while (!stack.empty()) {
+      auto [n, d] = stack.back();
+      stack.pop_back();
+      deepest = std::max(deepest, d);
+      for (const Expr& a : n->args)
+        if (a) stack.push_back({a.get(), d + 1});
+    }
+    return deepest;
+  }
+
   Expr parse_unary() {
+    NestingGuard guard(*this, peek().loc);
     if (peek().kind == Tok::Minus) {
       SourceLoc loc = next().loc;
       Expr a = parse_unary();

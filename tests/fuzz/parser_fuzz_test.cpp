@@ -758,10 +758,10 @@ TEST(parser_fuzz, GeneratedProgramsRoundTrip) {
   run_generated(1, 3000, Features{}, &failures);
 }
 
-// BUG (reported, not fixed here): the printer writes `(a < b) == (c < d)` (equality of two
+// Regression (fixed): the printer writes `(a < b) == (c < d)` (equality of two
 // conditions, which the checker accepts) as `a < b == (c < d)`, which the parser rejects with
 // "comparisons do not chain". So te::to_string output of a valid program does not parse.
-TEST(parser_fuzz, DISABLED_BoolEqualityRoundTrip) {
+TEST(parser_fuzz, BoolEqualityRoundTrip) {
   const std::string text =
       "input X: f32[N]\n"
       "t[i] = select((X[i] < 1.0) == (X[i] > 0.0), X[i], 0.0)\n"
@@ -771,11 +771,11 @@ TEST(parser_fuzz, DISABLED_BoolEqualityRoundTrip) {
   run_generated(100001, 100300, Features{true, false}, &failures);
 }
 
-// BUG (reported, not fixed here): a cast of a literal is folded into a typed literal
+// Regression (fixed): a cast of a literal is folded into a typed literal
 // (`f16(1.5)` becomes the f16 literal 1.5), which te::to_string prints as a plain `1.5`; the
 // definition line keeps `t: f16 = 1.5`, but the parser silently ignores a type on a non-output
 // definition, so the re-parsed `t` is f32 and the lowered buffer type changes (f16 -> f32).
-TEST(parser_fuzz, DISABLED_CastOfLiteralRoundTrip) {
+TEST(parser_fuzz, CastOfLiteralRoundTrip) {
   const std::string text =
       "input X: f32[N]\n"
       "t = f16(1.5)\n"
@@ -785,10 +785,10 @@ TEST(parser_fuzz, DISABLED_CastOfLiteralRoundTrip) {
   run_generated(200001, 200300, Features{false, true}, &failures);
 }
 
-// BUG (reported, not fixed here): deep nesting overflows the stack (SIGSEGV) in the recursive
+// Regression (fixed): deep nesting overflows the stack (SIGSEGV) in the recursive
 // parser, checker and printer instead of failing with a located error (or succeeding). 3000
 // levels pass, 10000 crash (8 MiB stack). Disabled because the crash would kill the binary.
-TEST(parser_fuzz, DISABLED_DeepNestingDoesNotCrash) {
+TEST(parser_fuzz, DeepNestingDoesNotCrash) {
   const int n = 10000;
   std::string parens = "input X: f32[N]\noutput O[i]: f32 = " + std::string(n, '(') + "X[i]" +
                        std::string(n, ')') + "\n";
@@ -798,10 +798,10 @@ TEST(parser_fuzz, DISABLED_DeepNestingDoesNotCrash) {
   EXPECT_EQ(run_front_end("deep.te", chain + "\n"), "") << "repro: a chain of " << n << " sums";
 }
 
-// BUG (reported, not fixed here): the checker folds constant shape expressions with plain C++
+// Regression (fixed): the checker folds constant shape expressions with plain C++
 // `/`, so INT64_MIN / -1 traps (SIGFPE) instead of giving an error. Disabled because the trap
 // kills the binary.
-TEST(parser_fuzz, DISABLED_Int64MinDividedByMinusOneInShape) {
+TEST(parser_fuzz, Int64MinDividedByMinusOneInShape) {
   const std::string text =
       "input X: f32[(-9223372036854775807 - 1) / -1]\n"
       "output O[i]: f32 = X[i]\n";

@@ -14,7 +14,13 @@ const ReplayTable& replay_table() {
       {"reverse_compute_inline", replay_reverse_compute_inline},
       {"decompose_reduction", replay_decompose_reduction},
       {"compute_at", replay_compute_at},
+      {"rfactor", replay_rfactor},
+      {"reduce_to_scan", replay_reduce_to_scan},
+      {"rolling_update", replay_rolling_update},
       {"reverse_compute_at", replay_reverse_compute_at},
+      {"cache_read", replay_cache_read},
+      {"cache_write", replay_cache_write},
+      {"compact_buffer", replay_compact_buffer},
   };
   return table;
 }

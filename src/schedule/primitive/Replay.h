@@ -26,7 +26,13 @@ void replay_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_decompose_reduction(Schedule& s, const nlohmann::json& j);
 void replay_compute_at(Schedule& s, const nlohmann::json& j);
+void replay_rfactor(Schedule& s, const nlohmann::json& j);
+void replay_reduce_to_scan(Schedule& s, const nlohmann::json& j);
+void replay_rolling_update(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_at(Schedule& s, const nlohmann::json& j);
+void replay_cache_read(Schedule& s, const nlohmann::json& j);
+void replay_cache_write(Schedule& s, const nlohmann::json& j);
+void replay_compact_buffer(Schedule& s, const nlohmann::json& j);
 
 inline LoopRef loop_arg(const nlohmann::json& j) {
   return LoopRef{j.at("block").get<std::string>(), j.at("loop").get<std::string>()};

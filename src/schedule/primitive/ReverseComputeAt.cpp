@@ -13,6 +13,11 @@
 namespace kintsugi::schedule {
 
 void Schedule::reverse_compute_at(const std::string& block, const LoopRef& loop) {
+  reverse_compute_at_box(block, loop, {});
+}
+
+void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& loop,
+                                      const std::map<std::string, Range>& extra) {
   const std::string P = "reverse_compute_at";
   size_t nest = sole_nest_of(program_, block, P);
   StmtPath lpath = find_loop(program_.body, loop, P);
@@ -68,6 +73,7 @@ void Schedule::reverse_compute_at(const std::string& block, const LoopRef& loop)
   if (!any)
     throw ScheduleError(
         P, "block '" + block + "' reads nothing that loop '" + loop.var + "' produces");
+  for (const auto& [name, r] : extra) box[name] = r;
   ir::Stmt moved = nest_over_box(*this, c, box);
   ir::LoopProgram p = program_;
   ir::StmtNode nl = l;

@@ -36,9 +36,10 @@ namespace {
 //  - every Load (in any block beneath) of a buffer written beneath indexes dimension p with a
 //    plain spatial iteration variable whose binding is the same expression as S's.
 // `var` may also appear in If conditions and in inner loop bounds (they only filter
-// iterations). Bindings of spatial iteration variables are assumed injective (as every schedule
-// primitive keeps them); then distinct values of `var` write distinct elements and read only
-// elements they wrote themselves.
+// iterations). A buffer allocated beneath the loop (an Allocate node) is private to the
+// iteration: its stores and loads are not considered. Bindings of spatial iteration variables are
+// assumed injective (as every schedule primitive keeps them); then distinct values of `var` write
+// distinct elements and read only elements they wrote themselves.
 // ---------------------------------------------------------------------------------------------
 
 struct WriteSite {
@@ -56,6 +57,7 @@ bool collect_blocks(const Stmt& s, std::vector<const StmtNode*>* blocks) {
         if (!collect_blocks(c, blocks)) return false;
       return true;
     case StmtKind::For:
+    case StmtKind::Allocate:
       return collect_blocks(s->body, blocks);
     case StmtKind::If:
       return collect_blocks(s->then_case, blocks) && collect_blocks(s->else_case, blocks);
@@ -117,9 +119,20 @@ void loads_outside_blocks(const Stmt& s, std::vector<Expr>* loads) {
   loads_outside_blocks(s->else_case, loads);
 }
 
+// Buffers allocated by Allocate nodes beneath s.
+std::set<std::string> allocated_under(const Stmt& s) {
+  std::set<std::string> out;
+  visit(s, [&](const Stmt& n) {
+    if (n->kind == StmtKind::Allocate) out.insert(n->buffer);
+    return true;
+  });
+  return out;
+}
+
 bool parallel_safe(const std::string& var, const Stmt& body) {
   std::vector<const StmtNode*> blocks;
   if (!collect_blocks(body, &blocks) || blocks.empty()) return false;
+  std::set<std::string> priv = allocated_under(body);
   std::map<std::string, WriteSite> writes;
   std::vector<std::pair<const StmtNode*, std::vector<Expr>>> block_loads;
   for (const StmtNode* b : blocks) {
@@ -134,6 +147,7 @@ bool parallel_safe(const std::string& var, const Stmt& body) {
     std::vector<Expr> loads;
     block_accesses(b, &stores, &loads);
     for (const StmtNode* st : stores) {
+      if (priv.count(st->buffer)) continue;
       bool found = false;
       for (size_t d = 0; d < st->indices.size() && !found; ++d) {
         const Expr& ix = st->indices[d];
@@ -410,6 +424,7 @@ class Codegen {
   std::string fail_ = "return 1;";
   bool in_parallel_ = false;
   int tmp_ = 0;
+  std::set<std::string> scoped_;  // buffers allocated by Allocate nodes, not at kernel entry
 
   void line(const std::string& s) { *out_ << std::string(indent_ * 2, ' ') << s << "\n"; }
   std::string tmp() { return "ks_t" + std::to_string(tmp_++); }
@@ -471,8 +486,10 @@ class Codegen {
       bufs_[b.name] = info;
     }
     check_failed();
+    scoped_ = allocated_under(p_.body);
     int arg = 0, n_inter = 0;
-    for (const Buffer& b : p_.buffers) n_inter += b.role == BufferRole::Intermediate;
+    for (const Buffer& b : p_.buffers)
+      n_inter += b.role == BufferRole::Intermediate && !scoped_.count(b.name);
     if (n_inter) {
       line("void* ks_mem[" + std::to_string(n_inter) + "] = {};");
       line("KsFree ks_free{ks_mem, " + std::to_string(n_inter) + "};");
@@ -486,6 +503,7 @@ class Codegen {
              "];");
         continue;
       }
+      if (scoped_.count(b.name)) continue;  // allocated where its Allocate node is
       std::string shape = "ks_shape_" + std::to_string(inter);
       std::string dims;
       for (size_t d = 0; d < info.shape.size(); ++d) dims += (d ? ", " : "") + info.shape[d];
@@ -787,6 +805,10 @@ class Codegen {
       for (const Stmt& c : s->stmts) emit_top(c);
       return;
     }
+    if (s->kind == StmtKind::Allocate) {
+      allocate(s, [&] { emit_top(s->body); });
+      return;
+    }
     std::vector<const StmtNode*> chain;
     if (s->kind == StmtKind::For) chain = parallel_chain(s);
     if (!chain.empty())
@@ -921,7 +943,56 @@ class Codegen {
         line("}");
         return;
       }
+      case StmtKind::Allocate:
+        return allocate(s, [&] { stmt(s->body); });
     }
+  }
+
+  // An Allocate: the buffer is declared in a C++ scope around the body, so that each execution
+  // (each iteration of a parallel loop, in each thread) has its own storage. A constant shape
+  // of at most 64 KiB lives on the stack; anything else is malloc'd on entry and freed on every
+  // exit of the scope (a failed allocation records the error and skips the body).
+  template <typename Body>
+  void allocate(const Stmt& s, Body emit_body) {
+    const BufInfo& info = bufs_.at(s->buffer);
+    const Buffer& b = *info.buf;
+    std::string ty = storage_type(b.dtype);
+    int64_t n = 1;
+    bool constant = true;
+    for (const Expr& e : b.shape) {
+      if (e->op != Op::IntImm || e->int_value < 0 || e->int_value > (int64_t(1) << 20)) {
+        constant = false;
+        break;
+      }
+      n *= e->int_value;
+      if (n > (int64_t(1) << 20)) constant = false;
+    }
+    bool stack = constant && n * dtype_bytes(b.dtype) <= 64 * 1024;
+    line("{  // alloc " + s->buffer);
+    ++indent_;
+    if (stack) {
+      std::string arr = tmp();
+      line("alignas(64) " + ty + " " + arr + "[" + std::to_string(n > 0 ? n : 1) + "];");
+      line(ty + "* __restrict__ " + info.id + " = " + arr + ";");
+      emit_body();
+    } else {
+      std::string mem = tmp(), fr = tmp(), shape = tmp();
+      std::string dims;
+      for (size_t d = 0; d < info.shape.size(); ++d) dims += (d ? ", " : "") + info.shape[d];
+      line("void* " + mem + " = nullptr;");
+      line("KsFree " + fr + "{&" + mem + ", 1};");
+      line("const int64_t " + shape + "[] = {" + (dims.empty() ? "1" : dims) + "};");
+      line(ty + "* __restrict__ " + info.id + " = (" + ty + "*)ks_alloc(ks_e, &" + mem + ", " +
+           std::to_string(site(b.name)) + ", " + std::to_string(dtype_bytes(b.dtype)) + ", " +
+           std::to_string(info.shape.size()) + ", " + shape + ");");
+      line("if (" + info.id + ") {");
+      ++indent_;
+      emit_body();
+      --indent_;
+      line("}");
+    }
+    --indent_;
+    line("}");
   }
 
   void block(const Stmt& s) {

@@ -1,0 +1,406 @@
+// \file RollingUpdate.cpp
+// rolling_update(block, loop): Neptune's Rolling Update. Fuses the reduction `block` under
+// `loop` (the tile loop of a producer reduction it consumes), breaking the dependency on the
+// producer's final value and repairing the accumulator with a function the algebra engine
+// derives from the program. FlashAttention's online softmax is what comes out for attention;
+// nothing here knows about attention.
+//
+// Steps (neptune-algorithms.md section 2), on a scratch copy of the schedule:
+//  1. Frontier: the producers of `block` (through elementwise blocks) that are reductions or
+//     scans under `loop` with a non-spatial variable driven by it: fused, they are incomplete.
+//  2. The blocks between `block` and the frontier are moved under `loop` (reverse_compute_at),
+//     producers first; a block that other consumers still need is cloned, not moved (Neptune
+//     moves it, which hands partial values to those consumers).
+//  3. Frontier reductions become scans (reduce_to_scan): the running value of each iteration.
+//  4. The term of `block`, with the moved elementwise blocks inlined, goes to the algebra engine
+//     with the scan buffers as incomplete values; an underivable repair is a ScheduleError.
+//  5. rfactor(block, loop): a partial per iteration, and a write-back that now reads
+//       R = R.rf + select(j0 > 0, h(R, x[j0 - 1], x[j0]), R)        (Eq. 7)
+// The result computes exactly what the unfused program computes (Theorem 4.1); the tests check
+// it by running the reference interpreter before and after.
+#include "algebra/Repair.h"
+#include "ir/Printer.h"
+#include "ir/Simplify.h"
+#include "ir/Visit.h"
+#include "schedule/Analysis.h"
+#include "schedule/primitive/Inline.h"
+#include "schedule/primitive/Replay.h"
+#include "schedule/primitive/Scan.h"
+
+namespace kintsugi::schedule {
+
+namespace {
+
+const char* kPos = "__position";
+
+// The block writing each buffer.
+std::map<std::string, const ir::StmtNode*> writers(const ir::Stmt& root) {
+  std::map<std::string, const ir::StmtNode*> out;
+  for (const ir::StmtNode* b : blocks_under(root))
+    for (const std::string& w : block_writes(*b)) out[w] = b;
+  return out;
+}
+
+bool incomplete_under(const ir::StmtNode& b, const std::string& loop_var,
+                      const std::set<const ir::StmtNode*>& under) {
+  if (!under.count(&b)) return false;
+  for (const ir::IterVar& iv : b.iters)
+    if (iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, loop_var)) return true;
+  return false;
+}
+
+// The tile of the reduction axis that one iteration of the loop covers: an access under the loop
+// whose index, over the loops inside it, spans [lv * F, lv * F + F) of a dimension with the
+// axis's extent, where the loop runs ceil(extent / F) times; so the tiles partition the axis.
+bool find_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir::Expr& axis_extent,
+               Range* tile) {
+  bool found = false;
+  std::map<std::string, Range> inner;
+  std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& s) {
+    if (!s || found) return;
+    switch (s->kind) {
+      case ir::StmtKind::Seq:
+        for (const ir::Stmt& c : s->stmts) walk(c);
+        return;
+      case ir::StmtKind::For: {
+        auto saved = inner;
+        inner[s->var] = Range{s->min, s->extent};
+        walk(s->body);
+        inner = saved;
+        return;
+      }
+      case ir::StmtKind::If:
+        walk(s->then_case);
+        return;
+      case ir::StmtKind::Allocate:
+        walk(s->body);
+        return;
+      case ir::StmtKind::Store:
+        return;
+      case ir::StmtKind::Block:
+        break;
+    }
+    auto try_access = [&](const std::string& buffer, const std::vector<ir::Expr>& idx) {
+      const ir::Buffer* b = p.find_buffer(buffer);
+      if (!b || found) return;
+      for (size_t d = 0; d < idx.size() && d < b->shape.size(); ++d) {
+        if (!ir::equal(b->shape[d], axis_extent)) continue;
+        Interval iv = bound(in_loop_terms(*s, idx[d]), inner);
+        if (!iv.ok) continue;
+        ir::Expr ext = ir::simplify(ir::make_binary(
+            ir::Op::Add, ir::make_binary(ir::Op::Sub, iv.hi, iv.lo), ir::make_int(1)));
+        auto f = ir::as_const_int(ext);
+        if (!f || *f <= 0) continue;
+        ir::Expr start = ir::make_binary(ir::Op::Mul, var(loop.var), ir::make_int(*f));
+        ir::Expr count = ir::simplify(ir::make_binary(
+            ir::Op::Div, ir::make_binary(ir::Op::Add, axis_extent, ir::make_int(*f - 1)),
+            ir::make_int(*f)));
+        if (ir::provably_equal(iv.lo, start) && ir::provably_equal(loop.extent, count)) {
+          *tile = Range{ir::simplify(start), ext};
+          found = true;
+        }
+      }
+    };
+    for (const ir::Stmt& part : {s->init, s->body}) {
+      if (!part) continue;
+      ir::visit(part, [&](const ir::Stmt& st) {
+        if (st->kind == ir::StmtKind::Store) try_access(st->buffer, st->indices);
+        return true;
+      });
+      ir::visit_exprs(part, [&](const ir::Expr& e) {
+        ir::visit(e, [&](const ir::Expr& x) {
+          if (x->op == ir::Op::Load) try_access(x->name, x->args);
+          return true;
+        });
+      });
+    }
+  };
+  walk(loop.body);
+  return found;
+}
+
+}  // namespace
+
+void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
+  const std::string P = "rolling_update";
+  Schedule tmp(program_);
+  find_block(program_.body, block, P);
+  const ir::StmtNode& l0 = *find_loop(program_.body, loop, P).back();
+  const std::string lv = l0.var;
+  // 1-2. Frontier and the blocks between, producers first.
+  std::vector<std::string> between;  // elementwise blocks to bring under the loop
+  std::set<std::string> frontier;    // buffers of incomplete producers
+  {
+    auto w = writers(program_.body);
+    std::set<const ir::StmtNode*> under;
+    for (const ir::StmtNode* b : blocks_under(l0.body)) under.insert(b);
+    std::set<std::string> visiting;
+    std::function<bool(const ir::StmtNode&)> reaches = [&](const ir::StmtNode& b) -> bool {
+      bool any = false;
+      for (const std::string& r : block_reads(b)) {
+        if (block_writes(b).count(r)) continue;
+        auto it = w.find(r);
+        if (it == w.end()) continue;
+        const ir::StmtNode& prod = *it->second;
+        if (incomplete_under(prod, lv, under)) {
+          frontier.insert(r);
+          any = true;
+          continue;
+        }
+        bool is_map = true;
+        for (const ir::IterVar& iv : prod.iters) is_map &= iv.kind == ir::IterKind::Spatial;
+        if (!is_map || visiting.count(prod.name)) continue;
+        visiting.insert(prod.name);
+        if (reaches(prod)) {
+          any = true;
+          if (std::find(between.begin(), between.end(), prod.name) == between.end())
+            between.push_back(prod.name);
+        }
+      }
+      return any;
+    };
+    reaches(*find_block(program_.body, block, P).back());
+  }
+  // The target's reduction axis and the tile of it that one iteration of the loop covers.
+  const ir::StmtNode& target0 = *find_block(program_.body, block, P).back();
+  const ir::IterVar* axis = nullptr;
+  for (const ir::IterVar& iv : target0.iters)
+    if (iv.kind != ir::IterKind::Spatial) {
+      if (axis)
+        throw ScheduleError(
+            P, "block '" + block + "' reduces over several variables; fuse them first");
+      axis = &iv;
+    }
+  if (!axis) throw ScheduleError(P, "block '" + block + "' is not a reduction");
+  Range tile;
+  if (!find_tile(program_, l0, axis->extent, &tile))
+    throw ScheduleError(P, "loop '" + lv + "' does not tile an axis of extent " +
+                               ir::to_string(axis->extent) + " (the reduction axis of block '" +
+                               block + "'); split that axis and use the outer loop");
+  // Blocks being fused read the final value of an already scanned producer; they will read its
+  // running value instead. Mark those reads with a placeholder buffer that nothing under the
+  // loop writes, so that reverse_compute_at does not take them for inputs.
+  std::set<std::string> fused_names(between.begin(), between.end());
+  fused_names.insert(block);
+  std::map<std::string, std::string> placeholder;  // scan buffer -> placeholder name
+  for (const std::string& f : frontier) {
+    const ir::Buffer* fb = tmp.program_.find_buffer(f);
+    if (fb && fb->shape.size() > 0) placeholder[f] = f + ".running";
+  }
+  tmp.program_.body = ir::mutate(tmp.program_.body, [&](const ir::Stmt& n) -> ir::Stmt {
+    if (n->kind != ir::StmtKind::Block || !fused_names.count(n->name)) return n;
+    ir::StmtNode c = *n;
+    auto fix = [&](const ir::Stmt& part) {
+      return part ? ir::mutate_exprs(
+                        part,
+                        [&](const ir::Expr& e) -> ir::Expr {
+                          if (e->op != ir::Op::Load || !placeholder.count(e->name)) return e;
+                          const ir::StmtNode* w = writers(tmp.program_.body).at(e->name);
+                          bool scan = false;
+                          for (const ir::IterVar& iv : w->iters)
+                            scan |= iv.kind == ir::IterKind::Scan;
+                          if (!scan) return e;
+                          std::vector<ir::Expr> idx(e->args.begin(),
+                                                    e->args.end() - 1);  // drop the final position
+                          return ir::make_load(placeholder.at(e->name), e->type, idx);
+                        })
+                  : part;
+    };
+    c.init = fix(c.init);
+    c.body = fix(c.body);
+    return std::make_shared<const ir::StmtNode>(std::move(c));
+  });
+  // Which iteration variable of each fused block runs along the axis: the target's reduction
+  // variable, and in a producer the variable it stores at where a fused consumer reads it with
+  // that consumer's axis variable.
+  std::map<std::string, std::string> axis_iter = {{block, axis->name}};
+  for (auto it = between.rbegin(); it != between.rend(); ++it) {
+    const ir::StmtNode& prod = *find_block(tmp.program_.body, *it, P).back();
+    const ir::StmtNode& st = *prod.body;
+    for (const auto& [consumer, civ] : axis_iter) {
+      const ir::StmtNode& c = *find_block(tmp.program_.body, consumer, P).back();
+      ir::visit_exprs(c.body, [&](const ir::Expr& e) {
+        ir::visit(e, [&](const ir::Expr& x) {
+          if (x->op == ir::Op::Load && x->name == st.buffer)
+            for (size_t d = 0; d < x->args.size(); ++d)
+              if (x->args[d]->op == ir::Op::Var && x->args[d]->name == civ &&
+                  st.indices[d]->op == ir::Op::Var)
+                axis_iter[*it] = st.indices[d]->name;
+          return true;
+        });
+      });
+      if (axis_iter.count(*it)) break;
+    }
+  }
+  auto box_for = [&](const std::string& name) {
+    std::map<std::string, Range> box;
+    if (axis_iter.count(name)) box[axis_iter.at(name)] = tile;
+    return box;
+  };
+  // Blocks between that others still read are cloned: the fused copy reads running values.
+  std::map<std::string, std::string> renamed;  // original buffer -> buffer the fused blocks read
+  for (const std::string& name : between) {
+    const ir::StmtNode& b = *find_block(tmp.program_.body, name, P).back();
+    ElementwiseBlock eb = match_elementwise(tmp.program_, b, P);
+    bool others = false;
+    std::set<std::string> fused(between.begin(), between.end());
+    fused.insert(block);
+    for (const ir::StmtNode* r : blocks_under(tmp.program_.body))
+      if (!fused.count(r->name) && r != &b && block_reads(*r).count(eb.buffer)) others = true;
+    const ir::StmtNode* lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P).back();
+    bool already_under = false;
+    for (const ir::StmtNode* u : blocks_under(lp->body)) already_under |= u == &b;
+    if (already_under) continue;
+    if (others) {
+      // Clone the nest under new block and buffer names, and redirect the fused readers.
+      std::string nb = tmp.fresh_name(name + ".ru"), nbuf = tmp.fresh_name(eb.buffer + ".ru");
+      size_t idx = 0;
+      const ir::StmtNode* nest = find_block(tmp.program_.body, name, P)[1];
+      for (; idx < tmp.program_.body->stmts.size(); ++idx)
+        if (tmp.program_.body->stmts[idx].get() == nest) break;
+      ir::Stmt clone =
+          ir::mutate(tmp.program_.body->stmts[idx], [&](const ir::Stmt& n) -> ir::Stmt {
+            ir::StmtNode c = *n;
+            if (c.kind == ir::StmtKind::Block && c.name == name) c.name = nb;
+            if (c.kind == ir::StmtKind::Store && c.buffer == eb.buffer) c.buffer = nbuf;
+            return std::make_shared<const ir::StmtNode>(std::move(c));
+          });
+      ir::LoopProgram p = tmp.program_;
+      ir::StmtNode root = *p.body;
+      root.stmts.insert(root.stmts.begin() + static_cast<long>(idx) + 1, clone);
+      p.body = std::make_shared<const ir::StmtNode>(std::move(root));
+      ir::Buffer copy = *p.find_buffer(eb.buffer);
+      copy.name = nbuf;
+      p.buffers.push_back(copy);
+      std::set<std::string> redirect(between.begin(), between.end());
+      redirect.insert(block);
+      p.body = ir::mutate(p.body, [&](const ir::Stmt& n) -> ir::Stmt {
+        if (n->kind != ir::StmtKind::Block || !redirect.count(n->name)) return n;
+        ir::StmtNode c = *n;
+        auto fix = [&](const ir::Stmt& part) {
+          return part ? ir::mutate_exprs(part,
+                                         [&](const ir::Expr& e) {
+                                           return e->op == ir::Op::Load && e->name == eb.buffer
+                                                      ? ir::make_load(nbuf, e->type, e->args)
+                                                      : e;
+                                         })
+                      : part;
+        };
+        c.init = fix(c.init);
+        c.body = fix(c.body);
+        return std::make_shared<const ir::StmtNode>(std::move(c));
+      });
+      tmp.program_ = p;
+      renamed[eb.buffer] = nbuf;
+      tmp.reverse_compute_at_box(nb, LoopRef{loop.block, lv}, box_for(name));
+      if (axis_iter.count(name)) axis_iter[nb] = axis_iter.at(name);
+    } else {
+      tmp.reverse_compute_at_box(name, LoopRef{loop.block, lv}, box_for(name));
+    }
+  }
+  {
+    const ir::StmtNode* lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P).back();
+    bool under = false;
+    for (const ir::StmtNode* u : blocks_under(lp->body)) under |= u->name == block;
+    if (!under) tmp.reverse_compute_at_box(block, LoopRef{loop.block, lv}, box_for(block));
+  }
+  // The placeholder reads become reads of the running value.
+  for (const auto& [scan, ph] : placeholder) {
+    StmtPath lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P);
+    ir::StmtNode nl = *lp.back();
+    nl.body = read_loop_position(
+        nl.body, lv, nl.extent,
+        [&](const ir::Expr& load, const ir::Expr& position) {
+          std::vector<ir::Expr> idx = load->args;
+          idx.push_back(position);
+          return ir::make_load(scan, load->type, idx);
+        },
+        ph);
+    tmp.program_.body = replace_at(lp, std::make_shared<const ir::StmtNode>(std::move(nl)));
+  }
+  // 3. Frontier reductions become scans.
+  std::map<std::string, std::string> scans;  // producer buffer -> scan buffer
+  for (const std::string& f : frontier) {
+    const ir::StmtNode* wb = writers(tmp.program_.body).at(f);
+    bool is_scan = false;
+    for (const ir::IterVar& iv : wb->iters) is_scan |= iv.kind == ir::IterKind::Scan;
+    scans[f] = is_scan ? f : tmp.reduce_to_scan(wb->name, LoopRef{wb->name, lv});
+  }
+  // 4. The term, with the fused elementwise blocks inlined, and its repair.
+  const ir::StmtNode& target = *find_block(tmp.program_.body, block, P).back();
+  ir::Reducer reducer;
+  ir::Expr term;
+  if (!target.body || !match_reduction_update(*target.body, &reducer, &term))
+    throw ScheduleError(P, "block '" + block + "' is not a reduction x[...] = x[...] op g");
+  std::set<std::string> scan_bufs;
+  for (const auto& [f, s] : scans) scan_bufs.insert(s);
+  std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
+    return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (n->op != ir::Op::Load || scan_bufs.count(n->name)) return n;
+      const ir::StmtNode* prod = writers(tmp.program_.body).count(n->name)
+                                     ? writers(tmp.program_.body).at(n->name)
+                                     : nullptr;
+      bool fused_map = false;
+      for (const std::string& b : between)
+        if (prod &&
+            (prod->name == b || prod->name == b + ".ru" || prod->name.rfind(b + ".ru", 0) == 0))
+          fused_map = true;
+      if (!fused_map) return n;
+      const ir::StmtNode& st = *prod->body;
+      std::map<std::string, ir::Expr> sub;
+      for (size_t d = 0; d < st.indices.size(); ++d) sub[st.indices[d]->name] = n->args[d];
+      for (const ir::IterVar& iv : prod->iters)
+        if (!sub.count(iv.name)) sub[iv.name] = var(kPos);  // the loop position
+      return expand(ir::substitute(st.value, sub));
+    });
+  };
+  ir::Expr g = expand(term);
+  algebra::RepairRequest req;
+  req.reducer = reducer;
+  req.term = g;
+  req.incomplete = scan_bufs;
+  for (const ir::Param& q : program_.params)
+    if (q.value > 0)
+      req.facts[q.name] = "positive";
+    else if (q.value >= 0)
+      req.facts[q.name] = "nonnegative";
+  for (const std::string& d : program_.dims) req.facts[d] = "positive";
+  algebra::RepairResult repair = algebra::derive_repair(req);
+  if (repair.kind == algebra::RepairResult::Kind::Refused)
+    throw ScheduleError(
+        P, "block '" + block + "' cannot be fused under loop '" + lv + "': " + repair.reason);
+  if (!repair.statistics.empty())
+    throw ScheduleError(P, "block '" + block + "' needs an augmented state (" + repair.method +
+                               "), which rolling_update does not emit yet");
+  // 5. Partial results per iteration and the repaired write-back.
+  tmp.rfactor(block, LoopRef{block, lv});
+  if (repair.kind == algebra::RepairResult::Kind::Derived) {
+    StmtPath wpath = find_block(tmp.program_.body, block, P);
+    ir::StmtNode wb = *wpath.back();
+    const ir::StmtNode& st = *wb.body;
+    ir::Expr pos = var(lv);
+    ir::Expr self = st.value->args[0];
+    auto at = [&](const ir::Expr& load, const ir::Expr& position) {
+      return ir::substitute(load, {{kPos, position}});
+    };
+    std::map<std::string, ir::Expr> sub{{"t", self}};
+    for (const algebra::IncompleteValue& v : repair.values) {
+      sub[v.old_var] = at(v.load, ir::make_binary(ir::Op::Sub, pos, ir::make_int(1)));
+      sub[v.new_var] = at(v.load, pos);
+    }
+    ir::Expr h = ir::substitute(repair.h, sub);
+    ir::Expr repaired = ir::make_select(ir::make_binary(ir::Op::Gt, pos, ir::make_int(0)), h, self);
+    wb.body = ir::make_store(st.buffer, st.indices, combine(reducer, repaired, st.value->args[1]));
+    tmp.program_.body = replace_at(wpath, std::make_shared<const ir::StmtNode>(std::move(wb)));
+  }
+  nlohmann::json entry = {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}};
+  if (repair.kind == algebra::RepairResult::Kind::Derived)
+    entry["repair"] = algebra::to_math(repair.h_unguarded);
+  commit(tmp.program_, entry);
+}
+
+void replay_rolling_update(Schedule& s, const nlohmann::json& j) {
+  s.rolling_update(j.at("block").get<std::string>(), loop_arg(j.at("loop")));
+}
+
+}  // namespace kintsugi::schedule

@@ -1,0 +1,373 @@
+// compact_buffer, cache_read, cache_write and the Allocate statement: printed IR, equivalence
+// (exact interpreter before/after, tails included), the CPU back end on compacted programs
+// (stack and heap allocations under OpenMP), structured errors and trace replay.
+#include <unistd.h>
+#include <filesystem>
+#include <random>
+
+#include "ScheduleTestUtil.h"
+#include "schedule/Analysis.h"
+#include "target/cpu/CpuBackend.h"
+
+using namespace kintsugi;
+using schedtest::expect_equivalent;
+using schedule::LoopRef;
+using schedule::Schedule;
+using schedule::ScheduleError;
+
+namespace {
+
+const std::vector<runtime::SizeMap> kNorm = {
+    {{"M", 4}, {"N", 9}}, {{"M", 5}, {"N", 17}}, {{"M", 1}, {"N", 1}}};
+const std::vector<runtime::SizeMap> kAttn = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 7}, {"D", 3}},
+                                             {{"B", 1}, {"H", 1}, {"S", 3}, {"T", 40}, {"D", 2}},
+                                             {{"B", 2}, {"H", 1}, {"S", 17}, {"T", 33}, {"D", 4}}};
+
+// split + reverse_compute_at of s, c, m under the KV tile loop j0 (compute_at_test's schedule).
+Schedule attention_tiles(const ir::LoopProgram& p, int64_t tile = 16) {
+  Schedule s(p);
+  auto j = s.split(LoopRef{"s.sum0", "j"}, tile);
+  s.reverse_compute_at("s", j[0]);
+  s.reverse_compute_at("c", j[0]);
+  s.reverse_compute_at("m", j[0]);
+  return s;
+}
+
+// Runs a program through the CPU back end and compares every output with the exact interpreter
+// of `reference` on the same inputs.
+void expect_cpu_matches(const ir::LoopProgram& reference, const ir::LoopProgram& compiled,
+                        const runtime::SizeMap& shape) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kintsugi-compact-test-" + std::to_string(getpid()) +
+                                              "-" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  cpu::CompileOptions o;
+  o.cache_dir = dir.string();
+  auto kernel = cpu::compile(compiled, o);
+  runtime::SizeMap sizes = runtime::bind_sizes(compiled, shape);
+  auto inputs = runtime::random_inputs(compiled, sizes, 7);
+  std::map<std::string, runtime::Tensor> outputs;
+  std::vector<runtime::Tensor*> args;
+  for (const ir::Buffer& b : compiled.buffers) {
+    if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
+    if (b.role == ir::BufferRole::Output) {
+      auto [it, _] =
+          outputs.emplace(b.name, runtime::Tensor(b.dtype, ir::eval_shape(b.shape, sizes)));
+      args.push_back(&it->second);
+    }
+  }
+  kernel->run(args, sizes, {});
+  std::map<std::string, const runtime::Tensor*> in;
+  for (auto& [name, t] : inputs) in[name] = &t;
+  auto ref = ir::interpret(reference, ir::InterpMode::Exact, in, sizes);
+  for (const auto& [name, out] : outputs) {
+    double tol = runtime::tolerance_for(reference, out.dtype);
+    runtime::OutputCheck c = runtime::compare_output(name, out, ref.outputs.at(name).values, tol);
+    EXPECT_TRUE(c.ok) << name << ": max_rel_err " << c.max_rel_err << "\n" << kernel->source();
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+
+TEST(Allocate, PrintsAndInterprets) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  // Wrap the whole program in an allocation of e (trivially valid: it is the program's scope).
+  ir::LoopProgram q = p;
+  q.body = ir::make_allocate("e", p.body);
+  std::string text = ir::to_string(q);
+  EXPECT_NE(text.find("body:\n  alloc e: f32[M, N] global:\n    for i in range(M):"),
+            std::string::npos)
+      << text;
+  expect_equivalent(p, q, kNorm);
+  EXPECT_EQ(ir::to_string(ir::make_allocate("e", nullptr)), "alloc e:\n");
+}
+
+TEST(CompactBuffer, AttentionScoreTile) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s = attention_tiles(p);
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  // s.sum0 and s live only inside one KV tile: a [1, 1, 1, 16] local buffer allocated under j0.
+  EXPECT_NE(text.find("buffer s.sum0: f32[1, 1, 1, 16] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer s: f32[1, 1, 1, 16] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("for j0 in range((T + 15) / 16):\n          alloc s.sum0: f32[1, 1, 1, 16] "
+                      "local:\n            alloc s: f32[1, 1, 1, 16] local:"),
+            std::string::npos)
+      << text;
+  // c is also read by e after the j0 loop, and m accumulates across KV tiles: both stay global.
+  EXPECT_NE(text.find("buffer c: f32[B, H, S, T] global\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer m: f32[B, H, S] global\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("s.sum0[0, 0, 0, j - s.sum0.base3] = "), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kAttn);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+  // Idempotent.
+  Schedule again(s.program());
+  again.compact_buffer();
+  EXPECT_EQ(ir::to_string(again.program()), text);
+}
+
+TEST(CompactBuffer, AttentionScoreTileAfterInliningTheScale) {
+  // s inlined into c, tile 8 (a tail at every test shape): s.sum0 shrinks to the tile, while c
+  // (read again by e after the tile loop) keeps its full size.
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s(p);
+  s.compute_inline("s");
+  auto j = s.split(LoopRef{"s.sum0", "j"}, 8);
+  s.reverse_compute_at("c", j[0]);
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer s.sum0: f32[1, 1, 1, 8] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer c: f32[B, H, S, T] global\n"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kAttn);
+}
+
+TEST(CompactBuffer, SoftmaxRowByRow) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  s.compute_at("l", LoopRef{"Y", "i"});
+  s.compute_at("e", LoopRef{"Y", "i"});
+  s.compute_at("m", LoopRef{"Y", "i"});
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer m: f32[1] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer e: f32[1, N] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffer l: f32[1] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("for i in range(M):\n    alloc m: f32[1] local:\n      alloc e: f32[1, N] "
+                      "local:\n        alloc l: f32[1] local:"),
+            std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+TEST(CompactBuffer, LeavesProgramWideBuffersAlone) {
+  // Unscheduled softmax: every intermediate is produced and consumed by different root nests.
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  s.compact_buffer();
+  EXPECT_EQ(ir::to_string(s.program()), ir::to_string(p));
+  EXPECT_EQ(s.primitive_names(), std::vector<std::string>{"compact_buffer"});
+}
+
+TEST(CompactBuffer, ReductionAccumulatedAcrossTilesStaysOutside) {
+  // Row max tiled over j and consumed inside the row loop: m accumulates across j0, so it may
+  // not live inside j0; it is compacted to one element per row under i instead.
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  s.compute_at("m", LoopRef{"e", "i"});
+  s.split(LoopRef{"m", "j_1"}, 4);
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer m: f32[1] local\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("for i in range(M):\n    alloc m: f32[1] local:"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+}
+
+TEST(CompactBuffer, CpuBackEndUnderOpenMP) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s = attention_tiles(p);
+  s.compact_buffer();
+  const ir::LoopProgram& q = s.program();
+  std::string src = cpu::generate_source(q);
+  // The score tile is a stack array inside the parallel (b, h, i) loop, not a kernel-entry
+  // allocation.
+  EXPECT_NE(src.find("#pragma omp parallel for"), std::string::npos) << src;
+  EXPECT_NE(src.find("// alloc s.sum0"), std::string::npos) << src;
+  EXPECT_NE(src.find("alignas(64) float"), std::string::npos) << src;
+  EXPECT_EQ(src.find("bx_s_2esum0 = (float*)ks_alloc"), std::string::npos) << src;
+  expect_cpu_matches(p, q, {{"B", 1}, {"H", 2}, {"S", 19}, {"T", 37}, {"D", 8}});
+}
+
+TEST(CompactBuffer, CpuBackEndHeapAllocation) {
+  // Softmax row by row: e becomes a [1, N] buffer of symbolic size, malloc'd per row.
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  s.compute_at("l", LoopRef{"Y", "i"});
+  s.compute_at("e", LoopRef{"Y", "i"});
+  s.compute_at("m", LoopRef{"Y", "i"});
+  s.compact_buffer();
+  std::string src = cpu::generate_source(s.program());
+  EXPECT_NE(src.find("#pragma omp parallel for"), std::string::npos) << src;
+  EXPECT_NE(src.find("KsFree"), std::string::npos) << src;
+  expect_cpu_matches(p, s.program(), {{"M", 37}, {"N", 1000}});
+}
+
+TEST(CacheRead, SoftmaxInput) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  std::string c = s.cache_read("e", "X", "shared");
+  EXPECT_EQ(c, "X.shared");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("  buffer X.shared: f32[M, N] shared\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("block X.shared(spatial ax0:M, spatial ax1:N):\n        X.shared[ax0, ax1] "
+                      "= X[ax0, ax1]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("e[i, j] = exp(X.shared[i, j] - m[i])"), std::string::npos) << text;
+  EXPECT_NE(text.find("m[i] = max(m[i], X[i, j])"), std::string::npos) << text;  // unchanged
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+TEST(CacheRead, ThenComputeAtAndCompact) {
+  // The row of X is staged once per row: cache_read + compute_at under the consumer's row loop,
+  // then compact_buffer shrinks the staged copy to one row.
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  std::string c = s.cache_read("e", "X", "shared");
+  s.compute_at(c, LoopRef{"e", "i"});
+  expect_equivalent(p, s.program(), kNorm);
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer X.shared: f32[1, N] shared\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("alloc X.shared: f32[1, N] shared:"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  expect_cpu_matches(p, s.program(), {{"M", 9}, {"N", 33}});
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+TEST(CacheRead, AttentionQueryTile) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s(p);
+  std::string c = s.cache_read("s.sum0", "Q", "shared");
+  auto i = s.split(LoopRef{"s.sum0", "i"}, 4);
+  s.compute_at(c, i[0]);
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer Q.shared: f16[1, 1, 4, D] shared\n"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kAttn);
+}
+
+TEST(CacheWrite, SoftmaxReductionAndOutput) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  std::string m = s.cache_write("m", "local");
+  EXPECT_EQ(m, "m.local");
+  std::string y = s.cache_write("Y", "shared");
+  EXPECT_EQ(y, "Y.shared");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("m.local[i] = max(m.local[i], X[i, j])"), std::string::npos) << text;
+  EXPECT_NE(text.find("block m.local(spatial ax0:M):\n      m[ax0] = m.local[ax0]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Y.shared[i, j] = e[i, j] / l[i]"), std::string::npos) << text;
+  EXPECT_NE(text.find("Y[ax0_1, ax1] = Y.shared[ax0_1, ax1]"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+TEST(CacheWrite, ThenReverseComputeAtAndCompact) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  std::string y = s.cache_write("Y", "local");
+  s.reverse_compute_at(y, LoopRef{"Y", "i"});
+  expect_equivalent(p, s.program(), kNorm);
+  s.compact_buffer();
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer Y.local: f32[1, N] local\n"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  expect_cpu_matches(p, s.program(), {{"M", 5}, {"N", 70}});
+}
+
+TEST(CacheRead, Errors) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto message = [&](auto f) {
+    try {
+      f();
+    } catch (const ScheduleError& e) {
+      EXPECT_EQ(e.primitive(), "cache_read");
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no ScheduleError";
+    return std::string();
+  };
+  EXPECT_NE(message([&] { s.cache_read("e", "Z", "shared"); }).find("no buffer named 'Z'"),
+            std::string::npos);
+  EXPECT_NE(
+      message([&] { s.cache_read("e", "l", "shared"); }).find("block 'e' does not read buffer 'l'"),
+      std::string::npos);
+  EXPECT_NE(
+      message([&] { s.cache_read("e", "X", "texture"); }).find("unknown storage scope 'texture'"),
+      std::string::npos);
+  EXPECT_NE(message([&] { s.cache_read("nope", "X", "shared"); }).find("no block named 'nope'"),
+            std::string::npos);
+  // The consumer's nest writes the buffer itself (m accumulates into m).
+  EXPECT_NE(message([&] { s.cache_read("m", "m", "local"); }).find("would be stale"),
+            std::string::npos);
+  EXPECT_TRUE(s.trace().empty());  // a failed primitive leaves the state unchanged
+}
+
+TEST(CacheWrite, Errors) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto message = [&](auto f) {
+    try {
+      f();
+    } catch (const ScheduleError& e) {
+      EXPECT_EQ(e.primitive(), "cache_write");
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no ScheduleError";
+    return std::string();
+  };
+  EXPECT_NE(
+      message([&] { s.cache_write("m", "registers"); }).find("unknown storage scope 'registers'"),
+      std::string::npos);
+  EXPECT_NE(message([&] { s.cache_write("nope", "local"); }).find("no block named 'nope'"),
+            std::string::npos);
+  // A second writer of the buffer (decompose_reduction's init block).
+  Schedule t(p);
+  t.decompose_reduction("m", LoopRef{"m", "j"});
+  EXPECT_NE(message([&] { t.cache_write("m", "local"); }).find("must be its only writer"),
+            std::string::npos);
+  // A reader in the same nest (after compute_at of m under e's row loop, e reads m there).
+  Schedule u(p);
+  u.compute_at("m", LoopRef{"e", "i"});
+  EXPECT_NE(message([&] { u.cache_write("m", "local"); }).find("before the copy back would run"),
+            std::string::npos);
+  EXPECT_TRUE(s.trace().empty());
+}
+
+TEST(CompactCache, TraceReplay) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s(p);
+  std::string c = s.cache_read("s.sum0", "K", "shared");
+  auto j = s.split(LoopRef{"s.sum0", "j"}, 16);
+  s.compute_at(c, j[0]);
+  s.reverse_compute_at("s", j[0]);
+  s.cache_write("l", "local");
+  s.compact_buffer();
+  Schedule r = schedule::replay(p, s.trace());
+  EXPECT_EQ(ir::to_string(r.program()), ir::to_string(s.program()));
+  EXPECT_EQ(r.primitive_names(),
+            (std::vector<std::string>{"cache_read", "split", "compute_at", "reverse_compute_at",
+                                      "cache_write", "compact_buffer"}));
+  expect_equivalent(p, s.program(), kAttn);
+}
+
+TEST(Allocate, FreshStoragePerExecution) {
+  // Allocating m (which accumulates across KV tiles) inside the tile loop is wrong; the
+  // interpreter's fresh (NaN-poisoned) storage per execution must expose it.
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s = attention_tiles(p);
+  ir::LoopProgram bad = s.program();
+  schedule::StmtPath path = schedule::find_loop(bad.body, LoopRef{"m", "j0"}, "test");
+  ir::StmtNode loop = *path.back();
+  loop.body = ir::make_allocate("m", loop.body);
+  bad.body = schedule::replace_at(path, std::make_shared<const ir::StmtNode>(std::move(loop)));
+  runtime::SizeMap sizes = runtime::bind_sizes(p, {{"B", 1}, {"H", 1}, {"S", 3}, {"T", 40}});
+  auto inputs = runtime::random_inputs(p, sizes, 3);
+  std::map<std::string, const runtime::Tensor*> in;
+  for (auto& [name, t] : inputs) in[name] = &t;
+  auto good = ir::interpret(p, ir::InterpMode::Exact, in, sizes);
+  auto out = ir::interpret(bad, ir::InterpMode::Exact, in, sizes);
+  const auto& g = good.outputs.at("O").values;
+  const auto& b = out.outputs.at("O").values;
+  ASSERT_EQ(g.size(), b.size());
+  size_t differ = 0;
+  for (size_t k = 0; k < g.size(); ++k) differ += !(g[k] == b[k]);
+  EXPECT_GT(differ, 0u);
+}

@@ -1,0 +1,84 @@
+// rfactor, reduce_to_scan and rolling_update: equivalence on random inputs, and the repaired
+// structure in the printed IR.
+#include "ScheduleTestUtil.h"
+
+using namespace kintsugi;
+using schedtest::expect_equivalent;
+using schedule::LoopRef;
+using schedule::Schedule;
+using schedule::ScheduleError;
+
+namespace {
+const std::vector<runtime::SizeMap> kNorm = {
+    {{"M", 3}, {"N", 9}}, {{"M", 2}, {"N", 17}}, {{"M", 1}, {"N", 4}}};
+const std::vector<runtime::SizeMap> kAttn = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 7}, {"D", 3}},
+                                             {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 9}, {"D", 2}},
+                                             {{"B", 2}, {"H", 1}, {"S", 3}, {"T", 11}, {"D", 4}}};
+}  // namespace
+
+TEST(RFactor, RowSumPartials) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"l", "j"}, 4);
+  std::string rf = s.rfactor("l", j[0]);
+  EXPECT_EQ(rf, "l.rf");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(
+      text.find(
+          "block l.rf(spatial i:M, spatial j0:(N + 3) / 4, reduce j1:4) where j0 * 4 + j1 < N:"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("l.rf[i, j0] = l.rf[i, j0] + e[i, j0 * 4 + j1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("block l(spatial i:M, reduce j0:(N + 3) / 4):"), std::string::npos) << text;
+  EXPECT_NE(text.find("l[i] = l[i] + l.rf[i, j0]"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_THROW(s.rfactor("l", LoopRef{"l", "i"}), ScheduleError);  // i drives a spatial variable
+}
+
+TEST(ReduceToScan, RunningMax) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"m", "j"}, 4);
+  s.rfactor("m", j[0]);
+  std::string scan = s.reduce_to_scan("m", j[0]);
+  EXPECT_EQ(scan, "m.scan");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("m.scan[i, j0] = max(select(j0 > 0, m.scan[i, j0 - 1], -inf), m.rf[i, j0])"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("e[i, j] = exp(X[i, j] - m.scan[i, (N + 3) / 4 - 1])"), std::string::npos)
+      << text;  // final value
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_THROW(s.reduce_to_scan("Y", LoopRef{"Y", "j"}), ScheduleError);  // not a reduction
+}
+
+TEST(RollingUpdate, OnlineSoftmax) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"m", "j"}, 4);
+  s.rolling_update("m", j[0]);
+  s.rolling_update("l", j[0]);
+  std::string text = ir::to_string(s.program());
+  // The sum is repaired with exp(m_prev - m_cur) when the running max moves.
+  EXPECT_NE(text.find("l[i] = select(j0 > 0, l[i] * select(m.scan[i, j0 - 1] == m.scan[i, j0], "
+                      "1.0, exp(m.scan[i, j0 - 1] - m.scan[i, j0])), l[i]) + l.rf[i, j0]"),
+            std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_EQ(s.trace()[2].at("repair").get<std::string>(), "t * exp(m.scan - m.scan')");
+}
+
+TEST(RollingUpdate, CausalAttentionFlashStructure) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"s.sum0", "j"}, 4);
+  s.compute_inline("s");
+  s.reverse_compute_at("c", j[0]);
+  s.rolling_update("m", j[0]);
+  s.rolling_update("l", j[0]);
+  s.rolling_update("o", j[0]);
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("o[b, h, i, d] = select(j0 > 0, o[b, h, i, d] * select("), std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(), kAttn);
+}
