@@ -39,7 +39,8 @@ std::string Schedule::fresh_name(const std::string& base) const {
 
 Schedule replay(const ir::LoopProgram& program, const nlohmann::json& trace) {
   Schedule s(program);
-  if (!trace.is_array()) throw ScheduleError("replay", "a trace is a JSON list of primitive applications");
+  if (!trace.is_array())
+    throw ScheduleError("replay", "a trace is a JSON list of primitive applications");
   for (const auto& step : trace) {
     if (!step.is_object() || !step.contains("primitive") || !step["primitive"].is_string())
       throw ScheduleError("replay", "trace entry " + step.dump() + " has no \"primitive\" name");
@@ -50,7 +51,8 @@ Schedule replay(const ir::LoopProgram& program, const nlohmann::json& trace) {
     try {
       it->second(s, step);
     } catch (const nlohmann::json::exception& e) {
-      throw ScheduleError(name, std::string("bad trace arguments ") + step.dump() + ": " + e.what());
+      throw ScheduleError(name,
+                          std::string("bad trace arguments ") + step.dump() + ": " + e.what());
     }
   }
   return s;

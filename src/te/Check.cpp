@@ -249,7 +249,8 @@ class Checker {
       d.indices[k].extent = scope_[k].extent;
     }
     body = type(body);
-    if (body->type == DType::Unknown) body = coerce(body, !d.is_output && is_float(d.dtype) ? d.dtype : DType::F32);
+    if (body->type == DType::Unknown)
+      body = coerce(body, !d.is_output && is_float(d.dtype) ? d.dtype : DType::F32);
     if (body->type == DType::Bool)
       user_error_at(d.body->loc) << "'" << d.name
                                  << "' would hold conditions; tensors hold numbers: write "

@@ -387,7 +387,8 @@ class Parser {
     Parser& p;
     NestingGuard(Parser& parser, const SourceLoc& loc) : p(parser) {
       if (++p.nesting_ > kMaxNesting)
-        user_error_at(loc) << "expression nested more than " << kMaxNesting << " levels deep; split it into several definitions";
+        user_error_at(loc) << "expression nested more than " << kMaxNesting
+                           << " levels deep; split it into several definitions";
     }
     ~NestingGuard() { --p.nesting_; }
   };

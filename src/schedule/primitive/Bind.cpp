@@ -25,7 +25,8 @@ ir::Expr in_loop_terms(const ir::StmtNode& block, const ir::Expr& index) {
 
 // Every read under the loop of a buffer written under the loop must hit the writer's own
 // iteration: some dimension's index, in loop terms, must equal the writer's and move with `var`.
-void check_no_cross_iteration_reads(const std::vector<const ir::StmtNode*>& blocks, const std::string& var) {
+void check_no_cross_iteration_reads(const std::vector<const ir::StmtNode*>& blocks,
+                                    const std::string& var) {
   for (const ir::StmtNode* w : blocks) {
     ir::visit(w->body, [&](const ir::Stmt& st) {
       if (st->kind != ir::StmtKind::Store) return true;
@@ -37,10 +38,13 @@ void check_no_cross_iteration_reads(const std::vector<const ir::StmtNode*>& bloc
             if (x->op != ir::Op::Load || x->name != st->buffer) return true;
             bool same_iteration = false;
             for (size_t d = 0; d < x->args.size() && d < written.size(); ++d)
-              same_iteration |= ir::uses_var(written[d], var) && ir::equal(in_loop_terms(*r, x->args[d]), written[d]);
+              same_iteration |= ir::uses_var(written[d], var) &&
+                                ir::equal(in_loop_terms(*r, x->args[d]), written[d]);
             if (!same_iteration)
-              throw ScheduleError("bind", "block '" + r->name + "' reads " + ir::to_string(x) + ", which other iterations of loop '" +
-                                              var + "' write (block '" + w->name + "'); the loop is not data-parallel");
+              throw ScheduleError("bind", "block '" + r->name + "' reads " + ir::to_string(x) +
+                                              ", which other iterations of loop '" + var +
+                                              "' write (block '" + w->name +
+                                              "'); the loop is not data-parallel");
             return true;
           });
         });
@@ -53,18 +57,24 @@ void check_no_cross_iteration_reads(const std::vector<const ir::StmtNode*>& bloc
 
 void Schedule::bind(const LoopRef& loop, const std::string& axis) {
   const std::string P = "bind";
-  if (!kAxes.count(axis)) throw ScheduleError(P, "unknown axis '" + axis + "'; use grid.x, grid.y or grid.z");
+  if (!kAxes.count(axis))
+    throw ScheduleError(P, "unknown axis '" + axis + "'; use grid.x, grid.y or grid.z");
   StmtPath path = find_loop(program_.body, loop, P);
   const ir::StmtNode& f = *path.back();
   for (const ir::StmtNode* b : blocks_under(f.body)) {
     for (const ir::IterVar& iv : b->iters)
       if (iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, f.var))
-        throw ScheduleError(P, "loop '" + f.var + "' drives the " + std::string(iv.kind == ir::IterKind::Reduce ? "reduction" : "scan") +
-                                   " variable '" + iv.name + "' of block '" + b->name + "'; only data-parallel loops can be bound");
+        throw ScheduleError(
+            P, "loop '" + f.var + "' drives the " +
+                   std::string(iv.kind == ir::IterKind::Reduce ? "reduction" : "scan") +
+                   " variable '" + iv.name + "' of block '" + b->name +
+                   "'; only data-parallel loops can be bound");
     bool uses = false;
     for (const ir::IterVar& iv : b->iters) uses |= ir::uses_var(iv.binding, f.var);
     if (!uses)
-      throw ScheduleError(P, "block '" + b->name + "' under loop '" + f.var + "' does not depend on it: every iteration would write the same elements");
+      throw ScheduleError(
+          P, "block '" + b->name + "' under loop '" + f.var +
+                 "' does not depend on it: every iteration would write the same elements");
   }
   check_no_cross_iteration_reads(blocks_under(f.body), f.var);
   ir::StmtNode n = f;
@@ -72,9 +82,12 @@ void Schedule::bind(const LoopRef& loop, const std::string& axis) {
   n.annotation = axis;
   ir::LoopProgram p = program_;
   p.body = replace_at(path, std::make_shared<const ir::StmtNode>(std::move(n)));
-  commit(std::move(p), {{"primitive", P}, {"block", loop.block}, {"loop", loop.var}, {"axis", axis}});
+  commit(std::move(p),
+         {{"primitive", P}, {"block", loop.block}, {"loop", loop.var}, {"axis", axis}});
 }
 
-void replay_bind(Schedule& s, const nlohmann::json& j) { s.bind(loop_arg(j), j.at("axis").get<std::string>()); }
+void replay_bind(Schedule& s, const nlohmann::json& j) {
+  s.bind(loop_arg(j), j.at("axis").get<std::string>());
+}
 
 }  // namespace kintsugi::schedule

@@ -10,20 +10,27 @@
 
 namespace kintsugi::schedule {
 
-ElementwiseBlock match_elementwise(const ir::LoopProgram& program, const ir::StmtNode& block, const std::string& primitive) {
-  auto fail = [&](const std::string& why) { throw ScheduleError(primitive, "block '" + block.name + "' " + why); };
+ElementwiseBlock match_elementwise(const ir::LoopProgram& program, const ir::StmtNode& block,
+                                   const std::string& primitive) {
+  auto fail = [&](const std::string& why) {
+    throw ScheduleError(primitive, "block '" + block.name + "' " + why);
+  };
   for (const ir::IterVar& iv : block.iters)
-    if (iv.kind != ir::IterKind::Spatial) fail("is a reduction (iteration variable '" + iv.name + "'); only elementwise blocks inline");
+    if (iv.kind != ir::IterKind::Spatial)
+      fail("is a reduction (iteration variable '" + iv.name + "'); only elementwise blocks inline");
   if (block.init) fail("has an init statement");
   if (!block.body || block.body->kind != ir::StmtKind::Store) fail("is not a single store");
   const ir::StmtNode& st = *block.body;
-  if (st.indices.size() != block.iters.size()) fail("does not store at exactly its iteration variables");
+  if (st.indices.size() != block.iters.size())
+    fail("does not store at exactly its iteration variables");
   for (size_t k = 0; k < st.indices.size(); ++k)
     if (st.indices[k]->op != ir::Op::Var || st.indices[k]->name != block.iters[k].name)
       fail("does not store at exactly its iteration variables, in order");
   const ir::Buffer* buf = program.find_buffer(st.buffer);
   internal_assert(buf) << "store to unknown buffer " << st.buffer;
-  if (buf->role != ir::BufferRole::Intermediate) fail("writes '" + st.buffer + "', which is an " + (buf->role == ir::BufferRole::Output ? "output" : "input"));
+  if (buf->role != ir::BufferRole::Intermediate)
+    fail("writes '" + st.buffer + "', which is an " +
+         (buf->role == ir::BufferRole::Output ? "output" : "input"));
   if (ir::uses_var(st.value, st.buffer)) fail("reads its own buffer");
   ElementwiseBlock out;
   out.buffer = st.buffer;
@@ -55,14 +62,16 @@ void Schedule::compute_inline(const std::string& block) {
   ElementwiseBlock eb = match_elementwise(program_, *path.back(), P);
   for (const ir::StmtNode* b : blocks_under(program_.body))
     if (b->name != block && block_writes(*b).count(eb.buffer))
-      throw ScheduleError(P, "buffer '" + eb.buffer + "' of block '" + block + "' is also written by block '" + b->name + "'");
+      throw ScheduleError(P, "buffer '" + eb.buffer + "' of block '" + block +
+                                 "' is also written by block '" + b->name + "'");
   ir::LoopProgram p = program_;
   p.body = replace_at(path, nullptr);
   p.body = ir::mutate(p.body, [&](const ir::Stmt& s) -> ir::Stmt {
     if (s->kind != ir::StmtKind::Block) return s;
     ir::StmtNode n = *s;
     auto rewrite = [&](const ir::Stmt& part) {
-      return part ? ir::mutate_exprs(part, [&](const ir::Expr& e) { return inline_loads(e, eb); }) : part;
+      return part ? ir::mutate_exprs(part, [&](const ir::Expr& e) { return inline_loads(e, eb); })
+                  : part;
     };
     n.init = rewrite(n.init);
     n.body = rewrite(n.body);
@@ -72,6 +81,8 @@ void Schedule::compute_inline(const std::string& block) {
   commit(std::move(p), {{"primitive", P}, {"block", block}});
 }
 
-void replay_compute_inline(Schedule& s, const nlohmann::json& j) { s.compute_inline(j.at("block").get<std::string>()); }
+void replay_compute_inline(Schedule& s, const nlohmann::json& j) {
+  s.compute_inline(j.at("block").get<std::string>());
+}
 
 }  // namespace kintsugi::schedule

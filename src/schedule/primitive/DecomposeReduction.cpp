@@ -24,7 +24,9 @@ void conjuncts(const ir::Expr& e, std::vector<ir::Expr>& out) {
 
 std::string Schedule::decompose_reduction(const std::string& block, const LoopRef& loop) {
   const std::string P = "decompose_reduction";
-  if (loop.block != block) throw ScheduleError(P, "the loop must enclose block '" + block + "' (got a loop of '" + loop.block + "')");
+  if (loop.block != block)
+    throw ScheduleError(
+        P, "the loop must enclose block '" + block + "' (got a loop of '" + loop.block + "')");
   StmtPath path = find_block(program_.body, block, P);
   const ir::StmtNode& b = *path.back();
   if (!b.init) throw ScheduleError(P, "block '" + block + "' has no init to decompose");
@@ -33,9 +35,11 @@ std::string Schedule::decompose_reduction(const std::string& block, const LoopRe
   // Loops from `loop` down to the block.
   std::vector<const ir::StmtNode*> inner;
   for (size_t k = at; k + 1 < path.size(); ++k)
-    if (path[k]->kind == ir::StmtKind::For) inner.push_back(path[k]);
+    if (path[k]->kind == ir::StmtKind::For)
+      inner.push_back(path[k]);
     else if (path[k]->kind == ir::StmtKind::If)
-      throw ScheduleError(P, "an if statement lies between loop '" + loop.var + "' and block '" + block + "'");
+      throw ScheduleError(
+          P, "an if statement lies between loop '" + loop.var + "' and block '" + block + "'");
   // Every reduction variable must be driven by loops at or inside `loop`: otherwise the init
   // block would run again for each outer reduction iteration.
   std::set<std::string> inner_vars;
@@ -55,8 +59,9 @@ std::string Schedule::decompose_reduction(const std::string& block, const LoopRe
     } else {
       for (const std::string& u : used)
         if (!inner_vars.count(u))
-          throw ScheduleError(P, "reduction variable '" + iv.name + "' of block '" + block + "' is driven by loop '" + u +
-                                     "', outside loop '" + loop.var + "'");
+          throw ScheduleError(P, "reduction variable '" + iv.name + "' of block '" + block +
+                                     "' is driven by loop '" + u + "', outside loop '" + loop.var +
+                                     "'");
     }
   }
   // Keep the predicate terms that only use loops available to the init block.
@@ -73,7 +78,8 @@ std::string Schedule::decompose_reduction(const std::string& block, const LoopRe
   std::string name = fresh_name(block + ".init");
   ir::Stmt init = ir::make_block(name, iters, nullptr, b.init, pred);
   for (auto it = inner.rbegin(); it != inner.rend(); ++it)
-    if (needed.count((*it)->var)) init = ir::make_for((*it)->var, (*it)->min, (*it)->extent, ir::ForKind::Serial, init);
+    if (needed.count((*it)->var))
+      init = ir::make_for((*it)->var, (*it)->min, (*it)->extent, ir::ForKind::Serial, init);
   ir::StmtNode nb = b;
   nb.init = nullptr;
   ir::LoopProgram p = program_;

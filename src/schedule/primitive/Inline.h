@@ -17,7 +17,8 @@ struct ElementwiseBlock {
 };
 
 // Throws ScheduleError (naming `primitive`) unless the block is elementwise into an intermediate.
-ElementwiseBlock match_elementwise(const ir::LoopProgram& program, const ir::StmtNode& block, const std::string& primitive);
+ElementwiseBlock match_elementwise(const ir::LoopProgram& program, const ir::StmtNode& block,
+                                   const std::string& primitive);
 // Replaces every load of eb.buffer in e by eb.value at the load's indices.
 ir::Expr inline_loads(const ir::Expr& e, const ElementwiseBlock& eb);
 void remove_buffer(ir::LoopProgram& p, const std::string& name);

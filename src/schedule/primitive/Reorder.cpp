@@ -24,18 +24,23 @@ void Schedule::reorder(const std::string& block, const std::vector<std::string>&
     throw ScheduleError(P, "a loop is named twice in the new order of block '" + block + "'");
   for (size_t k = 0; k + 1 < sorted.size(); ++k)
     if (sorted[k + 1] != sorted[k] + 1)
-      throw ScheduleError(P, "the loops of block '" + block + "' to reorder are not perfectly nested: '" +
-                                 path[sorted[k]]->var + "' does not directly contain loop '" + path[sorted[k + 1]]->var + "'");
+      throw ScheduleError(P, "the loops of block '" + block +
+                                 "' to reorder are not perfectly nested: '" + path[sorted[k]]->var +
+                                 "' does not directly contain loop '" + path[sorted[k + 1]]->var +
+                                 "'");
   for (size_t k = 0; k + 1 < sorted.size(); ++k) {
     const ir::StmtNode* loop = path[sorted[k]];
     if (loop->body.get() != path[sorted[k + 1]])
-      throw ScheduleError(P, "loop '" + loop->var + "' holds more than loop '" + path[sorted[k + 1]]->var +
+      throw ScheduleError(P, "loop '" + loop->var + "' holds more than loop '" +
+                                 path[sorted[k + 1]]->var +
                                  "', so they cannot be reordered for block '" + block + "'");
   }
   for (size_t a : sorted)
     for (size_t b : sorted)
-      if (a != b && (ir::uses_var(path[a]->extent, path[b]->var) || ir::uses_var(path[a]->min, path[b]->var)))
-        throw ScheduleError(P, "the bounds of loop '" + path[a]->var + "' depend on loop '" + path[b]->var + "'");
+      if (a != b &&
+          (ir::uses_var(path[a]->extent, path[b]->var) || ir::uses_var(path[a]->min, path[b]->var)))
+        throw ScheduleError(
+            P, "the bounds of loop '" + path[a]->var + "' depend on loop '" + path[b]->var + "'");
   ir::Stmt body = path[sorted.back()]->body;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::StmtNode* loop = nullptr;

@@ -57,8 +57,9 @@ inline void expect_equivalent(const ir::LoopProgram& before, const ir::LoopProgr
         }
         err = std::max(err, std::fabs(r - g));
       }
-      EXPECT_LE(err, 1e-9 * std::max(scale, 1.0)) << name << " differs after scheduling (seed " << seed - 1 << ")\n"
-                                                  << ir::to_string(after);
+      EXPECT_LE(err, 1e-9 * std::max(scale, 1.0))
+          << name << " differs after scheduling (seed " << seed - 1 << ")\n"
+          << ir::to_string(after);
     }
   }
 }

@@ -28,13 +28,16 @@ TEST(ComputeInline, Errors) {
     s.compute_inline("m");
     FAIL();
   } catch (const ScheduleError& e) {
-    EXPECT_NE(std::string(e.what()).find("compute_inline: block 'm' is a reduction"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("compute_inline: block 'm' is a reduction"),
+              std::string::npos)
+        << e.what();
   }
   try {
     s.compute_inline("Y");
     FAIL();
   } catch (const ScheduleError& e) {
-    EXPECT_NE(std::string(e.what()).find("writes 'Y', which is an output"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("writes 'Y', which is an output"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -48,12 +51,14 @@ output z[i, j]: f16 = exp(y[i, j]) + f32(X[i, j])
   Schedule s(p);
   s.reverse_compute_inline("z");
   std::string text = ir::to_string(s.program());
-  EXPECT_NE(text.find("block y(spatial i:M, spatial j:N):\n        z[i, j] = exp(f32(X[i, j]) * 2.0) + f32(X[i, j])"),
+  EXPECT_NE(text.find("block y(spatial i:M, spatial j:N):\n        z[i, j] = exp(f32(X[i, j]) * "
+                      "2.0) + f32(X[i, j])"),
             std::string::npos)
       << text;
   expect_equivalent(p, s.program(), {{{"M", 4}, {"N", 5}}, {{"M", 1}, {"N", 7}}});
   Schedule t(schedtest::example("norm/softmax.te"));
-  EXPECT_THROW(t.reverse_compute_inline("Y"), ScheduleError);  // reads e and l: two computed buffers
+  EXPECT_THROW(t.reverse_compute_inline("Y"),
+               ScheduleError);  // reads e and l: two computed buffers
 }
 
 TEST(DecomposeReduction, InitBeforeTheReductionLoop) {
@@ -63,7 +68,9 @@ TEST(DecomposeReduction, InitBeforeTheReductionLoop) {
   std::string init = s.decompose_reduction("l", LoopRef{"l", "j0"});
   EXPECT_EQ(init, "l.init");
   std::string text = ir::to_string(s.program());
-  EXPECT_NE(text.find("block l.init(spatial i:M):\n      l[i] = 0.0\n    for j0"), std::string::npos) << text;
+  EXPECT_NE(text.find("block l.init(spatial i:M):\n      l[i] = 0.0\n    for j0"),
+            std::string::npos)
+      << text;
   expect_equivalent(p, s.program(), kNorm);
   EXPECT_THROW(s.decompose_reduction("l", LoopRef{"l", "j0"}), ScheduleError);  // no init left
   Schedule t(p);
