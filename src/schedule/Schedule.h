@@ -81,6 +81,8 @@ class Schedule {
   // Neptune's Rolling Update: fuses reduction `block` under `loop` (the tile loop of a producer
   // reduction it consumes) and repairs its accumulator with a derived repair function.
   void rolling_update(const std::string& block, const LoopRef& loop);
+  // Replaces the scan buffer of a scan block by a loop-carried pair `.prev` / `.next`.
+  void split_scan_buffer(const std::string& block, const LoopRef& loop);
   // Moves the init of a reduction block into a block of its own, placed before `loop`; returns
   // the name of the init block.
   std::string decompose_reduction(const std::string& block, const LoopRef& loop);

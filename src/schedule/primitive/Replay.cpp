@@ -17,6 +17,7 @@ const ReplayTable& replay_table() {
       {"rfactor", replay_rfactor},
       {"reduce_to_scan", replay_reduce_to_scan},
       {"rolling_update", replay_rolling_update},
+      {"split_scan_buffer", replay_split_scan_buffer},
       {"reverse_compute_at", replay_reverse_compute_at},
       {"cache_read", replay_cache_read},
       {"cache_write", replay_cache_write},

@@ -82,3 +82,19 @@ TEST(RollingUpdate, CausalAttentionFlashStructure) {
       << text;
   expect_equivalent(p, s.program(), kAttn);
 }
+
+TEST(SplitScanBuffer, RunningMaxBecomesALoopCarriedPair) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"m", "j"}, 4);
+  s.rolling_update("m", j[0]);
+  s.rolling_update("l", j[0]);
+  s.split_scan_buffer("m", j[0]);
+  std::string text = ir::to_string(s.program());
+  EXPECT_EQ(text.find("m.scan"), std::string::npos) << text;
+  EXPECT_NE(text.find("m.next[i] = max(select(j0 > 0, m.prev[i], -inf), m.rf[i, j0])"), std::string::npos) << text;
+  EXPECT_NE(text.find("block m.prev.update(spatial i:M):\n        m.prev[i] = m.next[i]"), std::string::npos) << text;
+  EXPECT_NE(text.find("e[i, j] = exp(X[i, j] - m.prev[i])"), std::string::npos) << text;  // the final value
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_THROW(s.split_scan_buffer("l", j[0]), ScheduleError);  // not a scan
+}
