@@ -15,6 +15,7 @@
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "runtime/Npy.h"
+#include "schedule/AutoSchedule.h"
 #include "support/Version.h"
 #include "target/cpu/CpuBackend.h"
 
@@ -230,12 +231,20 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     inputs = random_inputs(p, r.shape, o.seed);
   }
 
-  auto kernel = cpu::compile(p);
+  // The kernel runs the scheduled program; verification always uses the unscheduled one.
+  ir::LoopProgram scheduled = p;
+  if (o.schedule == "auto") {
+    schedule::Schedule s =
+        schedule::auto_schedule(p, schedule::AutoScheduleOptions{}, &r.schedule_notes);
+    scheduled = s.program();
+    r.schedule = s.primitive_names();
+  }
+  auto kernel = cpu::compile(scheduled);
   r.from_cache = kernel->from_cache();
   r.compile_seconds = kernel->compile_seconds();
   std::map<std::string, Tensor> outputs;
   std::vector<Tensor*> args;
-  for (const ir::Buffer& b : p.buffers) {
+  for (const ir::Buffer& b : scheduled.buffers) {
     if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
     if (b.role == ir::BufferRole::Output) {
       auto [it, _] = outputs.emplace(b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape)));

@@ -43,8 +43,9 @@ struct RunReport {
   std::string target;
   std::string arch;
   SizeMap shape;
-  std::vector<std::string> schedule;  // names of the primitives applied, in order
-  std::optional<bool> verified;       // null without --verify
+  std::vector<std::string> schedule;        // names of the primitives applied, in order
+  std::vector<std::string> schedule_notes;  // why the auto-scheduler did (not do) something
+  std::optional<bool> verified;             // null without --verify
   double max_rel_err = 0.0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench

@@ -10,6 +10,7 @@
 
 #include "ir/Printer.h"
 #include "runtime/Runner.h"
+#include "schedule/AutoSchedule.h"
 #include "schedule/ReductionChains.h"
 #include "target/cpu/CpuBackend.h"
 #include "te/Lower.h"
@@ -93,13 +94,11 @@ ir::LoopProgram load(const std::string& file) {
   return te::lower(p);
 }
 
-std::string schedule_trace(const std::string& schedule) {
-  nlohmann::json j;
-  j["schedule"] = schedule;
-  j["primitives"] = nlohmann::json::array();
-  if (schedule == "auto")
-    j["note"] = "the auto-scheduler is not implemented yet: auto applies no primitive (= none)";
-  return j.dump(2);
+// The program after the requested schedule, with the trace and the auto-scheduler's notes.
+schedule::Schedule apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
+                                  std::vector<std::string>* notes) {
+  if (schedule == "none") return schedule::Schedule(lp);
+  return schedule::auto_schedule(lp, schedule::AutoScheduleOptions{}, notes);
 }
 
 int cmd_check(const std::string& file) {
@@ -121,15 +120,23 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     return 0;
   }
   ir::LoopProgram lp = te::lower(p);
-  if (print == "loop" || print == "scheduled") {
+  std::vector<std::string> notes;
+  if (print == "loop") {
     std::cout << ir::to_string(lp);
+  } else if (print == "scheduled") {
+    std::cout << ir::to_string(apply_schedule(lp, schedule, &notes).program());
+    for (const std::string& n : notes) std::cout << "# " << n << "\n";
   } else if (print == "trace") {
-    std::cout << schedule_trace(schedule) << "\n";
+    nlohmann::json j;
+    j["schedule"] = schedule;
+    j["primitives"] = apply_schedule(lp, schedule, &notes).trace();
+    j["notes"] = notes;
+    std::cout << j.dump(2) << "\n";
   } else if (print == "source") {
     if (target != "cpu")
       arg_error << "--print source: target '" << target
                 << "' is not available in this build; use --target cpu";
-    std::cout << cpu::generate_source(lp);
+    std::cout << cpu::generate_source(apply_schedule(lp, schedule, &notes).program());
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile" || print == "ptx") {
@@ -154,6 +161,7 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     j["arch"] = r.arch;
     j["shape"] = r.shape;
     j["schedule"] = r.schedule;
+    j["schedule_notes"] = r.schedule_notes;
     j["seed"] = o.seed;
     j["from_cache"] = r.from_cache;
     j["compile_seconds"] = r.compile_seconds;

@@ -1,0 +1,140 @@
+// \file AutoSchedule.cpp
+// The auto-scheduler (see AutoSchedule.h).
+#include "schedule/AutoSchedule.h"
+
+#include <algorithm>
+#include <map>
+
+#include "ir/Printer.h"
+#include "ir/Visit.h"
+#include "schedule/Analysis.h"
+#include "schedule/ReductionChains.h"
+
+namespace kintsugi::schedule {
+
+namespace {
+
+// Blocks in program order.
+std::vector<const ir::StmtNode*> ordered_blocks(const ir::LoopProgram& p) {
+  return blocks_under(p.body);
+}
+
+const ir::StmtNode* writer_of(const ir::LoopProgram& p, const std::string& buffer) {
+  for (const ir::StmtNode* b : ordered_blocks(p))
+    if (block_writes(*b).count(buffer)) return b;
+  return nullptr;
+}
+
+// Every block that `block` depends on, transitively.
+std::set<std::string> producer_closure(const ir::LoopProgram& p, const ir::StmtNode& block) {
+  std::set<std::string> out;
+  std::vector<const ir::StmtNode*> work = {&block};
+  while (!work.empty()) {
+    const ir::StmtNode* b = work.back();
+    work.pop_back();
+    for (const std::string& r : block_reads(*b)) {
+      if (block_writes(*b).count(r)) continue;
+      const ir::StmtNode* w = writer_of(p, r);
+      if (w && !out.count(w->name)) {
+        out.insert(w->name);
+        work.push_back(w);
+      }
+    }
+  }
+  return out;
+}
+
+const ir::IterVar* spatial_iter_with_extent(const ir::StmtNode& b, const ir::Expr& extent) {
+  for (const ir::IterVar& iv : b.iters)
+    if (iv.kind == ir::IterKind::Spatial && ir::equal(iv.extent, extent)) return &iv;
+  return nullptr;
+}
+
+}  // namespace
+
+Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+                       std::vector<std::string>* notes) {
+  Schedule unscheduled(program);
+  auto note = [&](const std::string& n) {
+    if (notes) notes->push_back(n);
+  };
+  // 1. Chains grouped by axis extent.
+  std::vector<ReductionChain> chains = find_reduction_chains(program);
+  std::map<std::string, std::vector<std::string>> groups;  // extent text -> reductions
+  std::map<std::string, ir::Expr> extents;
+  for (const ReductionChain& c : chains) {
+    if (c.producers.empty()) continue;
+    std::string key = ir::to_string(c.extent);
+    extents[key] = c.extent;
+    auto& g = groups[key];
+    for (const std::string& prod : c.producers)
+      if (std::find(g.begin(), g.end(), prod) == g.end()) g.push_back(prod);
+    if (std::find(g.begin(), g.end(), c.target) == g.end()) g.push_back(c.target);
+  }
+  if (groups.empty()) {
+    note("no reduction reads another reduction over the same axis: nothing to fuse");
+    return unscheduled;
+  }
+  auto best = std::max_element(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+    return a.second.size() < b.second.size();
+  });
+  const ir::Expr extent = extents.at(best->first);
+  // Members in program order.
+  std::vector<std::string> members;
+  for (const ir::StmtNode* b : ordered_blocks(program))
+    if (std::find(best->second.begin(), best->second.end(), b->name) != best->second.end())
+      members.push_back(b->name);
+  try {
+    Schedule s(program);
+    const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+    // 2. The head: the earliest block of the first reduction's producers running along the axis.
+    std::set<std::string> closure = producer_closure(program, first);
+    std::string head = members.front();
+    std::string axis;
+    for (const ir::IterVar& iv : first.iters)
+      if (iv.kind != ir::IterKind::Spatial) axis = iv.name;
+    for (const ir::StmtNode* b : ordered_blocks(program)) {
+      if (!closure.count(b->name)) continue;
+      if (const ir::IterVar* iv = spatial_iter_with_extent(*b, extent)) {
+        head = b->name;
+        axis = iv->name;
+        break;
+      }
+    }
+    const ir::StmtNode& h = *find_block(program.body, head, "auto").back();
+    std::string axis_loop;
+    for (const ir::IterVar& iv : h.iters)
+      if (iv.name == axis && iv.binding->op == ir::Op::Var) axis_loop = iv.binding->name;
+    if (axis_loop.empty())
+      throw ScheduleError("auto",
+                          "the axis of block '" + head + "' is not driven by a single loop");
+    auto tiles = s.split(LoopRef{head, axis_loop}, options.tile);
+    LoopRef tile_loop = tiles[0];
+    // 3. Elementwise blocks between the head and the first reduction, then the chain.
+    bool after_head = false;
+    for (const ir::StmtNode* b : ordered_blocks(program)) {
+      if (b->name == head) {
+        after_head = true;
+        continue;
+      }
+      if (!after_head || b->name == members.front()) {
+        if (b->name == members.front()) break;
+        continue;
+      }
+      if (closure.count(b->name)) s.reverse_compute_at(b->name, tile_loop);
+    }
+    for (const std::string& m : members) s.rolling_update(m, tile_loop);
+    std::vector<std::string> scans;
+    for (const ir::StmtNode* b : blocks_under(s.program().body))
+      for (const ir::IterVar& iv : b->iters)
+        if (iv.kind == ir::IterKind::Scan) scans.push_back(b->name);
+    for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, tile_loop.var});
+    s.compact_buffer();
+    return s;
+  } catch (const ScheduleError& e) {
+    note(std::string("fusion abandoned: ") + e.what());
+    return unscheduled;
+  }
+}
+
+}  // namespace kintsugi::schedule

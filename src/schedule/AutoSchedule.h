@@ -1,0 +1,31 @@
+// \file AutoSchedule.h
+// The auto-scheduler (`--schedule auto`): finds the chains of reductions that share an axis and
+// fuses them with Rolling Update, using nothing but the structure of the program (it never
+// matches an operator by name: the same steps schedule attention, softmax, norms, Performer).
+//
+//   1. Reduction chains (ReductionChains.h) grouped by the extent of their shared axis; the
+//      group with the most reductions is fused.
+//   2. The head: the earliest block feeding the chain that runs along the axis (the QK product
+//      of attention, or the first reduction itself). Its axis loop is split into tiles.
+//   3. The elementwise blocks between the head and the first reduction move under the tile loop
+//      (reverse_compute_at); then every reduction of the chain gets a rolling_update, producers
+//      first; scans become loop-carried pairs (split_scan_buffer); buffers shrink to what one
+//      iteration needs (compact_buffer).
+// A step whose preconditions fail leaves the program unscheduled and says why in the notes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedule/Schedule.h"
+
+namespace kintsugi::schedule {
+
+struct AutoScheduleOptions {
+  int64_t tile = 64;  // tile of the shared reduction axis (the autotuner will search it)
+};
+
+Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+                       std::vector<std::string>* notes);
+
+}  // namespace kintsugi::schedule
