@@ -18,6 +18,7 @@
 //       R = R.rf + select(j0 > 0, h(R, x[j0 - 1], x[j0]), R)        (Eq. 7)
 // The result computes exactly what the unfused program computes (Theorem 4.1); the tests check
 // it by running the reference interpreter before and after.
+#include "algebra/Eval.h"
 #include "algebra/Repair.h"
 #include "ir/Printer.h"
 #include "ir/Simplify.h"
@@ -390,7 +391,59 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     }
     ir::Expr h = ir::substitute(repair.h, sub);
     ir::Expr repaired = ir::make_select(ir::make_binary(ir::Op::Gt, pos, ir::make_int(0)), h, self);
-    wb.body = ir::make_store(st.buffer, st.indices, combine(reducer, repaired, st.value->args[1]));
+    // Leading tiles where a producer still holds its reducer's identity (a max of nothing but
+    // -inf: fully masked tiles) give terms such as exp(-inf - -inf) = NaN. When the repair maps
+    // every such contribution to zero once the producer moves on (h(1, identity, r') = 0, checked
+    // numerically here), the partial of those tiles is replaced by the target's identity, so a
+    // masked prefix cannot poison the row.
+    ir::Expr partial = st.value->args[1];
+    ir::Expr at_identity;
+    for (const algebra::IncompleteValue& v : repair.values) {
+      const ir::StmtNode* prod = writers(tmp.program_.body).at(v.load->name);
+      ir::Reducer pr;
+      ir::Expr pg;
+      bool scan_store = prod->body && prod->body->value && prod->body->value->args.size() == 2;
+      if (!scan_store) continue;
+      switch (prod->body->value->op) {
+        case ir::Op::Max:
+          pr = ir::Reducer::Max;
+          break;
+        case ir::Op::Min:
+          pr = ir::Reducer::Min;
+          break;
+        case ir::Op::Add:
+          pr = ir::Reducer::Sum;
+          break;
+        default:
+          continue;
+      }
+      (void)pg;
+      double id = ir::reducer_identity(pr);
+      bool annihilates = true;
+      for (double probe : {-3.0, 0.5, 7.0}) {
+        double value = algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
+          if (n->op != ir::Op::Var) return false;
+          if (n->name == "t")
+            *out = 1.0;
+          else if (n->name == v.old_var)
+            *out = id;
+          else if (n->name == v.new_var)
+            *out = probe;
+          else
+            *out = 1.25;  // any finite value for other incomplete values
+          return true;
+        });
+        annihilates &= value == 0.0;
+      }
+      if (!annihilates) continue;
+      ir::Expr cur = at(v.load, pos);
+      ir::Expr is_id = ir::make_binary(ir::Op::Eq, cur, ir::make_float(id, cur->type));
+      at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
+    }
+    if (at_identity)
+      partial =
+          ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);
+    wb.body = ir::make_store(st.buffer, st.indices, combine(reducer, repaired, partial));
     tmp.program_.body = replace_at(wpath, std::make_shared<const ir::StmtNode>(std::move(wb)));
   }
   nlohmann::json entry = {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}};

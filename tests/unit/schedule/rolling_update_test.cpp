@@ -92,9 +92,43 @@ TEST(SplitScanBuffer, RunningMaxBecomesALoopCarriedPair) {
   s.split_scan_buffer("m", j[0]);
   std::string text = ir::to_string(s.program());
   EXPECT_EQ(text.find("m.scan"), std::string::npos) << text;
-  EXPECT_NE(text.find("m.next[i] = max(select(j0 > 0, m.prev[i], -inf), m.rf[i, j0])"), std::string::npos) << text;
-  EXPECT_NE(text.find("block m.prev.update(spatial i:M):\n        m.prev[i] = m.next[i]"), std::string::npos) << text;
-  EXPECT_NE(text.find("e[i, j] = exp(X[i, j] - m.prev[i])"), std::string::npos) << text;  // the final value
+  EXPECT_NE(text.find("m.next[i] = max(select(j0 > 0, m.prev[i], -inf), m.rf[i, j0])"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("block m.prev.update(spatial i:M):\n        m.prev[i] = m.next[i]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("e[i, j] = exp(X[i, j] - m.prev[i])"), std::string::npos)
+      << text;  // the final value
   expect_equivalent(p, s.program(), kNorm);
   EXPECT_THROW(s.split_scan_buffer("l", j[0]), ScheduleError);  // not a scan
+}
+
+TEST(RollingUpdate, LeadingFullyMaskedTilesDoNotPoisonRows) {
+  // Window of 3 keys with T > S: every row starts with fully masked key tiles (running max -inf).
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes S = 5, T = 11, D = 2
+param W: i32 = 3
+input Q: f32[S, D]
+input K: f32[T, D]
+input V: f32[T, D]
+s[i, j] = sum[d](Q[i, d] * K[j, d])
+c[i, j] = select(j <= i + T - S && i + T - S - j < W, s[i, j], -inf)
+m[i] = max[j](c[i, j])
+e[i, j] = exp(c[i, j] - m[i])
+l[i] = sum[j](e[i, j])
+o[i, d] = sum[j](e[i, j] * V[j, d])
+output O[i, d]: f32 = select(l[i] > 0, o[i, d] / l[i], 0)
+)");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"s", "j"}, 2);
+  s.reverse_compute_at("c", j[0]);
+  s.rolling_update("m", j[0]);
+  s.rolling_update("l", j[0]);
+  s.rolling_update("o", j[0]);
+  EXPECT_NE(ir::to_string(s.program()).find("select(m.scan[i, j0] == -inf, 0.0, l.rf[i, j0])"),
+            std::string::npos)
+      << ir::to_string(s.program());
+  expect_equivalent(p, s.program(),
+                    {{{"S", 5}, {"T", 11}, {"D", 2}}, {{"S", 7}, {"T", 7}, {"D", 1}}});
 }
