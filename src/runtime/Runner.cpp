@@ -234,8 +234,9 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   // The kernel runs the scheduled program; verification always uses the unscheduled one.
   ir::LoopProgram scheduled = p;
   if (o.schedule == "auto") {
-    schedule::Schedule s =
-        schedule::auto_schedule(p, schedule::AutoScheduleOptions{}, &r.schedule_notes);
+    schedule::AutoScheduleOptions auto_options;
+    auto_options.sizes = r.shape;
+    schedule::Schedule s = schedule::auto_schedule(p, auto_options, &r.schedule_notes);
     scheduled = s.program();
     r.schedule = s.primitive_names();
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
@@ -123,7 +124,33 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       }
       if (closure.count(b->name)) s.reverse_compute_at(b->name, tile_loop);
     }
-    for (const std::string& m : members) s.rolling_update(m, tile_loop);
+    // Rows that run in parallel without splitting the axis.
+    std::map<std::string, int64_t> sizes =
+        options.sizes.empty() ? program.size_hints : options.sizes;
+    int64_t rows = 1;
+    bool known = true;
+    for (const ir::IterVar& iv : first.iters) {
+      if (iv.kind != ir::IterKind::Spatial) continue;
+      try {
+        rows *= ir::eval_int(iv.extent, sizes);
+      } catch (const UserError&) {
+        known = false;
+      }
+    }
+    bool split_k = known && rows < options.split_k_below_rows;
+    note(std::string(split_k ? "split-K" : "rolling update") + ": " +
+         (known ? std::to_string(rows) : std::string("unknown")) +
+         " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");
+    for (const std::string& m : members) {
+      if (split_k)
+        s.split_k_update(m, tile_loop);
+      else
+        s.rolling_update(m, tile_loop);
+      // Split-K moves the head's own write-back out of the tile loop: name the loop through the
+      // head's partial block, which stays inside it.
+      if (m == tile_loop.block && split_k)
+        tile_loop.block = s.fresh_name(m + ".rf") == m + ".rf" ? m : m + ".rf";
+    }
     std::vector<std::string> scans;
     for (const ir::StmtNode* b : blocks_under(s.program().body))
       for (const ir::IterVar& iv : b->iters)

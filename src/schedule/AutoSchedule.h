@@ -10,10 +10,13 @@
 //   3. The elementwise blocks between the head and the first reduction move under the tile loop
 //      (reverse_compute_at); then every reduction of the chain gets a rolling_update, producers
 //      first; scans become loop-carried pairs (split_scan_buffer); buffers shrink to what one
-//      iteration needs (compact_buffer).
+//      iteration needs (compact_buffer). When the chain has few independent rows (the product
+//      of the first reduction's spatial extents), split_k_update replaces rolling_update: the
+//      tiles run in parallel and a combine nest merges them (FlashDecoding).
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,11 @@ namespace kintsugi::schedule {
 
 struct AutoScheduleOptions {
   int64_t tile = 64;  // tile of the shared reduction axis (the autotuner will search it)
+  // Split-K (chunks of the axis in parallel, then a combine) instead of Rolling Update when the
+  // chain has fewer independent rows than this (decode: one query row per head).
+  int64_t split_k_below_rows = 128;
+  // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
+  std::map<std::string, int64_t> sizes;
 };
 
 Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,

@@ -42,4 +42,10 @@ ir::Expr in_loop_terms(const ir::StmtNode& block, const ir::Expr& index);
 bool access_region(const ir::Stmt& s, const ir::LoopProgram& program, const std::string& buffer,
                    bool writes, std::vector<Range>* region);
 
+// The tile of a reduction axis that one iteration of `loop` covers: some access under the loop
+// spans [v * F, v * F + F) of a dimension of extent `axis_extent` (v the loop variable) and the
+// loop runs ceil(axis_extent / F) times, so the tiles partition the axis exactly.
+bool find_axis_tile(const ir::LoopProgram& program, const ir::StmtNode& loop,
+                    const ir::Expr& axis_extent, Range* tile);
+
 }  // namespace kintsugi::schedule

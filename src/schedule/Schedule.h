@@ -69,8 +69,10 @@ class Schedule {
   void reverse_compute_at(const std::string& block, const LoopRef& loop);
   // reverse_compute_at with some iteration variables' ranges given (used by rolling_update,
   // which restricts the fused blocks to the current tile of the reduction axis).
+  // `aliases` maps buffers the block reads to produced buffers that place them.
   void reverse_compute_at_box(const std::string& block, const LoopRef& loop,
-                              const std::map<std::string, Range>& box);
+                              const std::map<std::string, Range>& box,
+                              const std::map<std::string, std::string>& aliases = {});
   // Splits a reduction at `loop` into partial results (a new block `<block>.rf` writing
   // `<buffer>.rf`, data-parallel over `loop`) and a write-back that reduces them over `loop`.
   // Returns the rf block's name.
@@ -83,6 +85,9 @@ class Schedule {
   void rolling_update(const std::string& block, const LoopRef& loop);
   // Replaces the scan buffer of a scan block by a loop-carried pair `.prev` / `.next`.
   void split_scan_buffer(const std::string& block, const LoopRef& loop);
+  // Neptune's Split-K Update (FlashDecoding): chunk-local partials under a data-parallel
+  // `loop`, combined after it with the derived repair.
+  void split_k_update(const std::string& block, const LoopRef& loop);
   // Moves the init of a reduction block into a block of its own, placed before `loop`; returns
   // the name of the init block.
   std::string decompose_reduction(const std::string& block, const LoopRef& loop);

@@ -18,6 +18,7 @@ const ReplayTable& replay_table() {
       {"reduce_to_scan", replay_reduce_to_scan},
       {"rolling_update", replay_rolling_update},
       {"split_scan_buffer", replay_split_scan_buffer},
+      {"split_k_update", replay_split_k_update},
       {"reverse_compute_at", replay_reverse_compute_at},
       {"cache_read", replay_cache_read},
       {"cache_write", replay_cache_write},

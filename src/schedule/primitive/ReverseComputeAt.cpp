@@ -17,7 +17,8 @@ void Schedule::reverse_compute_at(const std::string& block, const LoopRef& loop)
 }
 
 void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& loop,
-                                      const std::map<std::string, Range>& extra) {
+                                      const std::map<std::string, Range>& extra,
+                                      const std::map<std::string, std::string>& aliases) {
   const std::string P = "reverse_compute_at";
   size_t nest = sole_nest_of(program_, block, P);
   StmtPath lpath = find_loop(program_.body, loop, P);
@@ -45,9 +46,12 @@ void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& l
   std::map<std::string, Range> box;
   bool any = false;
   for (const std::string& buf : reads) {
-    if (!produced.count(buf) || block_writes(c).count(buf)) continue;
+    // A read through an alias (a value that will become a produced buffer's partial) is placed
+    // by the region of that buffer's leading dimensions.
+    std::string source = aliases.count(buf) ? aliases.at(buf) : buf;
+    if (!produced.count(source) || block_writes(c).count(buf)) continue;
     std::vector<Range> region;
-    if (!access_region(l.body, program_, buf, true, &region)) continue;
+    if (!access_region(l.body, program_, source, true, &region)) continue;
     any = true;
     ir::visit_exprs(c.body, [&](const ir::Expr& e) {
       ir::visit(e, [&](const ir::Expr& x) {

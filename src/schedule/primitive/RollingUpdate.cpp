@@ -50,76 +50,6 @@ bool incomplete_under(const ir::StmtNode& b, const std::string& loop_var,
   return false;
 }
 
-// The tile of the reduction axis that one iteration of the loop covers: an access under the loop
-// whose index, over the loops inside it, spans [lv * F, lv * F + F) of a dimension with the
-// axis's extent, where the loop runs ceil(extent / F) times; so the tiles partition the axis.
-bool find_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir::Expr& axis_extent,
-               Range* tile) {
-  bool found = false;
-  std::map<std::string, Range> inner;
-  std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& s) {
-    if (!s || found) return;
-    switch (s->kind) {
-      case ir::StmtKind::Seq:
-        for (const ir::Stmt& c : s->stmts) walk(c);
-        return;
-      case ir::StmtKind::For: {
-        auto saved = inner;
-        inner[s->var] = Range{s->min, s->extent};
-        walk(s->body);
-        inner = saved;
-        return;
-      }
-      case ir::StmtKind::If:
-        walk(s->then_case);
-        return;
-      case ir::StmtKind::Allocate:
-        walk(s->body);
-        return;
-      case ir::StmtKind::Store:
-        return;
-      case ir::StmtKind::Block:
-        break;
-    }
-    auto try_access = [&](const std::string& buffer, const std::vector<ir::Expr>& idx) {
-      const ir::Buffer* b = p.find_buffer(buffer);
-      if (!b || found) return;
-      for (size_t d = 0; d < idx.size() && d < b->shape.size(); ++d) {
-        if (!ir::equal(b->shape[d], axis_extent)) continue;
-        Interval iv = bound(in_loop_terms(*s, idx[d]), inner);
-        if (!iv.ok) continue;
-        ir::Expr ext = ir::simplify(ir::make_binary(
-            ir::Op::Add, ir::make_binary(ir::Op::Sub, iv.hi, iv.lo), ir::make_int(1)));
-        auto f = ir::as_const_int(ext);
-        if (!f || *f <= 0) continue;
-        ir::Expr start = ir::make_binary(ir::Op::Mul, var(loop.var), ir::make_int(*f));
-        ir::Expr count = ir::simplify(ir::make_binary(
-            ir::Op::Div, ir::make_binary(ir::Op::Add, axis_extent, ir::make_int(*f - 1)),
-            ir::make_int(*f)));
-        if (ir::provably_equal(iv.lo, start) && ir::provably_equal(loop.extent, count)) {
-          *tile = Range{ir::simplify(start), ext};
-          found = true;
-        }
-      }
-    };
-    for (const ir::Stmt& part : {s->init, s->body}) {
-      if (!part) continue;
-      ir::visit(part, [&](const ir::Stmt& st) {
-        if (st->kind == ir::StmtKind::Store) try_access(st->buffer, st->indices);
-        return true;
-      });
-      ir::visit_exprs(part, [&](const ir::Expr& e) {
-        ir::visit(e, [&](const ir::Expr& x) {
-          if (x->op == ir::Op::Load) try_access(x->name, x->args);
-          return true;
-        });
-      });
-    }
-  };
-  walk(loop.body);
-  return found;
-}
-
 }  // namespace
 
 void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
@@ -174,7 +104,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     }
   if (!axis) throw ScheduleError(P, "block '" + block + "' is not a reduction");
   Range tile;
-  if (!find_tile(program_, l0, axis->extent, &tile))
+  if (!find_axis_tile(program_, l0, axis->extent, &tile))
     throw ScheduleError(P, "loop '" + lv + "' does not tile an axis of extent " +
                                ir::to_string(axis->extent) + " (the reduction axis of block '" +
                                block + "'); split that axis and use the outer loop");

@@ -61,7 +61,8 @@ TEST(RollingUpdate, OnlineSoftmax) {
   std::string text = ir::to_string(s.program());
   // The sum is repaired with exp(m_prev - m_cur) when the running max moves.
   EXPECT_NE(text.find("l[i] = select(j0 > 0, l[i] * select(m.scan[i, j0 - 1] == m.scan[i, j0], "
-                      "1.0, exp(m.scan[i, j0 - 1] - m.scan[i, j0])), l[i]) + l.rf[i, j0]"),
+                      "1.0, exp(m.scan[i, j0 - 1] - m.scan[i, j0])), l[i]) + select(m.scan[i, j0] "
+                      "== -inf, 0.0, l.rf[i, j0])"),
             std::string::npos)
       << text;
   expect_equivalent(p, s.program(), kNorm);
@@ -131,4 +132,30 @@ output O[i, d]: f32 = select(l[i] > 0, o[i, d] / l[i], 0)
       << ir::to_string(s.program());
   expect_equivalent(p, s.program(),
                     {{{"S", 5}, {"T", 11}, {"D", 2}}, {{"S", 7}, {"T", 7}, {"D", 1}}});
+}
+
+TEST(SplitKUpdate, DecodeChunksAndCombine) {
+  ir::LoopProgram p = schedtest::example("attention/decode_causal.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"s.sum0", "j"}, 4);
+  s.reverse_compute_at("s", j[0]);
+  s.reverse_compute_at("c", j[0]);
+  s.split_k_update("m", j[0]);
+  s.split_k_update("l", j[0]);
+  s.split_k_update("o", j[0]);
+  std::string text = ir::to_string(s.program());
+  // The chunk loop holds only partials; combine nests follow it.
+  EXPECT_NE(text.find("e[b, h, i, j] = exp(c[b, h, i, j] - m.rf[b, h, i, j0])"), std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(
+          "l[b, h, i] = l[b, h, i] + select(m.rf[b, h, i, j0] == -inf, 0.0, l.rf[b, h, i, j0] * "
+          "select(m.rf[b, h, i, j0] == m[b, h, i], 1.0, exp(m.rf[b, h, i, j0] - m[b, h, i])))"),
+      std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(),
+                    {{{"B", 1}, {"H", 2}, {"S", 1}, {"T", 13}, {"D", 3}},
+                     {{"B", 2}, {"H", 1}, {"S", 1}, {"T", 4}, {"D", 2}},
+                     {{"B", 1}, {"H", 1}, {"S", 3}, {"T", 9}, {"D", 2}}});
+  EXPECT_EQ(s.trace()[4].at("repair").get<std::string>(), "t * exp(m.rf - m.rf')");
 }

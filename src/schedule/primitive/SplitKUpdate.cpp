@@ -1,0 +1,337 @@
+// \file SplitKUpdate.cpp
+// split_k_update(block, loop): Neptune's Split-K Update, the compiler-derived FlashDecoding.
+// Where rolling_update makes `loop` a sequential scan, split_k_update keeps it data-parallel:
+// every iteration (a chunk of the reduction axis) computes local partials against the chunk's
+// own producer values, and a combine nest after the loop merges them, repairing each partial
+// with the derived h against the producer's global value (Theorem 4.4):
+//
+//   chunk j0:  m.rf[j0] = max_j1 c;  l.rf[j0] = sum_j1 exp(c - m.rf[j0])
+//   combine:   m = max_j0 m.rf[j0];  l = sum_j0 h(l.rf[j0], m.rf[j0], m)   (h = t * exp(x - x'))
+//
+// Steps: (1) the producers of `block` that an earlier split_k_update already split at `loop`
+// (their write-back reduces rf partials over `loop`) form the frontier; (2) the elementwise
+// blocks in between read the frontier's chunk-local partial instead of its global value and
+// move under `loop` (cloned when others still read them), as does `block`; (3) the algebra
+// engine derives h; (4) rfactor at `loop`; (5) the write-back moves out of the loop into a
+// combine nest placed before the first later reader, and applies h to each partial. A chunk
+// whose producer partial is still its reducer's identity (fully masked) contributes the
+// identity, when h annihilates such contributions (checked numerically).
+#include "algebra/Eval.h"
+#include "algebra/Repair.h"
+#include "ir/Printer.h"
+#include "ir/Simplify.h"
+#include "ir/Visit.h"
+#include "schedule/Analysis.h"
+#include "schedule/primitive/Inline.h"
+#include "schedule/primitive/Replay.h"
+#include "schedule/primitive/Scan.h"
+
+namespace kintsugi::schedule {
+
+namespace {
+
+const char* kChunk = "__chunk";
+
+std::map<std::string, const ir::StmtNode*> writer_map(const ir::Stmt& root) {
+  std::map<std::string, const ir::StmtNode*> out;
+  for (const ir::StmtNode* b : blocks_under(root))
+    for (const std::string& w : block_writes(*b)) out[w] = b;
+  return out;
+}
+
+// The rf buffer a write-back block combines over `loop_var`, or "" when it is not one.
+std::string rf_of(const ir::StmtNode& wb, const std::string& loop_var) {
+  ir::Reducer r;
+  ir::Expr g;
+  if (!wb.body || !match_reduction_update(*wb.body, &r, &g)) return "";
+  const ir::IterVar* red = nullptr;
+  for (const ir::IterVar& iv : wb.iters)
+    if (iv.kind == ir::IterKind::Reduce) red = &iv;
+  if (!red || !(red->binding->op == ir::Op::Var && red->binding->name == loop_var)) return "";
+  std::string rf;
+  ir::visit(g, [&](const ir::Expr& x) {
+    if (x->op == ir::Op::Load && !x->args.empty() && x->args.back()->op == ir::Op::Var &&
+        x->args.back()->name == red->name)
+      rf = x->name;
+    return true;
+  });
+  return rf;
+}
+
+}  // namespace
+
+void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
+  const std::string P = "split_k_update";
+  Schedule tmp(program_);
+  find_block(program_.body, block, P);
+  StmtPath lpath0 = find_loop(program_.body, loop, P);
+  const ir::StmtNode& l0 = *lpath0.back();
+  const std::string lv = l0.var;
+  size_t lnest = 0;
+  for (; lnest < program_.body->stmts.size(); ++lnest)
+    if (program_.body->stmts[lnest].get() == lpath0[1]) break;
+  // (1) Frontier: write-backs over `loop` of earlier split-K updates, and the elementwise blocks
+  // between them and `block`.
+  auto w = writer_map(program_.body);
+  std::map<std::string, std::string> frontier;  // global buffer -> its rf buffer
+  std::vector<std::string> between;
+  std::set<std::string> visiting;
+  std::function<bool(const ir::StmtNode&)> reaches = [&](const ir::StmtNode& b) -> bool {
+    bool any = false;
+    for (const std::string& r : block_reads(b)) {
+      if (block_writes(b).count(r) || !w.count(r)) continue;
+      const ir::StmtNode& prod = *w.at(r);
+      std::string rf = rf_of(prod, lv);
+      if (!rf.empty()) {
+        frontier[r] = rf;
+        any = true;
+        continue;
+      }
+      bool is_map = true;
+      for (const ir::IterVar& iv : prod.iters) is_map &= iv.kind == ir::IterKind::Spatial;
+      if (!is_map || visiting.count(prod.name)) continue;
+      visiting.insert(prod.name);
+      if (reaches(prod)) {
+        any = true;
+        if (std::find(between.begin(), between.end(), prod.name) == between.end())
+          between.push_back(prod.name);
+      }
+    }
+    return any;
+  };
+  const ir::StmtNode& target0 = *find_block(program_.body, block, P).back();
+  reaches(target0);
+  const ir::IterVar* axis = nullptr;
+  for (const ir::IterVar& iv : target0.iters)
+    if (iv.kind != ir::IterKind::Spatial) {
+      if (axis) throw ScheduleError(P, "block '" + block + "' reduces over several variables");
+      axis = &iv;
+    }
+  if (!axis) throw ScheduleError(P, "block '" + block + "' is not a reduction");
+  // (2) Fused blocks read the chunk-local partial of each frontier buffer: mark the reads with a
+  // placeholder until the blocks sit under the loop.
+  std::set<std::string> fused(between.begin(), between.end());
+  fused.insert(block);
+  std::map<std::string, std::string> renamed;
+  for (const std::string& name : between) {
+    const ir::StmtNode& b = *find_block(tmp.program_.body, name, P).back();
+    ElementwiseBlock eb = match_elementwise(tmp.program_, b, P);
+    bool others = false;
+    for (const ir::StmtNode* r : blocks_under(tmp.program_.body))
+      if (!fused.count(r->name) && r != &b && block_reads(*r).count(eb.buffer)) others = true;
+    if (!others) continue;
+    std::string nb = tmp.fresh_name(name + ".sk"), nbuf = tmp.fresh_name(eb.buffer + ".sk");
+    const ir::StmtNode* nest = find_block(tmp.program_.body, name, P)[1];
+    size_t idx = 0;
+    for (; idx < tmp.program_.body->stmts.size(); ++idx)
+      if (tmp.program_.body->stmts[idx].get() == nest) break;
+    ir::Stmt clone = ir::mutate(tmp.program_.body->stmts[idx], [&](const ir::Stmt& n) -> ir::Stmt {
+      ir::StmtNode c = *n;
+      if (c.kind == ir::StmtKind::Block && c.name == name) c.name = nb;
+      if (c.kind == ir::StmtKind::Store && c.buffer == eb.buffer) c.buffer = nbuf;
+      return std::make_shared<const ir::StmtNode>(std::move(c));
+    });
+    ir::StmtNode root = *tmp.program_.body;
+    root.stmts.insert(root.stmts.begin() + static_cast<long>(idx) + 1, clone);
+    tmp.program_.body = std::make_shared<const ir::StmtNode>(std::move(root));
+    ir::Buffer copy = *tmp.program_.find_buffer(eb.buffer);
+    copy.name = nbuf;
+    tmp.program_.buffers.push_back(copy);
+    renamed[eb.buffer] = nbuf;
+    fused.erase(name);
+    fused.insert(nb);
+    std::replace(between.begin(), between.end(), name, nb);
+  }
+  std::map<std::string, std::string> placeholder;
+  for (const auto& [g, rf] : frontier) placeholder[g] = g + ".local";
+  tmp.program_.body = ir::mutate(tmp.program_.body, [&](const ir::Stmt& n) -> ir::Stmt {
+    if (n->kind != ir::StmtKind::Block || !fused.count(n->name)) return n;
+    ir::StmtNode c = *n;
+    auto fix = [&](const ir::Stmt& part) {
+      return part ? ir::mutate_exprs(
+                        part,
+                        [&](const ir::Expr& e) -> ir::Expr {
+                          if (e->op != ir::Op::Load) return e;
+                          if (renamed.count(e->name))
+                            return ir::make_load(renamed.at(e->name), e->type, e->args);
+                          if (placeholder.count(e->name))
+                            return ir::make_load(placeholder.at(e->name), e->type, e->args);
+                          return e;
+                        })
+                  : part;
+    };
+    c.init = fix(c.init);
+    c.body = fix(c.body);
+    return std::make_shared<const ir::StmtNode>(std::move(c));
+  });
+  // Move the fused blocks under the loop, restricted to the chunk of the axis.
+  Range tile;
+  if (!find_axis_tile(program_, l0, axis->extent, &tile))
+    throw ScheduleError(P, "loop '" + lv + "' does not tile an axis of extent " +
+                               ir::to_string(axis->extent) + " (the reduction axis of block '" +
+                               block + "'); split that axis and use the outer loop");
+  std::map<std::string, std::string> axis_iter = {{block, axis->name}};
+  for (auto it = between.rbegin(); it != between.rend(); ++it) {
+    const ir::StmtNode& prod = *find_block(tmp.program_.body, *it, P).back();
+    const ir::StmtNode& st = *prod.body;
+    for (const auto& [consumer, civ] : axis_iter) {
+      const ir::StmtNode& c = *find_block(tmp.program_.body, consumer, P).back();
+      ir::visit_exprs(c.body, [&](const ir::Expr& e) {
+        ir::visit(e, [&](const ir::Expr& x) {
+          if (x->op == ir::Op::Load && x->name == st.buffer)
+            for (size_t d = 0; d < x->args.size(); ++d)
+              if (x->args[d]->op == ir::Op::Var && x->args[d]->name == civ &&
+                  st.indices[d]->op == ir::Op::Var)
+                axis_iter[*it] = st.indices[d]->name;
+          return true;
+        });
+      });
+      if (axis_iter.count(*it)) break;
+    }
+  }
+  for (const std::string& name : between) {
+    std::map<std::string, Range> box;
+    if (axis_iter.count(name)) box[axis_iter.at(name)] = tile;
+    std::map<std::string, std::string> aliases;
+    for (const auto& [g, ph] : placeholder) aliases[ph] = frontier.at(g);
+    tmp.reverse_compute_at_box(name, LoopRef{loop.block, lv}, box, aliases);
+  }
+  {
+    const ir::StmtNode* lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P).back();
+    bool under = false;
+    for (const ir::StmtNode* u : blocks_under(lp->body)) under |= u->name == block;
+    if (!under) tmp.reverse_compute_at_box(block, LoopRef{loop.block, lv}, {{axis->name, tile}});
+  }
+  for (const auto& [g, ph] : placeholder) {
+    StmtPath lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P);
+    ir::StmtNode nl = *lp.back();
+    std::string rf = frontier.at(g);
+    nl.body = read_loop_position(
+        nl.body, lv, nl.extent,
+        [&](const ir::Expr& load, const ir::Expr& position) {
+          std::vector<ir::Expr> idx = load->args;
+          idx.push_back(position);
+          return ir::make_load(rf, load->type, idx);
+        },
+        ph);
+    tmp.program_.body = replace_at(lp, std::make_shared<const ir::StmtNode>(std::move(nl)));
+  }
+  // (3) The repair: the term with the fused elementwise blocks inlined, rf loads incomplete.
+  const ir::StmtNode& target = *find_block(tmp.program_.body, block, P).back();
+  ir::Reducer reducer;
+  ir::Expr term;
+  if (!target.body || !match_reduction_update(*target.body, &reducer, &term))
+    throw ScheduleError(P, "block '" + block + "' is not a reduction x[...] = x[...] op g");
+  std::set<std::string> rf_bufs;
+  for (const auto& [g, rf] : frontier) rf_bufs.insert(rf);
+  auto writers_now = writer_map(tmp.program_.body);
+  std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
+    return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (n->op != ir::Op::Load || rf_bufs.count(n->name) || !writers_now.count(n->name)) return n;
+      const ir::StmtNode* prod = writers_now.at(n->name);
+      if (std::find(between.begin(), between.end(), prod->name) == between.end()) return n;
+      const ir::StmtNode& st = *prod->body;
+      std::map<std::string, ir::Expr> sub;
+      for (size_t d = 0; d < st.indices.size(); ++d) sub[st.indices[d]->name] = n->args[d];
+      for (const ir::IterVar& iv : prod->iters)
+        if (!sub.count(iv.name)) sub[iv.name] = var(kChunk);
+      return expand(ir::substitute(st.value, sub));
+    });
+  };
+  algebra::RepairRequest req;
+  req.reducer = reducer;
+  req.term = expand(term);
+  req.incomplete = rf_bufs;
+  for (const ir::Param& q : program_.params)
+    if (q.value > 0) req.facts[q.name] = "positive";
+  for (const std::string& d : program_.dims) req.facts[d] = "positive";
+  algebra::RepairResult repair = algebra::derive_repair(req);
+  if (repair.kind == algebra::RepairResult::Kind::Refused)
+    throw ScheduleError(
+        P, "block '" + block + "' cannot be split at loop '" + lv + "': " + repair.reason);
+  if (!repair.statistics.empty())
+    throw ScheduleError(P, "block '" + block + "' needs an augmented state");
+  // (4) Partials per chunk.
+  tmp.rfactor(block, LoopRef{block, lv});
+  // (5) The write-back leaves the loop for a combine nest and repairs each partial.
+  StmtPath wpath = find_block(tmp.program_.body, block, P);
+  ir::StmtNode wb = *wpath.back();
+  const ir::StmtNode& st = *wb.body;
+  ir::Expr partial = st.value->args[1];
+  ir::Expr self = st.value->args[0];
+  if (repair.kind == algebra::RepairResult::Kind::Derived) {
+    std::map<std::string, ir::Expr> sub{{"t", partial}};
+    ir::Expr at_identity;
+    for (const algebra::IncompleteValue& v : repair.values) {
+      ir::Expr local = ir::substitute(v.load, {{kChunk, var(lv)}});
+      // The global value: the rf load without its chunk index, read from the global buffer.
+      std::string global;
+      for (const auto& [g, rf] : frontier)
+        if (rf == v.load->name) global = g;
+      std::vector<ir::Expr> gidx(v.load->args.begin(), v.load->args.end() - 1);
+      sub[v.old_var] = local;
+      sub[v.new_var] = ir::make_load(global, v.load->type, gidx);
+      const ir::StmtNode* prod = writers_now.at(global);
+      ir::Reducer pr;
+      ir::Expr pg;
+      if (!match_reduction_update(*prod->body, &pr, &pg)) continue;
+      double id = ir::reducer_identity(pr);
+      bool annihilates = true;
+      for (double probe : {-3.0, 0.5, 7.0}) {
+        double value = algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
+          if (n->op != ir::Op::Var) return false;
+          *out = n->name == "t"         ? 1.0
+                 : n->name == v.old_var ? id
+                 : n->name == v.new_var ? probe
+                                        : 1.25;
+          return true;
+        });
+        annihilates &= value == 0.0;
+      }
+      if (annihilates) {
+        ir::Expr is_id = ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type));
+        at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
+      }
+    }
+    partial = ir::substitute(repair.h, sub);
+    if (at_identity)
+      partial =
+          ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);
+  }
+  wb.body = ir::make_store(st.buffer, st.indices, combine(reducer, self, partial));
+  // Its nest: the loops of its path that drive its iteration variables, in order.
+  ir::Stmt nest = std::make_shared<const ir::StmtNode>(wb);
+  std::vector<const ir::StmtNode*> loops = loops_on(wpath);
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
+    bool used = false;
+    for (const ir::IterVar& iv : wb.iters) used |= ir::uses_var(iv.binding, (*it)->var);
+    if (wb.predicate) used |= ir::uses_var(wb.predicate, (*it)->var);
+    if (used) nest = ir::make_for((*it)->var, (*it)->min, (*it)->extent, ir::ForKind::Serial, nest);
+  }
+  ir::LoopProgram p = tmp.program_;
+  p.body = replace_at(wpath, nullptr);
+  // Before the first later root statement that reads the result.
+  ir::StmtNode root = *p.body;
+  size_t at = root.stmts.size();
+  size_t loop_nest = 0;
+  for (size_t k = 0; k < root.stmts.size(); ++k)
+    if (!blocks_under(root.stmts[k]).empty())
+      for (const ir::StmtNode* b : blocks_under(root.stmts[k]))
+        if (b->name == loop.block) loop_nest = k;
+  for (size_t k = loop_nest + 1; k < root.stmts.size() && at == root.stmts.size(); ++k)
+    for (const ir::StmtNode* b : blocks_under(root.stmts[k]))
+      if (block_reads(*b).count(st.buffer)) at = k;
+  root.stmts.insert(root.stmts.begin() + static_cast<long>(at), nest);
+  p.body = std::make_shared<const ir::StmtNode>(std::move(root));
+  (void)lnest;
+  nlohmann::json entry = {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}};
+  if (repair.kind == algebra::RepairResult::Kind::Derived)
+    entry["repair"] = algebra::to_math(repair.h_unguarded);
+  commit(std::move(p), entry);
+}
+
+void replay_split_k_update(Schedule& s, const nlohmann::json& j) {
+  s.split_k_update(j.at("block").get<std::string>(), loop_arg(j.at("loop")));
+}
+
+}  // namespace kintsugi::schedule
