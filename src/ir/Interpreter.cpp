@@ -566,7 +566,8 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
       buf.values.resize(n);
       for (int64_t i = 0; i < n; ++i) buf.values[i] = t.get(i);
     } else {
-      buf.values.assign(n, 0.0);
+      // Never-written elements read as NaN, so a schedule that reads before writing shows up.
+      buf.values.assign(n, std::numeric_limits<double>::quiet_NaN());
     }
     c.declare_buffer(std::move(buf));
   }

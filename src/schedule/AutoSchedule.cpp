@@ -156,6 +156,23 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       for (const ir::IterVar& iv : b->iters)
         if (iv.kind == ir::IterKind::Scan) scans.push_back(b->name);
     for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, tile_loop.var});
+    // Masks that kill whole tiles: skip those tiles (rolling update only; split-K combines
+    // every chunk's partial).
+    if (!split_k) {
+      std::vector<std::string> masked;
+      const ir::StmtNode* tl = find_loop(s.program().body, tile_loop, "auto").back();
+      for (const ir::StmtNode* b : blocks_under(tl->body))
+        if (b->body && b->body->kind == ir::StmtKind::Store &&
+            b->body->value->op == ir::Op::Select && b->body->value->args[2]->op == ir::Op::FloatImm)
+          masked.push_back(b->name);
+      for (const std::string& b : masked) {
+        try {
+          s.propagate_mask(b, tile_loop);
+        } catch (const ScheduleError& e) {
+          note(std::string("tiles are not skipped: ") + e.what());
+        }
+      }
+    }
     s.compact_buffer();
     return s;
   } catch (const ScheduleError& e) {

@@ -88,6 +88,9 @@ class Schedule {
   // Neptune's Split-K Update (FlashDecoding): chunk-local partials under a data-parallel
   // `loop`, combined after it with the derived repair.
   void split_k_update(const std::string& block, const LoopRef& loop);
+  // Narrows a tile loop to the tiles a mask leaves alive (checked: dead tiles must contribute
+  // identities to every reduction that reads the masked values).
+  void propagate_mask(const std::string& block, const LoopRef& loop);
   // Moves the init of a reduction block into a block of its own, placed before `loop`; returns
   // the name of the init block.
   std::string decompose_reduction(const std::string& block, const LoopRef& loop);

@@ -19,6 +19,7 @@ const ReplayTable& replay_table() {
       {"rolling_update", replay_rolling_update},
       {"split_scan_buffer", replay_split_scan_buffer},
       {"split_k_update", replay_split_k_update},
+      {"propagate_mask", replay_propagate_mask},
       {"reverse_compute_at", replay_reverse_compute_at},
       {"cache_read", replay_cache_read},
       {"cache_write", replay_cache_write},

@@ -24,12 +24,15 @@ void Schedule::split_scan_buffer(const std::string& block, const LoopRef& loop) 
   for (const ir::IterVar& iv : w.iters)
     if (iv.kind == ir::IterKind::Scan) scan_iter = &iv;
   if (!scan_iter || !(scan_iter->binding->op == ir::Op::Var && scan_iter->binding->name == l.var))
-    throw ScheduleError(P, "block '" + block + "' is not a scan over loop '" + loop.var + "' (use reduce_to_scan first)");
+    throw ScheduleError(P, "block '" + block + "' is not a scan over loop '" + loop.var +
+                               "' (use reduce_to_scan first)");
   const ir::StmtNode& st = *w.body;
   // The store is S[idx.., pos] = combine(select(pos > 0, S[idx.., pos - 1], init), v).
   ir::Expr init_value;
-  if (st.value->args.size() == 2 && st.value->args[0]->op == ir::Op::Select) init_value = st.value->args[0]->args[2];
-  if (!init_value) throw ScheduleError(P, "block '" + block + "' does not start from an initial value");
+  if (st.value->args.size() == 2 && st.value->args[0]->op == ir::Op::Select)
+    init_value = st.value->args[0]->args[2];
+  if (!init_value)
+    throw ScheduleError(P, "block '" + block + "' does not start from an initial value");
   for (const ir::IterVar& iv : w.iters)
     if (iv.kind == ir::IterKind::Spatial)
       for (const ir::StmtNode* f : loops_on(find_block(program_.body, block, P)))
@@ -37,12 +40,15 @@ void Schedule::split_scan_buffer(const std::string& block, const LoopRef& loop) 
           bool inside = false;
           for (size_t k = lpath.size(); k < path.size(); ++k) inside |= path[k] == f;
           if (inside)
-            throw ScheduleError(P, "spatial variable '" + iv.name + "' of block '" + block + "' is driven by loop '" + f->var +
-                                       "' inside loop '" + loop.var + "'");
+            throw ScheduleError(P, "spatial variable '" + iv.name + "' of block '" + block +
+                                       "' is driven by loop '" + f->var + "' inside loop '" +
+                                       loop.var + "'");
         }
   const std::string scan = st.buffer;
   const ir::Buffer* buf = program_.find_buffer(scan);
-  std::string base = scan.size() > 5 && scan.substr(scan.size() - 5) == ".scan" ? scan.substr(0, scan.size() - 5) : scan;
+  std::string base = scan.size() > 5 && scan.substr(scan.size() - 5) == ".scan"
+                         ? scan.substr(0, scan.size() - 5)
+                         : scan;
   std::string prev = fresh_name(base + ".prev"), next = fresh_name(base + ".next");
   std::vector<ir::Expr> shape(buf->shape.begin(), buf->shape.end() - 1);
   ir::Expr last = ir::simplify(ir::make_binary(ir::Op::Sub, l.extent, ir::make_int(1)));
@@ -61,12 +67,15 @@ void Schedule::split_scan_buffer(const std::string& block, const LoopRef& loop) 
       if (e->op != ir::Op::Load || e->name != scan) return e;
       std::vector<ir::Expr> idx(e->args.begin(), e->args.end() - 1);
       const ir::Expr& at = e->args.back();
-      if (!pos.empty() && ir::provably_equal(at, var(pos))) return ir::make_load(next, e->type, idx);
-      if (!pos.empty() && ir::provably_equal(at, ir::make_binary(ir::Op::Sub, var(pos), ir::make_int(1))))
+      if (!pos.empty() && ir::provably_equal(at, var(pos)))
+        return ir::make_load(next, e->type, idx);
+      if (!pos.empty() &&
+          ir::provably_equal(at, ir::make_binary(ir::Op::Sub, var(pos), ir::make_int(1))))
         return ir::make_load(prev, e->type, idx);
       if (!inside && ir::provably_equal(at, last)) return ir::make_load(prev, e->type, idx);
-      throw ScheduleError(P, "block '" + n->name + "' reads " + ir::to_string(e) +
-                                 ", neither the current, the previous nor the final value of the scan");
+      throw ScheduleError(
+          P, "block '" + n->name + "' reads " + ir::to_string(e) +
+                 ", neither the current, the previous nor the final value of the scan");
     };
     ir::StmtNode b = *n;
     auto fix = [&](const ir::Stmt& part) { return part ? ir::mutate_exprs(part, rewrite) : part; };
@@ -84,13 +93,15 @@ void Schedule::split_scan_buffer(const std::string& block, const LoopRef& loop) 
     if (iv.kind == ir::IterKind::Spatial) iters.push_back(iv);
   std::vector<ir::Expr> idx(st.indices.begin(), st.indices.end() - 1);
   DType t = st.value->type;
-  ir::Stmt init = ir::make_block(fresh_name(base + ".prev.init"), iters, nullptr, ir::make_store(prev, idx, init_value));
+  ir::Stmt init = ir::make_block(fresh_name(base + ".prev.init"), iters, nullptr,
+                                 ir::make_store(prev, idx, init_value));
   ir::Stmt copy = ir::make_block(fresh_name(base + ".prev.update"), iters, nullptr,
                                  ir::make_store(prev, idx, ir::make_load(next, t, idx)));
   StmtPath np = find_loop(p.body, loop, P);
   ir::StmtNode nl = *np.back();
   nl.body = ir::make_seq({nl.body, copy});
-  p.body = replace_at(np, ir::make_seq({init, std::make_shared<const ir::StmtNode>(std::move(nl))}));
+  p.body =
+      replace_at(np, ir::make_seq({init, std::make_shared<const ir::StmtNode>(std::move(nl))}));
   for (auto it = p.buffers.begin(); it != p.buffers.end(); ++it)
     if (it->name == scan) {
       p.buffers.erase(it);

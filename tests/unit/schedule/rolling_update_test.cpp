@@ -159,3 +159,34 @@ TEST(SplitKUpdate, DecodeChunksAndCombine) {
                      {{"B", 1}, {"H", 1}, {"S", 3}, {"T", 9}, {"D", 2}}});
   EXPECT_EQ(s.trace()[4].at("repair").get<std::string>(), "t * exp(m.rf - m.rf')");
 }
+
+TEST(PropagateMask, CausalAndWindowSkipDeadTiles) {
+  for (const char* file : {"attention/prefill_causal.te", "attention/prefill_windowed.te"}) {
+    ir::LoopProgram p = schedtest::example(file);
+    Schedule s(p);
+    auto j = s.split(LoopRef{"s.sum0", "j"}, 4);
+    s.reverse_compute_at("s", j[0]);
+    s.reverse_compute_at("c", j[0]);
+    s.rolling_update("m", j[0]);
+    s.rolling_update("l", j[0]);
+    s.rolling_update("o", j[0]);
+    EXPECT_THROW(s.propagate_mask("c", j[0]), ScheduleError);  // scans first
+    s.split_scan_buffer("m", j[0]);
+    s.propagate_mask("c", j[0]);
+    std::string text = ir::to_string(s.program());
+    EXPECT_NE(text.find("for j0 in "), std::string::npos) << text;
+    std::vector<runtime::SizeMap> shapes = {{{"S", 5}, {"T", 7}, {"D", 3}},
+                                            {{"S", 9}, {"T", 9}, {"D", 2}},
+                                            {{"S", 11}, {"T", 6}, {"D", 2}}};
+    for (auto& sh : shapes) {
+      if (std::string(file).find("windowed") != std::string::npos) {
+        sh["HQ"] = 2;
+        sh["HK"] = 1;
+      } else {
+        sh["H"] = 1;
+      }
+      sh["B"] = 1;
+    }
+    expect_equivalent(p, s.program(), shapes);
+  }
+}
