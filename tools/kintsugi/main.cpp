@@ -186,6 +186,11 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     std::cout << ")" << (r.from_cache ? ", compiled (cache hit)" : ", compiled in ")
               << (r.from_cache ? "" : std::to_string(r.compile_seconds).substr(0, 4) + " s")
               << "\n";
+    std::cout << "  schedule: ";
+    if (r.schedule.empty()) std::cout << "none";
+    for (size_t k = 0; k < r.schedule.size(); ++k) std::cout << (k ? ", " : "") << r.schedule[k];
+    std::cout << "\n";
+    for (const auto& n : r.schedule_notes) std::cout << "  note: " << n << "\n";
     for (const auto& c : r.checks)
       std::cout << "  " << c.name << " (" << dtype_name(c.dtype) << "): max rel err "
                 << c.max_rel_err << " (tolerance " << c.tolerance << ")"
