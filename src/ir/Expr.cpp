@@ -254,6 +254,35 @@ double reducer_identity(Reducer r) {
   return 0.0;
 }
 
+Expr reducer_identity_expr(Reducer r, DType t) {
+  if (is_float(t)) return make_float(reducer_identity(r), t);
+  switch (r) {
+    case Reducer::Sum:
+      return make_int(0);
+    case Reducer::Prod:
+      return make_int(1);
+    case Reducer::Max:
+      return make_int(std::numeric_limits<int32_t>::min());
+    case Reducer::Min:
+      return make_int(std::numeric_limits<int32_t>::max());
+  }
+  return nullptr;
+}
+
+Expr combine(Reducer r, const Expr& a, const Expr& b) {
+  switch (r) {
+    case Reducer::Sum:
+      return make_binary(Op::Add, a, b);
+    case Reducer::Prod:
+      return make_binary(Op::Mul, a, b);
+    case Reducer::Max:
+      return make_binary(Op::Max, a, b);
+    case Reducer::Min:
+      return make_binary(Op::Min, a, b);
+  }
+  return nullptr;
+}
+
 bool is_comparison(Op op) {
   return op >= Op::Lt && op <= Op::Ne;
 }

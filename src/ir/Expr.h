@@ -102,6 +102,10 @@ const char* reducer_name(Reducer r);
 bool reducer_from_name(const std::string& name, Reducer* r);
 // The identity of a reducer as a double (-inf for max, +inf for min).
 double reducer_identity(Reducer r);
+// The identity as a literal of type t (integer max/min use the i32 range).
+Expr reducer_identity_expr(Reducer r, DType t);
+// The combine step of a reducer: a + b, a * b, max(a, b), min(a, b).
+Expr combine(Reducer r, const Expr& a, const Expr& b);
 
 bool is_comparison(Op op);
 bool is_arith(Op op);

@@ -240,35 +240,6 @@ bool match_reduction_update(const StmtNode& store, ir::Reducer* r, Expr* g) {
   return true;
 }
 
-Expr combine(ir::Reducer r, const Expr& a, const Expr& b) {
-  switch (r) {
-    case ir::Reducer::Sum:
-      return ir::make_binary(ir::Op::Add, a, b);
-    case ir::Reducer::Prod:
-      return ir::make_binary(ir::Op::Mul, a, b);
-    case ir::Reducer::Max:
-      return ir::make_binary(ir::Op::Max, a, b);
-    case ir::Reducer::Min:
-      return ir::make_binary(ir::Op::Min, a, b);
-  }
-  return nullptr;
-}
-
-Expr reducer_identity_expr(ir::Reducer r, DType t) {
-  if (is_float(t)) return ir::make_float(ir::reducer_identity(r), t);
-  switch (r) {
-    case ir::Reducer::Sum:
-      return ir::make_int(0);
-    case ir::Reducer::Prod:
-      return ir::make_int(1);
-    case ir::Reducer::Max:
-      return ir::make_int(-2147483648LL);
-    case ir::Reducer::Min:
-      return ir::make_int(2147483647LL);
-  }
-  return nullptr;
-}
-
 Expr var(const std::string& name) {
   return ir::make_var(name, ir::VarKind::Index, DType::Int);
 }

@@ -42,10 +42,9 @@ ir::Stmt add_block_predicate(const ir::Stmt& s, const ir::Expr& pred);
 
 // Recognises a reduction update `x[i] = combine(x[i], g)`: the reducer and the term g.
 bool match_reduction_update(const ir::StmtNode& store, ir::Reducer* reducer, ir::Expr* term);
-// The combine expression of a reducer: a + b, a * b, max(a, b), min(a, b).
-ir::Expr combine(ir::Reducer r, const ir::Expr& a, const ir::Expr& b);
-// The identity of a reducer in a type (-inf for a float max, ...).
-ir::Expr reducer_identity_expr(ir::Reducer r, DType t);
+
+using ir::combine;
+using ir::reducer_identity_expr;
 
 // Buffers read and written by a block (init included).
 std::set<std::string> block_reads(const ir::StmtNode& block);

@@ -114,35 +114,6 @@ class Lowerer {
     defs_.push_back(d);
   }
 
-  Expr identity(ir::Reducer r, DType t) {
-    if (is_float(t)) return ir::make_float(ir::reducer_identity(r), t);
-    switch (r) {
-      case ir::Reducer::Sum:
-        return ir::make_int(0);
-      case ir::Reducer::Prod:
-        return ir::make_int(1);
-      case ir::Reducer::Max:
-        return ir::make_int(std::numeric_limits<int32_t>::min());
-      case ir::Reducer::Min:
-        return ir::make_int(std::numeric_limits<int32_t>::max());
-    }
-    return nullptr;
-  }
-
-  static Op combiner(ir::Reducer r) {
-    switch (r) {
-      case ir::Reducer::Sum:
-        return Op::Add;
-      case ir::Reducer::Prod:
-        return Op::Mul;
-      case ir::Reducer::Max:
-        return Op::Max;
-      case ir::Reducer::Min:
-        return Op::Min;
-    }
-    return Op::Add;
-  }
-
   ir::Stmt loop_nest(const NormalDef& d) {
     std::vector<ir::IterVar> iters;
     std::vector<Expr> idx;
@@ -155,9 +126,9 @@ class Lowerer {
       for (const auto& a : d.reduce_axes)
         iters.push_back(ir::IterVar{a.name, a.extent, ir::IterKind::Reduce, axis_var(a)});
       DType t = d.body->type;
-      init = ir::make_store(d.name, idx, identity(d.reducer, t));
+      init = ir::make_store(d.name, idx, ir::reducer_identity_expr(d.reducer, t));
       Expr acc = ir::make_load(d.name, is_int(t) ? DType::Int : t, idx);
-      body = ir::make_store(d.name, idx, ir::make_binary(combiner(d.reducer), acc, d.body));
+      body = ir::make_store(d.name, idx, ir::combine(d.reducer, acc, d.body));
     } else {
       body = ir::make_store(d.name, idx, d.body);
     }

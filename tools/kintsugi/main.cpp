@@ -20,18 +20,31 @@ using namespace kintsugi;
 
 namespace {
 
-// Parses `N=V,M=W` into a size map; a malformed entry is a user error.
-runtime::SizeMap parse_shape_arg(const std::string& text) {
-  runtime::SizeMap out;
-  if (text.empty()) return out;
+// Splits `NAME=VALUE,...` (the --shape and --param syntax) into pairs; a malformed entry or a
+// name given twice is a user error naming the option.
+std::vector<std::pair<std::string, std::string>> parse_assignments(const std::string& text,
+                                                                   const std::string& option,
+                                                                   const std::string& example) {
+  std::vector<std::pair<std::string, std::string>> out;
   std::stringstream ss(text);
   std::string item;
-  while (std::getline(ss, item, ',')) {
+  while (!text.empty() && std::getline(ss, item, ',')) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      arg_error << "--shape entry '" << item
-                << "' is not of the form NAME=VALUE (e.g. --shape S=1024,T=1024)";
-    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+      arg_error << option << " entry '" << item << "' is not of the form NAME=VALUE (e.g. "
+                << option << " " << example << ")";
+    std::string name = item.substr(0, eq);
+    for (const auto& [n, v] : out)
+      if (n == name) arg_error << option << " gives '" << name << "' twice";
+    out.push_back({name, item.substr(eq + 1)});
+  }
+  return out;
+}
+
+// --shape: positive integer sizes.
+runtime::SizeMap parse_shape_arg(const std::string& text) {
+  runtime::SizeMap out;
+  for (const auto& [name, value] : parse_assignments(text, "--shape", "S=1024,T=1024")) {
     size_t used = 0;
     long long v = 0;
     try {
@@ -42,24 +55,15 @@ runtime::SizeMap parse_shape_arg(const std::string& text) {
     if (used != value.size())
       arg_error << "--shape " << name << "=" << value << ": the value must be an integer";
     if (v <= 0) arg_error << "--shape " << name << "=" << value << ": sizes must be positive";
-    if (out.count(name)) arg_error << "--shape gives '" << name << "' twice";
     out[name] = v;
   }
   return out;
 }
 
-// Parses `NAME=V,...` into param overrides (values are numbers).
+// --param: numeric param values.
 runtime::ParamMap parse_param_arg(const std::string& text) {
   runtime::ParamMap out;
-  if (text.empty()) return out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      arg_error << "--param entry '" << item
-                << "' is not of the form NAME=VALUE (e.g. --param W=16)";
-    std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+  for (const auto& [name, value] : parse_assignments(text, "--param", "W=16")) {
     size_t used = 0;
     double v = 0;
     try {

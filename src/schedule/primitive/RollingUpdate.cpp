@@ -24,6 +24,7 @@
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "schedule/primitive/Fusion.h"
 #include "schedule/primitive/Inline.h"
 #include "schedule/primitive/Replay.h"
 #include "schedule/primitive/Scan.h"
@@ -144,25 +145,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // Which iteration variable of each fused block runs along the axis: the target's reduction
   // variable, and in a producer the variable it stores at where a fused consumer reads it with
   // that consumer's axis variable.
-  std::map<std::string, std::string> axis_iter = {{block, axis->name}};
-  for (auto it = between.rbegin(); it != between.rend(); ++it) {
-    const ir::StmtNode& prod = *find_block(tmp.program_.body, *it, P).back();
-    const ir::StmtNode& st = *prod.body;
-    for (const auto& [consumer, civ] : axis_iter) {
-      const ir::StmtNode& c = *find_block(tmp.program_.body, consumer, P).back();
-      ir::visit_exprs(c.body, [&](const ir::Expr& e) {
-        ir::visit(e, [&](const ir::Expr& x) {
-          if (x->op == ir::Op::Load && x->name == st.buffer)
-            for (size_t d = 0; d < x->args.size(); ++d)
-              if (x->args[d]->op == ir::Op::Var && x->args[d]->name == civ &&
-                  st.indices[d]->op == ir::Op::Var)
-                axis_iter[*it] = st.indices[d]->name;
-          return true;
-        });
-      });
-      if (axis_iter.count(*it)) break;
-    }
-  }
+  std::map<std::string, std::string> axis_iter =
+      axis_iterations(tmp.program(), block, axis->name, between);
   auto box_for = [&](const std::string& name) {
     std::map<std::string, Range> box;
     if (axis_iter.count(name)) box[axis_iter.at(name)] = tile;
@@ -349,22 +333,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       }
       (void)pg;
       double id = ir::reducer_identity(pr);
-      bool annihilates = true;
-      for (double probe : {-3.0, 0.5, 7.0}) {
-        double value = algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
-          if (n->op != ir::Op::Var) return false;
-          if (n->name == "t")
-            *out = 1.0;
-          else if (n->name == v.old_var)
-            *out = id;
-          else if (n->name == v.new_var)
-            *out = probe;
-          else
-            *out = 1.25;  // any finite value for other incomplete values
-          return true;
-        });
-        annihilates &= value == 0.0;
-      }
+      bool annihilates = repair_annihilates_identity(repair, v, id);
       if (!annihilates) continue;
       ir::Expr cur = at(v.load, pos);
       ir::Expr is_id = ir::make_binary(ir::Op::Eq, cur, ir::make_float(id, cur->type));

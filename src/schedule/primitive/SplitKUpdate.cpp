@@ -22,6 +22,7 @@
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "schedule/primitive/Fusion.h"
 #include "schedule/primitive/Inline.h"
 #include "schedule/primitive/Replay.h"
 #include "schedule/primitive/Scan.h"
@@ -170,25 +171,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     throw ScheduleError(P, "loop '" + lv + "' does not tile an axis of extent " +
                                ir::to_string(axis->extent) + " (the reduction axis of block '" +
                                block + "'); split that axis and use the outer loop");
-  std::map<std::string, std::string> axis_iter = {{block, axis->name}};
-  for (auto it = between.rbegin(); it != between.rend(); ++it) {
-    const ir::StmtNode& prod = *find_block(tmp.program_.body, *it, P).back();
-    const ir::StmtNode& st = *prod.body;
-    for (const auto& [consumer, civ] : axis_iter) {
-      const ir::StmtNode& c = *find_block(tmp.program_.body, consumer, P).back();
-      ir::visit_exprs(c.body, [&](const ir::Expr& e) {
-        ir::visit(e, [&](const ir::Expr& x) {
-          if (x->op == ir::Op::Load && x->name == st.buffer)
-            for (size_t d = 0; d < x->args.size(); ++d)
-              if (x->args[d]->op == ir::Op::Var && x->args[d]->name == civ &&
-                  st.indices[d]->op == ir::Op::Var)
-                axis_iter[*it] = st.indices[d]->name;
-          return true;
-        });
-      });
-      if (axis_iter.count(*it)) break;
-    }
-  }
+  std::map<std::string, std::string> axis_iter =
+      axis_iterations(tmp.program(), block, axis->name, between);
   for (const std::string& name : between) {
     std::map<std::string, Range> box;
     if (axis_iter.count(name)) box[axis_iter.at(name)] = tile;
@@ -276,18 +260,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       ir::Expr pg;
       if (!match_reduction_update(*prod->body, &pr, &pg)) continue;
       double id = ir::reducer_identity(pr);
-      bool annihilates = true;
-      for (double probe : {-3.0, 0.5, 7.0}) {
-        double value = algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
-          if (n->op != ir::Op::Var) return false;
-          *out = n->name == "t"         ? 1.0
-                 : n->name == v.old_var ? id
-                 : n->name == v.new_var ? probe
-                                        : 1.25;
-          return true;
-        });
-        annihilates &= value == 0.0;
-      }
+      bool annihilates = repair_annihilates_identity(repair, v, id);
       if (annihilates) {
         ir::Expr is_id = ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type));
         at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;

@@ -1,0 +1,57 @@
+// \file Fusion.cpp
+// Helpers shared by rolling_update and split_k_update (see Fusion.h).
+#include "schedule/primitive/Fusion.h"
+
+#include "algebra/Eval.h"
+#include "ir/Visit.h"
+#include "schedule/Analysis.h"
+
+namespace kintsugi::schedule {
+
+bool repair_annihilates_identity(const algebra::RepairResult& repair,
+                                 const algebra::IncompleteValue& v, double identity) {
+  for (double probe : {-3.0, 0.5, 7.0}) {
+    double value = algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
+      if (n->op != ir::Op::Var) return false;
+      if (n->name == "t")
+        *out = 1.0;
+      else if (n->name == v.old_var)
+        *out = identity;
+      else if (n->name == v.new_var)
+        *out = probe;
+      else
+        *out = 1.25;  // any finite value for the other incomplete values
+      return true;
+    });
+    if (value != 0.0) return false;
+  }
+  return true;
+}
+
+std::map<std::string, std::string> axis_iterations(const ir::LoopProgram& program,
+                                                   const std::string& target,
+                                                   const std::string& axis,
+                                                   const std::vector<std::string>& between) {
+  std::map<std::string, std::string> out = {{target, axis}};
+  for (auto it = between.rbegin(); it != between.rend(); ++it) {
+    const ir::StmtNode& prod = *find_block(program.body, *it, "fusion").back();
+    const ir::StmtNode& st = *prod.body;
+    for (const auto& [consumer, civ] : out) {
+      const ir::StmtNode& c = *find_block(program.body, consumer, "fusion").back();
+      ir::visit_exprs(c.body, [&](const ir::Expr& e) {
+        ir::visit(e, [&](const ir::Expr& x) {
+          if (x->op == ir::Op::Load && x->name == st.buffer)
+            for (size_t d = 0; d < x->args.size(); ++d)
+              if (x->args[d]->op == ir::Op::Var && x->args[d]->name == civ &&
+                  st.indices[d]->op == ir::Op::Var)
+                out[*it] = st.indices[d]->name;
+          return true;
+        });
+      });
+      if (out.count(*it)) break;
+    }
+  }
+  return out;
+}
+
+}  // namespace kintsugi::schedule
