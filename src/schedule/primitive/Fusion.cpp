@@ -2,11 +2,50 @@
 // Helpers shared by rolling_update and split_k_update (see Fusion.h).
 #include "schedule/primitive/Fusion.h"
 
+#include <algorithm>
+
 #include "algebra/Eval.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 
 namespace kintsugi::schedule {
+
+std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root) {
+  std::map<std::string, const ir::StmtNode*> out;
+  for (const ir::StmtNode* b : blocks_under(root))
+    for (const std::string& w : block_writes(*b)) out[w] = b;
+  return out;
+}
+
+void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
+                   const std::function<bool(const ir::StmtNode& producer)>& is_frontier,
+                   std::set<std::string>* frontier, std::vector<std::string>* between) {
+  auto w = block_writers(program.body);
+  std::set<std::string> visiting;
+  std::function<bool(const ir::StmtNode&)> reaches = [&](const ir::StmtNode& b) -> bool {
+    bool any = false;
+    for (const std::string& r : block_reads(b)) {
+      if (block_writes(b).count(r) || !w.count(r)) continue;
+      const ir::StmtNode& prod = *w.at(r);
+      if (is_frontier(prod)) {
+        frontier->insert(r);
+        any = true;
+        continue;
+      }
+      bool is_map = true;
+      for (const ir::IterVar& iv : prod.iters) is_map &= iv.kind == ir::IterKind::Spatial;
+      if (!is_map || visiting.count(prod.name)) continue;
+      visiting.insert(prod.name);
+      if (reaches(prod)) {
+        any = true;
+        if (std::find(between->begin(), between->end(), prod.name) == between->end())
+          between->push_back(prod.name);
+      }
+    }
+    return any;
+  };
+  reaches(target);
+}
 
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity) {

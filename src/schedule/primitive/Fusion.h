@@ -2,7 +2,9 @@
 // What rolling_update and split_k_update share.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,16 @@
 #include "schedule/Schedule.h"
 
 namespace kintsugi::schedule {
+
+// The block that writes each buffer.
+std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root);
+
+// Neptune's frontier discovery: walks the producers of `target` through elementwise blocks;
+// producers for which `is_frontier` holds are recorded in `frontier` (their buffers) and not
+// entered; the elementwise blocks on a path to one are recorded in `between`, producers first.
+void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
+                   const std::function<bool(const ir::StmtNode& producer)>& is_frontier,
+                   std::set<std::string>* frontier, std::vector<std::string>* between);
 
 // True when the repair maps a contribution made while incomplete value `v` still held its
 // producer's identity to zero once the producer moves on: h(1, identity, r') == 0 for finite r'

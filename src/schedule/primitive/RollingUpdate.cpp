@@ -36,13 +36,6 @@ namespace {
 const char* kPos = "__position";
 
 // The block writing each buffer.
-std::map<std::string, const ir::StmtNode*> writers(const ir::Stmt& root) {
-  std::map<std::string, const ir::StmtNode*> out;
-  for (const ir::StmtNode* b : blocks_under(root))
-    for (const std::string& w : block_writes(*b)) out[w] = b;
-  return out;
-}
-
 bool incomplete_under(const ir::StmtNode& b, const std::string& loop_var,
                       const std::set<const ir::StmtNode*>& under) {
   if (!under.count(&b)) return false;
@@ -63,35 +56,12 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   std::vector<std::string> between;  // elementwise blocks to bring under the loop
   std::set<std::string> frontier;    // buffers of incomplete producers
   {
-    auto w = writers(program_.body);
     std::set<const ir::StmtNode*> under;
     for (const ir::StmtNode* b : blocks_under(l0.body)) under.insert(b);
-    std::set<std::string> visiting;
-    std::function<bool(const ir::StmtNode&)> reaches = [&](const ir::StmtNode& b) -> bool {
-      bool any = false;
-      for (const std::string& r : block_reads(b)) {
-        if (block_writes(b).count(r)) continue;
-        auto it = w.find(r);
-        if (it == w.end()) continue;
-        const ir::StmtNode& prod = *it->second;
-        if (incomplete_under(prod, lv, under)) {
-          frontier.insert(r);
-          any = true;
-          continue;
-        }
-        bool is_map = true;
-        for (const ir::IterVar& iv : prod.iters) is_map &= iv.kind == ir::IterKind::Spatial;
-        if (!is_map || visiting.count(prod.name)) continue;
-        visiting.insert(prod.name);
-        if (reaches(prod)) {
-          any = true;
-          if (std::find(between.begin(), between.end(), prod.name) == between.end())
-            between.push_back(prod.name);
-        }
-      }
-      return any;
-    };
-    reaches(*find_block(program_.body, block, P).back());
+    find_frontier(
+        program_, *find_block(program_.body, block, P).back(),
+        [&](const ir::StmtNode& prod) { return incomplete_under(prod, lv, under); }, &frontier,
+        &between);
   }
   // The target's reduction axis and the tile of it that one iteration of the loop covers.
   const ir::StmtNode& target0 = *find_block(program_.body, block, P).back();
@@ -127,7 +97,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
                         part,
                         [&](const ir::Expr& e) -> ir::Expr {
                           if (e->op != ir::Op::Load || !placeholder.count(e->name)) return e;
-                          const ir::StmtNode* w = writers(tmp.program_.body).at(e->name);
+                          const ir::StmtNode* w = block_writers(tmp.program_.body).at(e->name);
                           bool scan = false;
                           for (const ir::IterVar& iv : w->iters)
                             scan |= iv.kind == ir::IterKind::Scan;
@@ -236,7 +206,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // 3. Frontier reductions become scans.
   std::map<std::string, std::string> scans;  // producer buffer -> scan buffer
   for (const std::string& f : frontier) {
-    const ir::StmtNode* wb = writers(tmp.program_.body).at(f);
+    const ir::StmtNode* wb = block_writers(tmp.program_.body).at(f);
     bool is_scan = false;
     for (const ir::IterVar& iv : wb->iters) is_scan |= iv.kind == ir::IterKind::Scan;
     scans[f] = is_scan ? f : tmp.reduce_to_scan(wb->name, LoopRef{wb->name, lv});
@@ -252,8 +222,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
       if (n->op != ir::Op::Load || scan_bufs.count(n->name)) return n;
-      const ir::StmtNode* prod = writers(tmp.program_.body).count(n->name)
-                                     ? writers(tmp.program_.body).at(n->name)
+      const ir::StmtNode* prod = block_writers(tmp.program_.body).count(n->name)
+                                     ? block_writers(tmp.program_.body).at(n->name)
                                      : nullptr;
       bool fused_map = false;
       for (const std::string& b : between)
@@ -313,7 +283,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     ir::Expr partial = st.value->args[1];
     ir::Expr at_identity;
     for (const algebra::IncompleteValue& v : repair.values) {
-      const ir::StmtNode* prod = writers(tmp.program_.body).at(v.load->name);
+      const ir::StmtNode* prod = block_writers(tmp.program_.body).at(v.load->name);
       ir::Reducer pr;
       ir::Expr pg;
       bool scan_store = prod->body && prod->body->value && prod->body->value->args.size() == 2;

@@ -33,13 +33,6 @@ namespace {
 
 const char* kChunk = "__chunk";
 
-std::map<std::string, const ir::StmtNode*> writer_map(const ir::Stmt& root) {
-  std::map<std::string, const ir::StmtNode*> out;
-  for (const ir::StmtNode* b : blocks_under(root))
-    for (const std::string& w : block_writes(*b)) out[w] = b;
-  return out;
-}
-
 // The rf buffer a write-back block combines over `loop_var`, or "" when it is not one.
 std::string rf_of(const ir::StmtNode& wb, const std::string& loop_var) {
   ir::Reducer r;
@@ -73,35 +66,17 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     if (program_.body->stmts[lnest].get() == lpath0[1]) break;
   // (1) Frontier: write-backs over `loop` of earlier split-K updates, and the elementwise blocks
   // between them and `block`.
-  auto w = writer_map(program_.body);
   std::map<std::string, std::string> frontier;  // global buffer -> its rf buffer
   std::vector<std::string> between;
-  std::set<std::string> visiting;
-  std::function<bool(const ir::StmtNode&)> reaches = [&](const ir::StmtNode& b) -> bool {
-    bool any = false;
-    for (const std::string& r : block_reads(b)) {
-      if (block_writes(b).count(r) || !w.count(r)) continue;
-      const ir::StmtNode& prod = *w.at(r);
-      std::string rf = rf_of(prod, lv);
-      if (!rf.empty()) {
-        frontier[r] = rf;
-        any = true;
-        continue;
-      }
-      bool is_map = true;
-      for (const ir::IterVar& iv : prod.iters) is_map &= iv.kind == ir::IterKind::Spatial;
-      if (!is_map || visiting.count(prod.name)) continue;
-      visiting.insert(prod.name);
-      if (reaches(prod)) {
-        any = true;
-        if (std::find(between.begin(), between.end(), prod.name) == between.end())
-          between.push_back(prod.name);
-      }
-    }
-    return any;
-  };
+  {
+    std::set<std::string> found;
+    find_frontier(
+        program_, *find_block(program_.body, block, P).back(),
+        [&](const ir::StmtNode& prod) { return !rf_of(prod, lv).empty(); }, &found, &between);
+    auto w = block_writers(program_.body);
+    for (const std::string& g : found) frontier[g] = rf_of(*w.at(g), lv);
+  }
   const ir::StmtNode& target0 = *find_block(program_.body, block, P).back();
-  reaches(target0);
   const ir::IterVar* axis = nullptr;
   for (const ir::IterVar& iv : target0.iters)
     if (iv.kind != ir::IterKind::Spatial) {
@@ -208,7 +183,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     throw ScheduleError(P, "block '" + block + "' is not a reduction x[...] = x[...] op g");
   std::set<std::string> rf_bufs;
   for (const auto& [g, rf] : frontier) rf_bufs.insert(rf);
-  auto writers_now = writer_map(tmp.program_.body);
+  auto writers_now = block_writers(tmp.program_.body);
   std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
       if (n->op != ir::Op::Load || rf_bufs.count(n->name) || !writers_now.count(n->name)) return n;
