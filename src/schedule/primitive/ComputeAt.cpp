@@ -30,6 +30,18 @@ size_t sole_nest_of(const ir::LoopProgram& p, const std::string& block,
   throw ScheduleError(primitive, "block '" + block + "' is not in a loop nest of its own");
 }
 
+ir::LoopProgram move_nest_into_loop(const ir::LoopProgram& program, const StmtPath& loop_path,
+                                    const ir::Stmt& moved, bool at_start, size_t old_nest) {
+  ir::LoopProgram p = program;
+  ir::StmtNode nl = *loop_path.back();
+  nl.body = at_start ? ir::make_seq({moved, nl.body}) : ir::make_seq({nl.body, moved});
+  p.body = replace_at(loop_path, std::make_shared<const ir::StmtNode>(std::move(nl)));
+  ir::StmtNode root = *p.body;
+  root.stmts.erase(root.stmts.begin() + static_cast<long>(old_nest));
+  p.body = std::make_shared<const ir::StmtNode>(std::move(root));
+  return p;
+}
+
 ir::Stmt nest_over_box(const Schedule& s, const ir::StmtNode& block,
                        const std::map<std::string, Range>& box) {
   using ir::Op;
@@ -113,14 +125,8 @@ void Schedule::compute_at(const std::string& block, const LoopRef& loop) {
           P, "block '" + block + "' stores at a computed index " + ir::to_string(st.indices[d]));
     box[st.indices[d]->name] = region[d];
   }
-  ir::Stmt moved = nest_over_box(*this, b, box);
-  ir::LoopProgram p = program_;
-  ir::StmtNode nl = l;
-  nl.body = ir::make_seq({moved, l.body});
-  p.body = replace_at(lpath, std::make_shared<const ir::StmtNode>(std::move(nl)));
-  ir::StmtNode root = *p.body;
-  root.stmts.erase(root.stmts.begin() + static_cast<long>(nest));
-  p.body = std::make_shared<const ir::StmtNode>(std::move(root));
+  ir::LoopProgram p =
+      move_nest_into_loop(program_, lpath, nest_over_box(*this, b, box), true, nest);
   commit(std::move(p), {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}});
 }
 

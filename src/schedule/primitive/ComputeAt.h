@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "schedule/Analysis.h"
 #include "schedule/Region.h"
 #include "schedule/Schedule.h"
 
@@ -16,6 +17,11 @@ namespace kintsugi::schedule {
 // fresh loops. Every restricted variable is guarded by a predicate keeping it inside its domain.
 ir::Stmt nest_over_box(const Schedule& s, const ir::StmtNode& block,
                        const std::map<std::string, Range>& box);
+
+// The program with `moved` placed at the start (`at_start`) or the end of the loop at the end of
+// `loop_path`, and the root-level nest `old_nest` (the block's former nest) removed.
+ir::LoopProgram move_nest_into_loop(const ir::LoopProgram& program, const StmtPath& loop_path,
+                                    const ir::Stmt& moved, bool at_start, size_t old_nest);
 
 // The index of the root-level statement that holds `block`, checking that it holds nothing else.
 size_t sole_nest_of(const ir::LoopProgram& p, const std::string& block,

@@ -78,14 +78,8 @@ void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& l
     throw ScheduleError(
         P, "block '" + block + "' reads nothing that loop '" + loop.var + "' produces");
   for (const auto& [name, r] : extra) box[name] = r;
-  ir::Stmt moved = nest_over_box(*this, c, box);
-  ir::LoopProgram p = program_;
-  ir::StmtNode nl = l;
-  nl.body = ir::make_seq({l.body, moved});
-  p.body = replace_at(lpath, std::make_shared<const ir::StmtNode>(std::move(nl)));
-  ir::StmtNode root = *p.body;
-  root.stmts.erase(root.stmts.begin() + static_cast<long>(nest));
-  p.body = std::make_shared<const ir::StmtNode>(std::move(root));
+  ir::LoopProgram p =
+      move_nest_into_loop(program_, lpath, nest_over_box(*this, c, box), false, nest);
   commit(std::move(p), {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}});
 }
 
