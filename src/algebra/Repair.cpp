@@ -1093,112 +1093,6 @@ class Engine {
   std::unordered_map<int, ir::Expr> vars_;
 };
 
-// ------------------------------------------------------------------ to_math
-int math_prec(const ir::Expr& e) {
-  switch (e->op) {
-    case Op::Or:
-      return 1;
-    case Op::And:
-      return 2;
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::Eq:
-    case Op::Ne:
-      return 3;
-    case Op::Add:
-    case Op::Sub:
-      return 4;
-    case Op::Mul:
-    case Op::Div:
-    case Op::Mod:
-      return 5;
-    case Op::Neg:
-    case Op::Not:
-      return 6;
-    case Op::FloatImm:
-      return e->float_value < 0 ? 6 : 7;
-    case Op::IntImm:
-      return e->int_value < 0 ? 6 : 7;
-    default:
-      return 7;
-  }
-}
-
-void math(std::ostringstream& out, const ir::Expr& e) {
-  auto operand = [&](const ir::Expr& a, int min_prec) {
-    bool p = math_prec(a) < min_prec;
-    if (p) out << "(";
-    math(out, a);
-    if (p) out << ")";
-  };
-  auto list = [&](const std::vector<ir::Expr>& args) {
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (i) out << ", ";
-      math(out, args[i]);
-    }
-  };
-  switch (e->op) {
-    case Op::FloatImm: {
-      std::string s = ir::format_double(e->float_value);
-      if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
-      out << s;
-      break;
-    }
-    case Op::IntImm:
-      out << e->int_value;
-      break;
-    case Op::BoolImm:
-      out << (e->int_value ? "true" : "false");
-      break;
-    case Op::Var:
-      out << e->name;
-      break;
-    case Op::Load:
-      out << e->name << "[";
-      list(e->args);
-      out << "]";
-      break;
-    case Op::Neg:
-    case Op::Not:
-      out << ir::op_symbol(e->op);
-      operand(e->args[0], 6);
-      break;
-    case Op::Min:
-    case Op::Max:
-      out << ir::op_symbol(e->op) << "(";
-      list(e->args);
-      out << ")";
-      break;
-    case Op::Call:
-      out << ir::math_fn_name(e->fn) << "(";
-      list(e->args);
-      out << ")";
-      break;
-    case Op::Cast:
-      out << dtype_name(e->type) << "(";
-      math(out, e->args[0]);
-      out << ")";
-      break;
-    case Op::Select:
-      out << "select(";
-      list(e->args);
-      out << ")";
-      break;
-    case Op::Reduce:
-      out << ir::to_string(e);
-      break;
-    default: {
-      int p = math_prec(e);
-      operand(e->args[0], p);
-      out << " " << ir::op_symbol(e->op) << " ";
-      operand(e->args[1], p + 1);
-      break;
-    }
-  }
-}
-
 }  // namespace
 
 RepairResult derive_repair(const RepairRequest& request) {
@@ -1207,9 +1101,7 @@ RepairResult derive_repair(const RepairRequest& request) {
 
 std::string to_math(const ir::Expr& h) {
   if (!h) return "<none>";
-  std::ostringstream out;
-  math(out, h);
-  return out.str();
+  return ir::to_string(h, ir::ExprStyle::Math);
 }
 
 }  // namespace kintsugi::algebra

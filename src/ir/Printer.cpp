@@ -52,97 +52,116 @@ int precedence(const Expr& e) {
   }
 }
 
-void print_expr(std::ostringstream& out, const Expr& e);
+// Prints expressions; `math` drops the ".0" of integral float literals and the casts of f16/bf16
+// literals (readable math for repair functions) instead of the text that reads back exactly.
+struct ExprPrinter {
+  std::ostringstream& out;
+  bool math = false;
 
-void print_operand(std::ostringstream& out, const Expr& e, int min_prec) {
-  bool paren = precedence(e) < min_prec;
-  if (paren) out << "(";
-  print_expr(out, e);
-  if (paren) out << ")";
-}
-
-void print_list(std::ostringstream& out, const std::vector<Expr>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (i) out << ", ";
-    print_expr(out, args[i]);
+  void operand(const Expr& e, int min_prec) {
+    bool paren = precedence(e) < min_prec;
+    if (paren) out << "(";
+    expr(e);
+    if (paren) out << ")";
   }
-}
 
-void print_expr(std::ostringstream& out, const Expr& e) {
-  if (!e) {
-    out << "<null>";
-    return;
-  }
-  switch (e->op) {
-    case Op::IntImm:
-      out << e->int_value;
-      break;
-    case Op::FloatImm:
-      // f32 is the default of an untyped literal; other float types keep their cast so that the
-      // text reads back with the same type.
-      if (e->type == DType::F16 || e->type == DType::BF16)
-        out << dtype_name(e->type) << "(" << format_double(e->float_value) << ")";
-      else
-        out << format_double(e->float_value);
-      break;
-    case Op::BoolImm:
-      out << (e->int_value ? "true" : "false");
-      break;
-    case Op::Var:
-      out << e->name;
-      break;
-    case Op::Load:
-      out << e->name << "[";
-      print_list(out, e->args);
-      out << "]";
-      break;
-    case Op::Neg:
-    case Op::Not:
-      out << op_symbol(e->op);
-      print_operand(out, e->args[0], 6);
-      break;
-    case Op::Min:
-    case Op::Max:
-      out << op_symbol(e->op) << "(";
-      print_list(out, e->args);
-      out << ")";
-      break;
-    case Op::Call:
-      out << math_fn_name(e->fn) << "(";
-      print_list(out, e->args);
-      out << ")";
-      break;
-    case Op::Cast:
-      out << dtype_name(e->type) << "(";
-      print_expr(out, e->args[0]);
-      out << ")";
-      break;
-    case Op::Select:
-      out << "select(";
-      print_list(out, e->args);
-      out << ")";
-      break;
-    case Op::Reduce:
-      out << reducer_name(e->reducer) << "[";
-      for (size_t i = 0; i < e->axes.size(); ++i) {
-        out << (i ? ", " : "") << e->axes[i].name;
-        if (e->axes[i].extent) out << ": " << to_string(e->axes[i].extent);
-      }
-      out << "](";
-      print_expr(out, e->args[0]);
-      out << ")";
-      break;
-    default: {
-      // Binary operators are left-associative: the right operand needs parentheses at equal
-      // precedence.
-      int p = precedence(e);
-      // Comparisons do not chain in .te: a comparison operand of a comparison needs parentheses.
-      print_operand(out, e->args[0], is_comparison(e->op) ? p + 1 : p);
-      out << " " << op_symbol(e->op) << " ";
-      print_operand(out, e->args[1], p + 1);
-      break;
+  void list(const std::vector<Expr>& args) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (i) out << ", ";
+      expr(args[i]);
     }
   }
+
+  void literal(const Expr& e) {
+    std::string text = format_double(e->float_value);
+    if (math) {
+      if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0)
+        text.resize(text.size() - 2);
+      out << text;
+    } else if (e->type == DType::F16 || e->type == DType::BF16) {
+      // f32 is the default of an untyped literal; other float types keep their cast so that the
+      // text reads back with the same type.
+      out << dtype_name(e->type) << "(" << text << ")";
+    } else {
+      out << text;
+    }
+  }
+
+  void expr(const Expr& e) {
+    if (!e) {
+      out << "<null>";
+      return;
+    }
+    switch (e->op) {
+      case Op::IntImm:
+        out << e->int_value;
+        break;
+      case Op::FloatImm:
+        literal(e);
+        break;
+      case Op::BoolImm:
+        out << (e->int_value ? "true" : "false");
+        break;
+      case Op::Var:
+        out << e->name;
+        break;
+      case Op::Load:
+        out << e->name << "[";
+        list(e->args);
+        out << "]";
+        break;
+      case Op::Neg:
+      case Op::Not:
+        out << op_symbol(e->op);
+        operand(e->args[0], 6);
+        break;
+      case Op::Min:
+      case Op::Max:
+        out << op_symbol(e->op) << "(";
+        list(e->args);
+        out << ")";
+        break;
+      case Op::Call:
+        out << math_fn_name(e->fn) << "(";
+        list(e->args);
+        out << ")";
+        break;
+      case Op::Cast:
+        out << dtype_name(e->type) << "(";
+        expr(e->args[0]);
+        out << ")";
+        break;
+      case Op::Select:
+        out << "select(";
+        list(e->args);
+        out << ")";
+        break;
+      case Op::Reduce:
+        out << reducer_name(e->reducer) << "[";
+        for (size_t i = 0; i < e->axes.size(); ++i) {
+          out << (i ? ", " : "") << e->axes[i].name;
+          if (e->axes[i].extent) out << ": " << to_string(e->axes[i].extent);
+        }
+        out << "](";
+        expr(e->args[0]);
+        out << ")";
+        break;
+      default: {
+        // Binary operators are left-associative: the right operand needs parentheses at equal
+        // precedence. Comparisons do not chain in .te: a comparison operand of a comparison
+        // needs parentheses.
+        int p = precedence(e);
+        operand(e->args[0], is_comparison(e->op) ? p + 1 : p);
+        out << " " << op_symbol(e->op) << " ";
+        operand(e->args[1], p + 1);
+        break;
+      }
+    }
+  }
+};
+
+void print_list(std::ostringstream& out, const std::vector<Expr>& args) {
+  ExprPrinter{out}.list(args);
 }
 
 const char* iter_kind_name(IterKind k) {
@@ -232,9 +251,9 @@ const char* role_name(BufferRole r) {
 
 }  // namespace
 
-std::string to_string(const Expr& e) {
+std::string to_string(const Expr& e, ExprStyle style) {
   std::ostringstream out;
-  print_expr(out, e);
+  ExprPrinter{out, style == ExprStyle::Math}.expr(e);
   return out.str();
 }
 

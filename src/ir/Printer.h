@@ -9,7 +9,10 @@
 
 namespace kintsugi::ir {
 
-std::string to_string(const Expr& e);
+// Exact: the text reads back to the same expression (f16 literals keep their cast). Math: integral
+// literals without ".0" and literals without casts, for reading repair functions.
+enum class ExprStyle { Exact, Math };
+std::string to_string(const Expr& e, ExprStyle style = ExprStyle::Exact);
 std::string to_string(const Stmt& s, int indent = 0);
 std::string to_string(const LoopProgram& p);
 // Shortest text that reads back to the same double ("inf", "-inf", "nan" for the specials).
