@@ -30,6 +30,12 @@ size_t sole_nest_of(const ir::LoopProgram& p, const std::string& block,
   throw ScheduleError(primitive, "block '" + block + "' is not in a loop nest of its own");
 }
 
+size_t root_index(const ir::LoopProgram& p, const StmtPath& path) {
+  size_t k = 0;
+  while (k < p.body->stmts.size() && p.body->stmts[k].get() != path[1]) ++k;
+  return k;
+}
+
 ir::LoopProgram move_nest_into_loop(const ir::LoopProgram& program, const StmtPath& loop_path,
                                     const ir::Stmt& moved, bool at_start, size_t old_nest) {
   ir::LoopProgram p = program;
@@ -90,9 +96,7 @@ void Schedule::compute_at(const std::string& block, const LoopRef& loop) {
   const std::string P = "compute_at";
   size_t nest = sole_nest_of(program_, block, P);
   StmtPath lpath = find_loop(program_.body, loop, P);
-  size_t lnest = 0;
-  for (; lnest < program_.body->stmts.size(); ++lnest)
-    if (program_.body->stmts[lnest].get() == lpath[1]) break;
+  size_t lnest = root_index(program_, lpath);
   if (lnest == nest)
     throw ScheduleError(P, "loop '" + loop.var + "' belongs to block '" + block + "' itself");
   if (lnest < nest)

@@ -23,6 +23,9 @@ ir::Stmt nest_over_box(const Schedule& s, const ir::StmtNode& block,
 ir::LoopProgram move_nest_into_loop(const ir::LoopProgram& program, const StmtPath& loop_path,
                                     const ir::Stmt& moved, bool at_start, size_t old_nest);
 
+// The index of the root-level statement on a path from the root.
+size_t root_index(const ir::LoopProgram& p, const StmtPath& path);
+
 // The index of the root-level statement that holds `block`, checking that it holds nothing else.
 size_t sole_nest_of(const ir::LoopProgram& p, const std::string& block,
                     const std::string& primitive);

@@ -22,9 +22,7 @@ void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& l
   const std::string P = "reverse_compute_at";
   size_t nest = sole_nest_of(program_, block, P);
   StmtPath lpath = find_loop(program_.body, loop, P);
-  size_t lnest = 0;
-  for (; lnest < program_.body->stmts.size(); ++lnest)
-    if (program_.body->stmts[lnest].get() == lpath[1]) break;
+  size_t lnest = root_index(program_, lpath);
   if (lnest == nest)
     throw ScheduleError(P, "loop '" + loop.var + "' belongs to block '" + block + "' itself");
   if (lnest > nest)

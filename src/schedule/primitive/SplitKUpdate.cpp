@@ -61,9 +61,6 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   StmtPath lpath0 = find_loop(program_.body, loop, P);
   const ir::StmtNode& l0 = *lpath0.back();
   const std::string lv = l0.var;
-  size_t lnest = 0;
-  for (; lnest < program_.body->stmts.size(); ++lnest)
-    if (program_.body->stmts[lnest].get() == lpath0[1]) break;
   // (1) Frontier: write-backs over `loop` of earlier split-K updates, and the elementwise blocks
   // between them and `block`.
   std::map<std::string, std::string> frontier;  // global buffer -> its rf buffer
@@ -271,7 +268,6 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       if (block_reads(*b).count(st.buffer)) at = k;
   root.stmts.insert(root.stmts.begin() + static_cast<long>(at), nest);
   p.body = std::make_shared<const ir::StmtNode>(std::move(root));
-  (void)lnest;
   nlohmann::json entry = {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}};
   if (repair.kind == algebra::RepairResult::Kind::Derived)
     entry["repair"] = algebra::to_math(repair.h_unguarded);
