@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,35 +20,21 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <sstream>
 
 #include "ir/Printer.h"
+#include "support/DiskCache.h"
+#include "support/Hash.h"
 #include "target/cpu/CpuBackend.h"
 
 namespace kintsugi::cpu {
 
 namespace fs = std::filesystem;
+using disk_cache::unique_tag;
 
 namespace {
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  return fnv1a(s.data(), s.size(), h);
-}
-
-std::string hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+constexpr std::string_view kCacheFormat = "kintsugi-cpu-cache 1";
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -73,82 +58,6 @@ int run_command(const std::string& cmd, std::string* output) {
   int status = pclose(pipe);
   if (status == -1) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-// A name no other thread or process will use.
-std::string unique_tag() {
-  static std::atomic<uint64_t> counter{0};
-  static const uint64_t seed = std::random_device{}();
-  return std::to_string(getpid()) + "-" +
-         hex64(seed ^ (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull)).substr(8);
-}
-
-bool read_file(const fs::path& p, std::string* out) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return static_cast<bool>(in) || in.eof();
-}
-
-// Writes `data` to `dst` atomically (temp file in the same directory, then rename).
-bool write_atomic(const fs::path& dst, const std::string& data) {
-  fs::path tmp = dst;
-  tmp += ".tmp-" + unique_tag();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out.write(data.data(), static_cast<std::streamsize>(data.size()));
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return false;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, dst, ec);
-  if (ec) fs::remove(tmp, ec);
-  return !ec;
-}
-
-bool dir_writable(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir, ec)) return false;
-  fs::path probe = dir / (".write-test-" + unique_tag());
-  {
-    std::ofstream out(probe);
-    if (!out) return false;
-    out << "ok";
-    if (!out) return false;
-  }
-  fs::remove(probe, ec);
-  return true;
-}
-
-std::string resolve_cache_dir(const CompileOptions& opt) {
-  std::string dir = opt.cache_dir;
-  if (dir.empty()) {
-    if (const char* env = std::getenv("KINTSUGI_CACHE_DIR"); env && *env) dir = env;
-  }
-  if (dir.empty()) {
-    const char* home = std::getenv("HOME");
-    if (home && *home) dir = std::string(home) + "/.cache/kintsugi";
-  }
-  if (!dir.empty() && dir_writable(dir)) return dir;
-  std::error_code ec;
-  fs::path fallback = fs::temp_directory_path(ec) / ("kintsugi-cache-" + std::to_string(getuid()));
-  if (!dir_writable(fallback))
-    internal_error << "CPU back end: no writable cache directory (tried '" << dir << "' and '"
-                   << fallback.string() << "')";
-  static std::once_flag noted;
-  std::call_once(noted, [&] {
-    std::cerr << "kintsugi: note: cache directory '" << dir << "' is not writable; using "
-              << fallback.string() << "\n";
-  });
-  return fallback.string();
 }
 
 // What -march=native depends on: the CPU model and feature flags (a cache directory shared
@@ -218,32 +127,6 @@ const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_di
     internal_error << "CPU back end: the host compiler '" << cxx
                    << "' cannot build a shared object: " << last;
   return cache.emplace(cxx, std::move(tc)).first->second;
-}
-
-struct Meta {
-  std::string key;
-  uint64_t size = 0;
-  std::string hash;
-};
-
-std::string meta_text(const std::string& key, const std::string& so_bytes) {
-  std::ostringstream m;
-  m << "kintsugi-cpu-cache 1\nkey " << key << "\nsize " << so_bytes.size() << "\nhash "
-    << hex64(fnv1a(so_bytes)) << "\n";
-  return m.str();
-}
-
-// True when <key>.so exists and matches its meta file.
-bool cache_entry_valid(const fs::path& so, const fs::path& meta, const std::string& key) {
-  std::string m, bytes;
-  if (!read_file(meta, &m) || !read_file(so, &bytes)) return false;
-  return m == meta_text(key, bytes);
-}
-
-void remove_entry(const fs::path& so, const fs::path& meta) {
-  std::error_code ec;
-  fs::remove(meta, ec);
-  fs::remove(so, ec);
 }
 
 // dlopen through a fresh hard link (or copy), so that the dynamic loader never hands back a
@@ -389,6 +272,9 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
     if (v < 0) arg_error << "kernel " << p.name << ": size " << d << " = " << v << " is negative";
     dims[d] = v;
     size_vec.push_back(v);
+    if (auto sp = specialised_.find(d); sp != specialised_.end() && sp->second != v)
+      arg_error << "kernel " << p.name << " was generated for " << d << " = " << sp->second
+                << " (a tile extent), got " << v << "; compile it again for this size";
   }
   std::map<std::string, double> pvals;
   std::vector<double> param_vec;
@@ -433,11 +319,24 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
 }
 
 std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program, const CompileOptions& options) {
+  return compile_source(program, generate_source(program), {}, options);
+}
+
+std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
+                                   const CompileOptions& options) {
+  return compile_source(program.source, generate_tile_source(program), program.specialised,
+                        options);
+}
+
+std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
+                                          std::map<std::string, int64_t> specialised,
+                                          const CompileOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<CpuKernel> k(new CpuKernel());
   k->program_ = program;
-  k->source_ = generate_source(program);
-  k->cache_dir_ = resolve_cache_dir(options);
+  k->specialised_ = std::move(specialised);
+  k->source_ = std::move(source);
+  k->cache_dir_ = disk_cache::resolve_dir(options.cache_dir, "CPU back end");
   const Toolchain& tc = toolchain(options.cxx, k->cache_dir_);
   std::vector<std::string> flags = tc.flags;
   flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
@@ -451,15 +350,14 @@ std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program, const Compile
   k->library_path_ = so.string();
 
   std::string error;
-  if (fs::exists(so) || fs::exists(meta)) {
-    if (cache_entry_valid(so, meta, k->key_)) {
-      k->handle_ = load_library(so, &error);
-      if (k->handle_) k->from_cache_ = true;
-    }
-    if (!k->handle_) {
+  if (disk_cache::load_entry(so, meta, kCacheFormat, k->key_)) {
+    k->handle_ = load_library(so, &error);
+    if (k->handle_) {
+      k->from_cache_ = true;
+    } else {
       if (options.verbose)
-        std::cerr << "kintsugi: cache entry " << so.string() << " is invalid; rebuilding\n";
-      remove_entry(so, meta);
+        std::cerr << "kintsugi: cache entry " << so.string() << " does not load; rebuilding\n";
+      disk_cache::remove_entry(so, meta);
     }
   }
   if (!k->handle_) {
@@ -467,7 +365,7 @@ std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program, const Compile
     // concurrent builds of one key produce identical objects.
     fs::path src = dir / (k->key_ + ".cpp");
     fs::path tmp_so = dir / (k->key_ + "." + unique_tag() + ".so.tmp");
-    if (!write_atomic(src, k->source_))
+    if (!disk_cache::write_atomic(src, k->source_))
       internal_error << "CPU back end: cannot write " << src.string();
     std::string cmd = options.cxx + flag_text + " " + shell_quote(src.string()) + " -o " +
                       shell_quote(tmp_so.string());
@@ -487,12 +385,12 @@ std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program, const Compile
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count()
                 << " s\n";
     std::string bytes;
-    if (!read_file(tmp_so, &bytes))
+    if (!disk_cache::read_file(tmp_so, &bytes))
       internal_error << "CPU back end: cannot read " << tmp_so.string();
     fs::rename(tmp_so, so, ec);
     if (ec)
       internal_error << "CPU back end: cannot rename " << tmp_so.string() << ": " << ec.message();
-    if (!write_atomic(meta, meta_text(k->key_, bytes)))
+    if (!disk_cache::write_atomic(meta, disk_cache::meta_text(kCacheFormat, k->key_, bytes)))
       internal_error << "CPU back end: cannot write " << meta.string();
     k->handle_ = load_library(so, &error);
     if (!k->handle_) internal_error << "CPU back end: dlopen failed: " << error;

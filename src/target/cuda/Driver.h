@@ -1,0 +1,193 @@
+// \file Driver.h
+// The CUDA driver API, loaded at run time: libcuda.so.1 is dlopen'ed on first use (never linked),
+// so Kintsugi builds, links and runs its tests on machines without a GPU. Device memory, modules,
+// kernel launches and event timing are small move-only RAII types.
+//
+// All work goes to device 0 through its primary context (made current on each calling thread)
+// and the legacy default stream. Launches are asynchronous: a failure inside a kernel is reported
+// by the next synchronizing call (download, synchronize, Event::synchronize), whose error says so.
+//
+// Invariant established: no driver function is called unless the driver loaded, every entry point
+// resolved and cuInit found a device; every failing driver call throws a CudaDriverError that
+// names the call and carries the driver's error name and string (except in destructors, which
+// cannot throw and ignore release errors); every handle is released exactly once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "support/Error.h"
+
+namespace kintsugi::cuda {
+
+// A driver call failed. An InternalError: on a machine where driver_available() holds, a failing
+// call means Kintsugi passed something wrong (a bad launch, a faulting kernel).
+class CudaDriverError : public InternalError {
+ public:
+  CudaDriverError(const std::string& message, int code) : InternalError(message), code_(code) {}
+  int code() const { return code_; }  // the CUresult
+
+ private:
+  int code_;
+};
+
+namespace detail {
+
+// Owns one driver handle: Release runs once, when the owner is destroyed or assigned over; a
+// moved-from owner holds T{} (nothing).
+template <typename T, void (*Release)(T)>
+class Owned {
+ public:
+  Owned() = default;
+  explicit Owned(T value) : value_(value) {}
+  ~Owned() { reset(); }
+  Owned(Owned&& other) noexcept : value_(std::exchange(other.value_, T{})) {}
+  Owned& operator=(Owned&& other) noexcept {
+    if (this != &other) {
+      reset();
+      value_ = std::exchange(other.value_, T{});
+    }
+    return *this;
+  }
+  const T& get() const { return value_; }
+
+ private:
+  void reset() {
+    if (value_ != T{}) Release(std::exchange(value_, T{}));
+  }
+  T value_{};
+};
+
+struct Allocation {
+  uint64_t address = 0;  // CUdeviceptr
+  size_t size = 0;
+  bool operator==(const Allocation&) const = default;
+};
+
+// Release functions (errors are ignored: they run in destructors).
+void free_allocation(Allocation allocation);
+void unload_module(void* module);
+void destroy_event(void* event);
+
+}  // namespace detail
+
+// True when libcuda.so.1 loads, exports every entry point used here, cuInit succeeds and a device
+// exists. Otherwise false, with the reason in *why when `why` is given. Never throws.
+bool driver_available(std::string* why = nullptr);
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  int multiprocessors = 0;
+  int max_shared_bytes_per_block_optin = 0;
+
+  // The NVRTC target for this device: "sm_<major><minor>", with the suffix "a" (architecture-
+  // specific instructions such as wgmma) from compute capability 9.0 on, e.g. "sm_90a".
+  std::string arch() const;
+};
+
+// Device 0. Throws RuntimeArgError when !driver_available().
+const DeviceInfo& device();
+
+// Waits until all work on the device has finished (cuCtxSynchronize).
+void synchronize();
+
+// A device allocation (cuMemAlloc); size 0 allocates nothing. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+
+  // The CUdeviceptr that a pointer parameter takes.
+  uint64_t address() const { return allocation_.get().address; }
+  size_t size() const { return allocation_.get().size; }
+
+  // Copies between host memory and bytes [offset, offset + bytes) of the buffer (synchronous).
+  // A range outside the buffer throws RuntimeArgError.
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+  // Sets every byte to `value` (cuMemsetD8).
+  void fill(uint8_t value);
+
+ private:
+  detail::Owned<detail::Allocation, detail::free_allocation> allocation_;
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchConfig {
+  Dim3 grid, block;
+  unsigned dynamic_shared_bytes = 0;
+};
+
+// The attributes cuFuncGetAttribute reports (values are CUfunction_attribute's).
+enum class FunctionAttribute : int {
+  MaxThreadsPerBlock = 0,
+  SharedSizeBytes = 1,  // static shared memory
+  LocalSizeBytes = 3,   // per thread
+  NumRegs = 4,
+  MaxDynamicSharedSizeBytes = 8,
+};
+
+// A kernel of a loaded Module; valid while that Module lives.
+class Function {
+ public:
+  const std::string& name() const { return name_; }
+  int attribute(FunctionAttribute attribute) const;
+  // Allows launches with up to `bytes` of dynamic shared memory (needed above 48 KiB).
+  void set_max_dynamic_shared_bytes(int bytes);
+
+  // Launches on the default stream; params[i] points to the value of kernel parameter i.
+  void launch_with_params(const LaunchConfig& config, void** params) const;
+
+  // Launches with `args` as the kernel's parameters, in order: each must have exactly the
+  // parameter's type and size (a pointer parameter takes a DeviceBuffer::address()).
+  template <typename... Args>
+  void launch(const LaunchConfig& config, const Args&... args) const {
+    static_assert((std::is_trivially_copyable_v<Args> && ...),
+                  "kernel arguments are copied bytewise");
+    void* params[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+    launch_with_params(config, params);
+  }
+
+ private:
+  friend class Module;
+  Function(void* handle, std::string name) : handle_(handle), name_(std::move(name)) {}
+  void* handle_;
+  std::string name_;
+};
+
+// A cubin loaded into the context (cuModuleLoadData). Move-only.
+class Module {
+ public:
+  explicit Module(const std::string& cubin);
+
+  // The kernel named `name` (the mangled name unless it is declared extern "C"); a missing name
+  // throws CudaDriverError.
+  Function function(const std::string& name) const;
+
+ private:
+  detail::Owned<void*, detail::unload_module> handle_;
+};
+
+// A timing event on the default stream. Move-only.
+class Event {
+ public:
+  Event();
+
+  void record();
+  void synchronize() const;
+  // Milliseconds between two recorded events; waits for `end` first.
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  detail::Owned<void*, detail::destroy_event> handle_;
+};
+
+}  // namespace kintsugi::cuda

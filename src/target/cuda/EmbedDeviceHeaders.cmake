@@ -1,0 +1,31 @@
+# Embeds the device header library into a C++ source: run as
+#   cmake -DHEADER_DIR=<src/target/cuda/device> -DOUTPUT=<file.cpp> -P EmbedDeviceHeaders.cmake
+# Every HEADER_DIR/*.cuh becomes one {"kintsugi/<file>", R"kintsugi_cuh(<bytes>)kintsugi_cuh"}
+# entry of kintsugi::cuda::detail::kEmbeddedDeviceHeaders, in name order (file(GLOB) sorts), so the
+# table and its hash are deterministic. A header containing the raw-string delimiter is rejected.
+if(NOT HEADER_DIR OR NOT OUTPUT)
+  message(FATAL_ERROR "EmbedDeviceHeaders.cmake needs -DHEADER_DIR=... and -DOUTPUT=...")
+endif()
+file(GLOB headers "${HEADER_DIR}/*.cuh")
+if(NOT headers)
+  message(FATAL_ERROR "no device headers (*.cuh) in ${HEADER_DIR}")
+endif()
+set(delimiter "kintsugi_cuh")
+set(out "// Generated from src/target/cuda/device/*.cuh by EmbedDeviceHeaders.cmake: do not edit.\n")
+string(APPEND out "#include \"target/cuda/DeviceHeaders.h\"\n\n")
+string(APPEND out "namespace kintsugi::cuda::detail {\n\n")
+string(APPEND out "extern const DeviceHeader kEmbeddedDeviceHeaders[] = {\n")
+foreach(header ${headers})
+  get_filename_component(name "${header}" NAME)
+  file(READ "${header}" contents)
+  string(FIND "${contents}" ")${delimiter}\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${header} contains the embedding delimiter ')${delimiter}\"'")
+  endif()
+  string(APPEND out "    {\"kintsugi/${name}\", R\"${delimiter}(${contents})${delimiter}\"},\n")
+endforeach()
+string(APPEND out "};\n")
+string(APPEND out "extern const size_t kEmbeddedDeviceHeaderCount =\n")
+string(APPEND out "    sizeof(kEmbeddedDeviceHeaders) / sizeof(kEmbeddedDeviceHeaders[0]);\n\n")
+string(APPEND out "}  // namespace kintsugi::cuda::detail\n")
+file(WRITE "${OUTPUT}" "${out}")
