@@ -18,6 +18,7 @@
 #include "schedule/AutoSchedule.h"
 #include "support/Version.h"
 #include "target/cpu/CpuBackend.h"
+#include "tile/Translate.h"
 
 namespace kintsugi::runtime {
 
@@ -240,7 +241,19 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     scheduled = s.program();
     r.schedule = s.primitive_names();
   }
-  auto kernel = cpu::compile(scheduled);
+  // With --schedule auto the program runs in tile form when it has one; the scalar loop path
+  // runs the rest (and --schedule none).
+  std::shared_ptr<cpu::CpuKernel> kernel;
+  r.form = "loop";
+  if (o.schedule == "auto") {
+    try {
+      kernel = cpu::compile(tile::translate(scheduled, r.shape));
+      r.form = "tile";
+    } catch (const tile::NotTileForm& e) {
+      r.schedule_notes.push_back(std::string("scalar loop code: not in tile form: ") + e.what());
+    }
+  }
+  if (!kernel) kernel = cpu::compile(scheduled);
   r.from_cache = kernel->from_cache();
   r.compile_seconds = kernel->compile_seconds();
   std::map<std::string, Tensor> outputs;

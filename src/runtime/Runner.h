@@ -45,7 +45,8 @@ struct RunReport {
   SizeMap shape;
   std::vector<std::string> schedule;        // names of the primitives applied, in order
   std::vector<std::string> schedule_notes;  // why the auto-scheduler did (not do) something
-  std::optional<bool> verified;             // null without --verify
+  std::string form;              // the code the kernel was generated from: "tile" or "loop"
+  std::optional<bool> verified;  // null without --verify
   double max_rel_err = 0.0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench

@@ -3,6 +3,7 @@
 #include "schedule/AutoSchedule.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "ir/Interpreter.h"
@@ -10,6 +11,7 @@
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/ReductionChains.h"
+#include "schedule/primitive/ComputeAt.h"
 
 namespace kintsugi::schedule {
 
@@ -49,6 +51,60 @@ const ir::IterVar* spatial_iter_with_extent(const ir::StmtNode& b, const ir::Exp
   for (const ir::IterVar& iv : b.iters)
     if (iv.kind == ir::IterKind::Spatial && ir::equal(iv.extent, extent)) return &iv;
   return nullptr;
+}
+
+// Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
+// row loop around the tile loop, and the row loop is distributed over `rows` rows.
+void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
+               const std::function<void(const std::string&)>& note) {
+  std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
+  if (loops.size() < 2) return;
+  LoopRef row_loop{tile_loop.block, loops[loops.size() - 2]->var};
+  const ir::LoopProgram& p = s.program();
+  size_t fused = root_index(p, find_block(p.body, tile_loop.block, "auto"));
+  std::set<std::string> written;
+  for (const ir::StmtNode* b : blocks_under(p.body->stmts[fused]))
+    for (const std::string& w : block_writes(*b)) written.insert(w);
+  std::vector<std::string> consumers;
+  for (size_t k = fused + 1; k < p.body->stmts.size(); ++k)
+    for (const ir::StmtNode* b : blocks_under(p.body->stmts[k])) {
+      std::set<std::string> reads = block_reads(*b);
+      if (std::any_of(reads.begin(), reads.end(),
+                      [&](const std::string& r) { return written.count(r) > 0; }))
+        consumers.push_back(b->name);
+    }
+  for (const std::string& b : consumers) {
+    try {
+      s.reverse_compute_at(b, row_loop);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' stays outside the row tiles: " + e.what());
+    }
+  }
+  try {
+    s.distribute(row_loop, rows);
+  } catch (const ScheduleError& e) {
+    note(std::string("rows are not tiled: ") + e.what());
+  }
+}
+
+// Step 2 (see AutoSchedule.h): what the chain reads without depending on the head is complete
+// before the tile loop; nests of it that come after the head's nest move before it, in program
+// order (move_nest checks that they are independent of the nests they cross).
+void hoist_complete_producers(Schedule& s, const std::string& head,
+                              const std::vector<std::string>& members) {
+  const ir::LoopProgram& p = s.program();
+  std::set<std::string> complete;
+  for (const std::string& m : members)
+    for (const std::string& b : producer_closure(p, *find_block(p.body, m, "auto").back()))
+      if (b != head && std::find(members.begin(), members.end(), b) == members.end() &&
+          !producer_closure(p, *find_block(p.body, b, "auto").back()).count(head))
+        complete.insert(b);
+  std::vector<std::string> late;
+  size_t head_nest = root_index(p, find_block(p.body, head, "auto"));
+  for (const ir::StmtNode* b : ordered_blocks(p))
+    if (complete.count(b->name) && root_index(p, find_block(p.body, b->name, "auto")) > head_nest)
+      late.push_back(b->name);
+  for (const std::string& b : late) s.move_nest(b, head);
 }
 
 }  // namespace
@@ -109,11 +165,12 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
     if (axis_loop.empty())
       throw ScheduleError("auto",
                           "the axis of block '" + head + "' is not driven by a single loop");
+    hoist_complete_producers(s, head, members);
     auto tiles = s.split(LoopRef{head, axis_loop}, options.tile);
     LoopRef tile_loop = tiles[0];
     // 3. Elementwise blocks between the head and the first reduction, then the chain.
     bool after_head = false;
-    for (const ir::StmtNode* b : ordered_blocks(program)) {
+    for (const ir::StmtNode* b : ordered_blocks(s.program())) {
       if (b->name == head) {
         after_head = true;
         continue;
@@ -173,6 +230,7 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
         }
       }
     }
+    if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
     s.compact_buffer();
     return s;
   } catch (const ScheduleError& e) {

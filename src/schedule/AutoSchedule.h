@@ -6,13 +6,18 @@
 //   1. Reduction chains (ReductionChains.h) grouped by the extent of their shared axis; the
 //      group with the most reductions is fused.
 //   2. The head: the earliest block feeding the chain that runs along the axis (the QK product
-//      of attention, or the first reduction itself). Its axis loop is split into tiles.
+//      of attention, or the first reduction itself). What the chain reads without depending on
+//      the head must be complete before the tile loop: such nests placed after the head's move
+//      before it (move_nest). The head's axis loop is split into tiles.
 //   3. The elementwise blocks between the head and the first reduction move under the tile loop
 //      (reverse_compute_at); then every reduction of the chain gets a rolling_update, producers
 //      first; scans become loop-carried pairs (split_scan_buffer); buffers shrink to what one
 //      iteration needs (compact_buffer). When the chain has few independent rows (the product
 //      of the first reduction's spatial extents), split_k_update replaces rolling_update: the
 //      tiles run in parallel and a combine nest merges them (FlashDecoding).
+//   4. With rolling update, the nests that consume the chain's results move into the row loop
+//      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
+//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 
@@ -29,6 +34,9 @@ struct AutoScheduleOptions {
   // Split-K (chunks of the axis in parallel, then a combine) instead of Rolling Update when the
   // chain has fewer independent rows than this (decode: one query row per head).
   int64_t split_k_below_rows = 128;
+  // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
+  // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
+  int64_t row_tile = 64;
   // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
   std::map<std::string, int64_t> sizes;
 };

@@ -50,6 +50,10 @@ class Schedule {
   // Splits a loop into an outer and an inner loop, the inner one of extent `factor`; blocks get
   // a predicate for the tail when `factor` may not divide the extent. Returns {outer, inner}.
   std::vector<LoopRef> split(const LoopRef& loop, int64_t factor);
+  // Strip-mines a data-parallel loop by `factor` and pushes the inner strip loop into every
+  // leaf nest of its body, so that each nest covers `factor` iterations at once (see
+  // primitive/Distribute.cpp). Returns {outer, inner}.
+  std::vector<LoopRef> distribute(const LoopRef& loop, int64_t factor);
   // Reorders perfectly nested loops enclosing `block` into the given order (outermost first).
   void reorder(const std::string& block, const std::vector<std::string>& order);
   // Fuses a loop with the loop directly inside it into one loop; returns the new loop.
@@ -63,6 +67,9 @@ class Schedule {
   void compute_inline(const std::string& block);
   // Inlines an elementwise block into the elementwise block that produces its only input.
   void reverse_compute_inline(const std::string& block);
+  // Moves the root-level nest holding `block` right before the root-level nest holding
+  // `before`, when the nests it crosses are independent of it (checked on block reads/writes).
+  void move_nest(const std::string& block, const std::string& before);
   // Moves a producer's nest into a consumer's loop, shrunk to the region read per iteration.
   void compute_at(const std::string& block, const LoopRef& loop);
   // Moves a consumer's nest into a producer's loop, restricted to what one iteration produces.

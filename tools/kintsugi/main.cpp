@@ -15,6 +15,7 @@
 #include "target/cpu/CpuBackend.h"
 #include "te/Lower.h"
 #include "te/Program.h"
+#include "tile/Translate.h"
 
 using namespace kintsugi;
 
@@ -143,8 +144,15 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     std::cout << cpu::generate_source(apply_schedule(lp, schedule, &notes).program());
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
-  } else if (print == "tile" || print == "ptx") {
-    arg_error << "--print " << print << " is not available in this build yet";
+  } else if (print == "tile") {
+    ir::LoopProgram scheduled = apply_schedule(lp, schedule, &notes).program();
+    try {
+      std::cout << tile::to_string(tile::translate(scheduled, scheduled.size_hints));
+    } catch (const tile::NotTileForm& e) {
+      arg_error << "--print tile: program '" << lp.name << "' is not in tile form: " << e.what();
+    }
+  } else if (print == "ptx") {
+    arg_error << "--print ptx is not available in this build yet";
   } else {
     arg_error << "unknown --print '" << print
               << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
@@ -166,6 +174,7 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     j["shape"] = r.shape;
     j["schedule"] = r.schedule;
     j["schedule_notes"] = r.schedule_notes;
+    j["form"] = r.form;
     j["seed"] = o.seed;
     j["from_cache"] = r.from_cache;
     j["compile_seconds"] = r.compile_seconds;
@@ -193,7 +202,7 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     std::cout << "  schedule: ";
     if (r.schedule.empty()) std::cout << "none";
     for (size_t k = 0; k < r.schedule.size(); ++k) std::cout << (k ? ", " : "") << r.schedule[k];
-    std::cout << "\n";
+    std::cout << "\n  code: from the " << r.form << " IR\n";
     for (const auto& n : r.schedule_notes) std::cout << "  note: " << n << "\n";
     for (const auto& c : r.checks)
       std::cout << "  " << c.name << " (" << dtype_name(c.dtype) << "): max rel err "

@@ -93,4 +93,43 @@ std::map<std::string, std::string> axis_iterations(const ir::LoopProgram& progra
   return out;
 }
 
+ir::LoopProgram add_statistic(const Schedule& s, const std::string& target, const LoopRef& loop,
+                              const algebra::AugmentedStatistic& statistic,
+                              const std::string& position, const std::string& primitive,
+                              std::string* name) {
+  const ir::LoopProgram& program = s.program();
+  StmtPath path = find_block(program.body, target, primitive);
+  StmtPath lpath = find_loop(program.body, loop, primitive);
+  if (ir::uses_var(statistic.term, position))
+    throw ScheduleError(primitive, "statistic " + statistic.var + " of block '" + target +
+                                       "' depends on the position of loop '" + loop.var + "'");
+  const ir::StmtNode& t = *path.back();
+  const ir::StmtNode& st = *t.body;
+  ir::Reducer reducer;
+  ir::Expr target_term;
+  internal_assert(match_reduction_update(st, &reducer, &target_term))
+      << "add_statistic: block '" << target << "' is not a reduction";
+  DType type = st.value->type;
+  *name = s.fresh_name(target + "." + statistic.var);
+  std::string buffer = s.fresh_name(st.buffer + "." + statistic.var);
+  ir::Expr term =
+      statistic.term->type == type ? statistic.term : ir::make_cast(type, statistic.term);
+  ir::StmtNode b = t;
+  b.name = *name;
+  b.init = ir::make_store(buffer, st.indices, reducer_identity_expr(reducer, type));
+  b.body = ir::make_store(buffer, st.indices,
+                          combine(reducer, ir::make_load(buffer, type, st.indices), term));
+  ir::Stmt nest = std::make_shared<const ir::StmtNode>(std::move(b));
+  for (size_t k = path.size() - 1; k-- > lpath.size();)
+    if (path[k]->kind == ir::StmtKind::For)
+      nest = ir::make_for(path[k]->var, path[k]->min, path[k]->extent, path[k]->for_kind, nest);
+  ir::LoopProgram p = program;
+  ir::StmtNode l = *lpath.back();
+  l.body = ir::make_seq({l.body, nest});
+  p.body = replace_at(lpath, std::make_shared<const ir::StmtNode>(std::move(l)));
+  p.buffers.push_back(ir::Buffer{buffer, type, program.find_buffer(st.buffer)->shape,
+                                 ir::BufferRole::Intermediate, "global"});
+  return p;
+}
+
 }  // namespace kintsugi::schedule

@@ -38,4 +38,16 @@ std::map<std::string, std::string> axis_iterations(const ir::LoopProgram& progra
                                                    const std::string& axis,
                                                    const std::vector<std::string>& between);
 
+// One statistic of an augmented-state repair (Welford: the sum of the values and the count) as
+// a reduction computed alongside `target` under `loop`: the program with a block `<target>.<var>`
+// summing the statistic's term into a new buffer `<target buffer>.<var>` (the target's shape and
+// accumulator type), in a copy of the target's nest under the loop, appended to the loop's body.
+// The statistic's term is complete: it reads what the target reads, at the target's iteration
+// variables; one that needs the loop position (`position`) is a ScheduleError. Its block's name
+// goes to *name; rfactor it at the loop to get per-iteration partials.
+ir::LoopProgram add_statistic(const Schedule& s, const std::string& target, const LoopRef& loop,
+                              const algebra::AugmentedStatistic& statistic,
+                              const std::string& position, const std::string& primitive,
+                              std::string* name);
+
 }  // namespace kintsugi::schedule

@@ -7,12 +7,14 @@ namespace kintsugi::schedule {
 const ReplayTable& replay_table() {
   static const ReplayTable table = {
       {"split", replay_split},
+      {"distribute", replay_distribute},
       {"reorder", replay_reorder},
       {"fuse", replay_fuse},
       {"bind", replay_bind},
       {"compute_inline", replay_compute_inline},
       {"reverse_compute_inline", replay_reverse_compute_inline},
       {"decompose_reduction", replay_decompose_reduction},
+      {"move_nest", replay_move_nest},
       {"compute_at", replay_compute_at},
       {"rfactor", replay_rfactor},
       {"reduce_to_scan", replay_reduce_to_scan},

@@ -19,12 +19,14 @@ const ReplayTable& replay_table();
 
 // Replay entries, one per primitive file.
 void replay_split(Schedule& s, const nlohmann::json& j);
+void replay_distribute(Schedule& s, const nlohmann::json& j);
 void replay_reorder(Schedule& s, const nlohmann::json& j);
 void replay_fuse(Schedule& s, const nlohmann::json& j);
 void replay_bind(Schedule& s, const nlohmann::json& j);
 void replay_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_decompose_reduction(Schedule& s, const nlohmann::json& j);
+void replay_move_nest(Schedule& s, const nlohmann::json& j);
 void replay_compute_at(Schedule& s, const nlohmann::json& j);
 void replay_rfactor(Schedule& s, const nlohmann::json& j);
 void replay_reduce_to_scan(Schedule& s, const nlohmann::json& j);

@@ -14,8 +14,12 @@
 //  3. Frontier reductions become scans (reduce_to_scan): the running value of each iteration.
 //  4. The term of `block`, with the moved elementwise blocks inlined, goes to the algebra engine
 //     with the scan buffers as incomplete values; an underivable repair is a ScheduleError.
+//     When no h(t, r, r') exists but an augmented state does (a variance about a running
+//     mean: Welford), each statistic S (a sum of complete values) becomes a reduction
+//     `<block>.S` under the loop, rfactored and scanned like a frontier value (add_statistic).
 //  5. rfactor(block, loop): a partial per iteration, and a write-back that now reads
-//       R = R.rf + select(j0 > 0, h(R, x[j0 - 1], x[j0]), R)        (Eq. 7)
+//       R = R.rf + select(j0 > 0, h(R, x[j0 - 1], x[j0], S[j0 - 1]), R)        (Eq. 7)
+//     where S[j0 - 1] is each statistic over the iterations that R already holds.
 // The result computes exactly what the unfused program computes (Theorem 4.1); the tests check
 // it by running the reference interpreter before and after.
 #include "algebra/Eval.h"
@@ -250,13 +254,20 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     else if (q.value >= 0)
       req.facts[q.name] = "nonnegative";
   for (const std::string& d : program_.dims) req.facts[d] = "positive";
+  req.allow_augmented_state = true;
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be fused under loop '" + lv + "': " + repair.reason);
-  if (!repair.statistics.empty())
-    throw ScheduleError(P, "block '" + block + "' needs an augmented state (" + repair.method +
-                               "), which rolling_update does not emit yet");
+  // An augmented state: each statistic is summed alongside the block and scanned like a
+  // frontier value; the repair at iteration j0 reads its value over the iterations before j0.
+  std::map<std::string, std::string> statistic_scans;  // statistic variable -> scan buffer
+  for (const algebra::AugmentedStatistic& stat : repair.statistics) {
+    std::string sb;
+    tmp.program_ = add_statistic(tmp, block, LoopRef{loop.block, lv}, stat, kPos, P, &sb);
+    tmp.rfactor(sb, LoopRef{sb, lv});
+    statistic_scans[stat.var] = tmp.reduce_to_scan(sb, LoopRef{sb, lv});
+  }
   // 5. Partial results per iteration and the repaired write-back.
   tmp.rfactor(block, LoopRef{block, lv});
   if (repair.kind == algebra::RepairResult::Kind::Derived) {
@@ -269,9 +280,15 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       return ir::substitute(load, {{kPos, position}});
     };
     std::map<std::string, ir::Expr> sub{{"t", self}};
+    ir::Expr before = ir::make_binary(ir::Op::Sub, pos, ir::make_int(1));
     for (const algebra::IncompleteValue& v : repair.values) {
-      sub[v.old_var] = at(v.load, ir::make_binary(ir::Op::Sub, pos, ir::make_int(1)));
+      sub[v.old_var] = at(v.load, before);
       sub[v.new_var] = at(v.load, pos);
+    }
+    for (const auto& [stat, scan] : statistic_scans) {
+      std::vector<ir::Expr> idx = st.indices;
+      idx.push_back(before);
+      sub[stat] = ir::make_load(scan, self->type, idx);
     }
     ir::Expr h = ir::substitute(repair.h, sub);
     ir::Expr repaired = ir::make_select(ir::make_binary(ir::Op::Gt, pos, ir::make_int(0)), h, self);

@@ -12,10 +12,12 @@
 // (their write-back reduces rf partials over `loop`) form the frontier; (2) the elementwise
 // blocks in between read the frontier's chunk-local partial instead of its global value and
 // move under `loop` (cloned when others still read them), as does `block`; (3) the algebra
-// engine derives h; (4) rfactor at `loop`; (5) the write-back moves out of the loop into a
-// combine nest placed before the first later reader, and applies h to each partial. A chunk
-// whose producer partial is still its reducer's identity (fully masked) contributes the
-// identity, when h annihilates such contributions (checked numerically).
+// engine derives h, possibly with an augmented state (Welford), whose statistics are then summed
+// per chunk next to `block` (add_statistic, rfactor) and passed to h with the chunk's partial;
+// (4) rfactor at `loop`; (5) the write-back moves out of the loop into a combine nest placed
+// before the first later reader, and applies h to each partial. A chunk whose producer partial
+// is still its reducer's identity (fully masked) contributes the identity, when h annihilates
+// such contributions (checked numerically).
 #include "algebra/Eval.h"
 #include "algebra/Repair.h"
 #include "ir/Printer.h"
@@ -201,12 +203,25 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   for (const ir::Param& q : program_.params)
     if (q.value > 0) req.facts[q.name] = "positive";
   for (const std::string& d : program_.dims) req.facts[d] = "positive";
+  req.allow_augmented_state = true;
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be split at loop '" + lv + "': " + repair.reason);
-  if (!repair.statistics.empty())
-    throw ScheduleError(P, "block '" + block + "' needs an augmented state");
+  // An augmented state: each statistic is summed per chunk alongside the block; the combine
+  // repairs a chunk's partial with the chunk's statistics, so their write-backs are dropped.
+  std::map<std::string, std::string> statistic_partials;  // statistic variable -> rf buffer
+  for (const algebra::AugmentedStatistic& stat : repair.statistics) {
+    std::string sb;
+    tmp.program_ = add_statistic(tmp, block, LoopRef{loop.block, lv}, stat, kChunk, P, &sb);
+    std::string rf = tmp.rfactor(sb, LoopRef{sb, lv});
+    statistic_partials[stat.var] =
+        *block_writes(*find_block(tmp.program_.body, rf, P).back()).begin();
+    StmtPath sw = find_block(tmp.program_.body, sb, P);
+    std::string total = sw.back()->body->buffer;
+    tmp.program_.body = replace_at(sw, nullptr);
+    remove_buffer(tmp.program_, total);
+  }
   // (4) Partials per chunk.
   tmp.rfactor(block, LoopRef{block, lv});
   // (5) The write-back leaves the loop for a combine nest and repairs each partial.
@@ -237,6 +252,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
         ir::Expr is_id = ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type));
         at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
       }
+    }
+    for (const auto& [stat, rf] : statistic_partials) {
+      std::vector<ir::Expr> idx = st.indices;
+      idx.push_back(var(lv));
+      sub[stat] = ir::make_load(rf, self->type, idx);
     }
     partial = ir::substitute(repair.h, sub);
     if (at_identity)

@@ -25,12 +25,14 @@
 // atomic (unique temporary name, then rename).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
+#include "tile/TileIR.h"
 
 namespace kintsugi::cpu {
 
@@ -44,6 +46,8 @@ struct CompileOptions {
 // The complete C++ translation unit for a program (deterministic: same program, same text).
 // Throws InternalError on malformed loop IR (unknown buffer or variable, untyped expression).
 std::string generate_source(const ir::LoopProgram& program);
+// The C++ translation unit for a program in tile form (same ABI; see TileCodegen.cpp).
+std::string generate_tile_source(const tile::TileProgram& program);
 
 class CpuKernel {
  public:
@@ -68,11 +72,14 @@ class CpuKernel {
   const std::string& cache_key() const { return key_; }              // 16 hex digits
 
  private:
-  friend std::shared_ptr<CpuKernel> compile(const ir::LoopProgram&, const CompileOptions&);
+  friend std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram&, std::string,
+                                                   std::map<std::string, int64_t>,
+                                                   const CompileOptions&);
   CpuKernel() = default;
 
   using EntryFn = int (*)(void* const*, const int64_t*, const double*, char*, int64_t);
   ir::LoopProgram program_;
+  std::map<std::string, int64_t> specialised_;  // dims the code was generated for
   void* handle_ = nullptr;
   EntryFn entry_ = nullptr;
   bool from_cache_ = false;
@@ -85,5 +92,12 @@ class CpuKernel {
 // per-user directory under the system temp dir (with a note on stderr).
 std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program,
                                    const CompileOptions& options = {});
+// The same for a program in tile form; run() then also checks the specialised dims.
+std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
+                                   const CompileOptions& options = {});
+// Compiles given source for `program` (the two above generate it).
+std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
+                                          std::map<std::string, int64_t> specialised,
+                                          const CompileOptions& options);
 
 }  // namespace kintsugi::cpu

@@ -190,3 +190,59 @@ TEST(PropagateMask, CausalAndWindowSkipDeadTiles) {
     expect_equivalent(p, s.program(), shapes);
   }
 }
+
+// Layer-norm variance with the mean as producer: no h(t, r, r') exists, the algebra engine
+// derives an augmented state (sums of the terms' complete parts). rolling_update sums each
+// statistic alongside the variance and scans it like the mean; the repair at tile j0 reads the
+// statistics over the tiles before j0.
+TEST(RollingUpdate, LayerNormVarianceWithAugmentedState) {
+  ir::LoopProgram p = schedtest::example("norm/layernorm.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"mu.sum0", "j"}, 4);
+  s.rolling_update("mu.sum0", j[0]);
+  s.rolling_update("var.sum0", j[0]);
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("block var.sum0.S1.rf(spatial i:M, spatial j0:(N + 3) / 4, reduce j_1:4)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("var.sum0.S1.scan[i, j0] = select(j0 > 0, var.sum0.S1.scan[i, j0 - 1], "
+                      "0.0) + var.sum0.S1.rf[i, j0]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2.0 * var.sum0.S1.scan[i, j0 - 1] * mu.sum0.scan[i, j0]"), std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(), kNorm);
+  // The mean and both statistics become loop-carried pairs.
+  for (const char* scan : {"mu.sum0", "var.sum0.S0", "var.sum0.S1"})
+    s.split_scan_buffer(scan, LoopRef{scan, "j0"});
+  text = ir::to_string(s.program());
+  EXPECT_EQ(text.find(".scan"), std::string::npos) << text;
+  EXPECT_NE(text.find("var.sum0.S1.prev[i] = var.sum0.S1.next[i]"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  Schedule r = schedule::replay(p, s.trace());
+  EXPECT_EQ(ir::to_string(r.program()), text);
+}
+
+// The same with split-K: each chunk sums its statistics next to its partial variance, and the
+// combine re-bases every chunk's partial from the chunk's own sum to the global one.
+TEST(SplitKUpdate, LayerNormVarianceWithAugmentedState) {
+  ir::LoopProgram p = schedtest::example("norm/layernorm.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"mu.sum0", "j"}, 4);
+  s.split_k_update("mu.sum0", j[0]);
+  // The write-back of mu.sum0 left the chunk loop; name the loop through the partial block.
+  s.split_k_update("var.sum0", LoopRef{"mu.sum0.rf", "j0"});
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("var.sum0.S1.rf[i, j0] = var.sum0.S1.rf[i, j0] + f32(X[i, j0 * 4 + j_1]) / "
+                      "f32(N)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("block var.sum0(spatial i:M, reduce j0:(N + 3) / 4):"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2.0 * var.sum0.S1.rf[i, j0] * mu.sum0[i]"), std::string::npos) << text;
+  // Only the chunk partials of a statistic are kept.
+  EXPECT_EQ(text.find("buffer var.sum0.S1:"), std::string::npos) << text;
+  EXPECT_EQ(text.find("block var.sum0.S1("), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  expect_equivalent(p, s.program(), {{{"M", 2}, {"N", 1}}, {{"M", 1}, {"N", 30}}}, 7);
+}

@@ -1,0 +1,565 @@
+// \file TileCodegen.cpp
+// Tile IR -> C++ for the host compiler (generate_tile_source in CpuBackend.h).
+//
+// Each kernel's grid runs as one collapsed OpenMP loop (dynamically scheduled: causal grids are
+// uneven). Every thread owns a workspace holding each array-valued tile value and register at a
+// fixed, 64-byte aligned offset, so tiles are small fixed-size arrays that the host compiler
+// vectorises: elementwise operations are one flat loop, dot is the ks_dot micro-kernel, and
+// loads and stores walk the region with the innermost tile axis contiguous when the buffer's
+// last dimension is. Scalar-shaped values are plain C++ scalars. Float tiles are stored as f32
+// (f16/bf16 tiles hold rounded values); a cast to f32 of such a tile reuses its storage.
+//
+// Invariant established: the code computes what the tile IR means (TileIR.h): loads past a
+// buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
+// squeezed index out of range or an integer division by zero is reported as a kernel error,
+// never an out-of-bounds access; registers start zeroed in every grid instance.
+#include <numeric>
+
+#include "target/cpu/CpuBackend.h"
+#include "target/cpu/CpuEmitter.h"
+#include "target/cpu/TilePrelude.h"
+
+namespace kintsugi::cpu {
+
+namespace {
+
+using tile::OpKind;
+using tile::TileOp;
+
+const char* elem_type(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return "unsigned char";
+    case DType::Int:
+    case DType::I8:
+    case DType::I32:
+      return "int64_t";
+    default:
+      return "float";
+  }
+}
+
+int64_t elem_bytes(DType t) {
+  return t == DType::Bool ? 1 : (is_float(t) ? 4 : 8);
+}
+
+CT ct_of(DType t) {
+  return t == DType::Bool ? CT::Bool : (is_float(t) ? CT::F32 : CT::I64);
+}
+
+class TileEmitter : public Codegen {
+ public:
+  explicit TileEmitter(const tile::TileProgram& tp) : Codegen(tp.source), tp_(tp) {}
+
+  std::string source() {
+    std::string s = run();
+    // The tile helpers need the prelude's conversions: put them right after it.
+    size_t at = s.find("namespace {\n\nconst char* const ks_sites[]");
+    internal_assert(at != std::string::npos) << "tile codegen: no site table in the frame";
+    s.insert(at, std::string(kTilePrelude) + "\n");
+    return "// Tile IR:\n" + comment(tile::to_string(tp_)) + s;
+  }
+
+ protected:
+  void emit_program() override {
+    for (const tile::Kernel& k : tp_.kernels) kernel(k);
+  }
+
+ private:
+  static std::string comment(const std::string& text) {
+    std::string out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) {
+      for (char& c : l)
+        if (c == '\\') c = '/';
+      out += "//   " + l + "\n";
+    }
+    return out;
+  }
+
+  struct Value {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    bool cvar = false;  // a C++ scalar variable rather than an array
+    bool scalar() const { return shape.empty(); }
+    int64_t elements() const {
+      return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    }
+  };
+
+  // Workspace layout: every array value and register gets its own slot.
+  int64_t slot(int64_t bytes) {
+    int64_t at = ws_bytes_;
+    ws_bytes_ += (bytes + 63) / 64 * 64;
+    return at;
+  }
+
+  std::string scalar(const Expr& e, CT want) {
+    std::string code = convert(expr(e), want);
+    fallible_ = false;  // errors stay in ks_l until the end of the grid instance
+    return code;
+  }
+
+  std::string ptr_decl(const Value& v, int64_t offset) {
+    return std::string(elem_type(v.dtype)) + "* __restrict__ " + v.name + " = (" +
+           elem_type(v.dtype) + "*)(ks_ws + " + std::to_string(offset) + ");";
+  }
+
+  void kernel(const tile::Kernel& k) {
+    values_.assign(static_cast<size_t>(k.num_values), Value{});
+    registers_.clear();
+    ws_bytes_ = 0;
+    std::ostringstream* saved = out_;
+    std::ostringstream inner;
+    out_ = &inner;
+    int base_indent = indent_;
+    indent_ = base_indent + 3;
+    for (const tile::Register& r : k.registers) {
+      Value v{ident("r", r.name), r.type.dtype, r.type.shape};
+      registers_[r.name] = v;
+      int64_t at = slot(v.elements() * elem_bytes(v.dtype));
+      line(ptr_decl(v, at));
+    }
+    int64_t reg_bytes = ws_bytes_;
+    if (reg_bytes) line("memset(ks_ws, 0, " + std::to_string(reg_bytes) + ");");
+    Scope scope;
+    for (const tile::GridAxis& g : k.grid) scope.vars[g.var] = {ident("v", g.var), g.extent};
+    scopes_.push_back(scope);
+    body(k.body);
+    scopes_.pop_back();
+    out_ = saved;
+    indent_ = base_indent;
+
+    line("{  // kernel " + k.name);
+    ++indent_;
+    std::vector<std::string> extents;
+    for (const tile::GridAxis& g : k.grid) {
+      extents.push_back(tmp());
+      line("const int64_t " + extents.back() + " = " + scalar(g.extent, CT::I64) + ";");
+    }
+    std::string ws_size = std::to_string(ws_bytes_ + 64);
+    line("#pragma omp parallel");
+    line("{");
+    ++indent_;
+    line("char* ks_ws = (char*)aligned_alloc(64, " + ws_size + ");");
+    line("if (!ks_ws) ks_fail_site(ks_e, \"out of memory for the tiles of kernel \", " +
+         std::to_string(site(k.name)) + ");");
+    if (!k.grid.empty())
+      line("#pragma omp for collapse(" + std::to_string(k.grid.size()) + ") schedule(dynamic, 1)");
+    else
+      line("#pragma omp single");
+    std::string loops;
+    for (size_t a = 0; a < k.grid.size(); ++a) {
+      std::string id = ident("v", k.grid[a].var);
+      line("for (int64_t " + id + " = 0; " + id + " < " + extents[a] + "; ++" + id + ")");
+    }
+    line("{");
+    ++indent_;
+    line("if (!ks_ws || KS_FAILED(ks_e)) continue;");
+    line("KsLocal ks_l = {};");
+    *out_ << inner.str();
+    line("if (__builtin_expect(ks_l.bad, 0)) ks_flush(ks_e, ks_l);");
+    --indent_;
+    line("}");
+    line("free(ks_ws);");
+    --indent_;
+    line("}");
+    line("if (KS_FAILED(ks_e)) return 1;");
+    --indent_;
+    line("}");
+  }
+
+  void body(const tile::TileBody& b) {
+    for (const tile::TileStmt& s : b) {
+      if (s.kind == tile::StmtKind::Op) {
+        op(s.op);
+        continue;
+      }
+      std::string lo = tmp(), hi = tmp(), id = ident("v", s.var);
+      line("{");
+      ++indent_;
+      line("const int64_t " + lo + " = " + scalar(s.min, CT::I64) + ";");
+      line("const int64_t " + hi + " = " + lo + " + " + scalar(s.extent, CT::I64) + ";");
+      line("for (int64_t " + id + " = " + lo + "; " + id + " < " + hi + "; ++" + id + ") {");
+      ++indent_;
+      Scope scope;
+      scope.vars[s.var] = {id, nullptr};
+      scopes_.push_back(scope);
+      body(s.body);
+      scopes_.pop_back();
+      --indent_;
+      line("}");
+      --indent_;
+      line("}");
+    }
+  }
+
+  const Value& val(int id) const { return values_[static_cast<size_t>(id)]; }
+
+  // Element `x` (a linear index) of an operand of a tile of the same shape, or the scalar.
+  std::string at(int id, const std::string& x) const {
+    const Value& v = val(id);
+    if (v.cvar) return v.name;
+    return v.name + "[" + (v.scalar() ? std::string("0") : x) + "]";
+  }
+
+  Value& define(const TileOp& o) {
+    Value& v = values_[static_cast<size_t>(o.result)];
+    v = Value{"t" + std::to_string(o.result), o.type.dtype, o.type.shape};
+    return v;
+  }
+
+  void declare_array(const Value& v) {
+    line(ptr_decl(v, slot(v.elements() * elem_bytes(v.dtype))));
+  }
+
+  // Nested loops over `shape`; returns the index variables (outermost first).
+  std::vector<std::string> open_loops(const std::vector<int64_t>& shape) {
+    std::vector<std::string> ix;
+    for (int64_t n : shape) {
+      std::string i = tmp();
+      line("for (int64_t " + i + " = 0; " + i + " < " + std::to_string(n) + "; ++" + i + ") {");
+      ++indent_;
+      ix.push_back(i);
+    }
+    return ix;
+  }
+  void close_loops(size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+      --indent_;
+      line("}");
+    }
+  }
+  static std::string linear(const std::vector<std::string>& ix, const std::vector<int64_t>& shape) {
+    if (ix.empty()) return "0";
+    std::string lin = ix[0];
+    for (size_t d = 1; d < ix.size(); ++d)
+      lin = "(" + lin + ") * " + std::to_string(shape[d]) + " + " + ix[d];
+    return lin;
+  }
+
+  std::string map_code(const TileOp& o, const std::vector<std::string>& a) {
+    if (o.is_call) {
+      bool fl = is_float(o.type.dtype);
+      switch (o.fn) {
+        case MathFn::Exp:
+          return "ks_expf(" + a[0] + ")";
+        case MathFn::Exp2:
+          return "exp2f(" + a[0] + ")";
+        case MathFn::Log:
+          return "logf(" + a[0] + ")";
+        case MathFn::Log2:
+          return "log2f(" + a[0] + ")";
+        case MathFn::Tanh:
+          return "tanhf(" + a[0] + ")";
+        case MathFn::Sqrt:
+          return "sqrtf(" + a[0] + ")";
+        case MathFn::Rsqrt:
+          return "(1.0f / sqrtf(" + a[0] + "))";
+        case MathFn::Abs:
+          return fl ? "fabsf(" + a[0] + ")" : "ks_iabs(" + a[0] + ")";
+        case MathFn::Pow:
+          return "powf(" + a[0] + ", " + a[1] + ")";
+        case MathFn::Round:
+          return fl ? "rintf(" + a[0] + ")" : a[0];
+        case MathFn::Clamp:
+          return fl ? "ks_fmin(ks_fmax(" + a[0] + ", " + a[1] + "), " + a[2] + ")"
+                    : "ks_imin(ks_imax(" + a[0] + ", " + a[1] + "), " + a[2] + ")";
+      }
+    }
+    bool fl = false;
+    for (int id : o.args) fl = fl || is_float(val(id).dtype);
+    switch (o.op) {
+      case Op::Neg:
+        return "(-" + a[0] + ")";
+      case Op::Not:
+        return "(!" + a[0] + ")";
+      case Op::Add:
+        return "(" + a[0] + " + " + a[1] + ")";
+      case Op::Sub:
+        return "(" + a[0] + " - " + a[1] + ")";
+      case Op::Mul:
+        return "(" + a[0] + " * " + a[1] + ")";
+      case Op::Div:
+        return fl ? "(" + a[0] + " / " + a[1] + ")"
+                  : "ks_fdiv(ks_l, " + a[0] + ", " + a[1] + ", " + std::to_string(site("/")) + ")";
+      case Op::Mod:
+        return fl ? "ks_fmodf(" + a[0] + ", " + a[1] + ")"
+                  : "ks_fmod(ks_l, " + a[0] + ", " + a[1] + ", " + std::to_string(site("%")) + ")";
+      case Op::Lt:
+        return "(" + a[0] + " < " + a[1] + ")";
+      case Op::Le:
+        return "(" + a[0] + " <= " + a[1] + ")";
+      case Op::Gt:
+        return "(" + a[0] + " > " + a[1] + ")";
+      case Op::Ge:
+        return "(" + a[0] + " >= " + a[1] + ")";
+      case Op::Eq:
+        return "(" + a[0] + " == " + a[1] + ")";
+      case Op::Ne:
+        return "(" + a[0] + " != " + a[1] + ")";
+      case Op::And:
+        return "(" + a[0] + " && " + a[1] + ")";
+      case Op::Or:
+        return "(" + a[0] + " || " + a[1] + ")";
+      case Op::Min:
+        return fl ? "ks_fmin(" + a[0] + ", " + a[1] + ")" : "ks_imin(" + a[0] + ", " + a[1] + ")";
+      case Op::Max:
+        return fl ? "ks_fmax(" + a[0] + ", " + a[1] + ")" : "ks_imax(" + a[0] + ", " + a[1] + ")";
+      case Op::Select:
+        return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
+      default:
+        internal_error << "tile codegen: unexpected map op";
+    }
+    return "";
+  }
+
+  // Buffer access helpers: the C++ names of a buffer's extents, and whether a region dimension
+  // index is inside the buffer.
+  void region(const TileOp& o, bool is_store) {
+    const BufInfo& b = buffer(o.buffer, o.starts.size());
+    std::vector<std::string> starts;
+    std::string squeezed_ok;
+    for (size_t d = 0; d < o.starts.size(); ++d) {
+      starts.push_back(tmp());
+      line("const int64_t " + starts.back() + " = " + scalar(o.starts[d], CT::I64) + ";");
+      if (o.axis_of_dim[d] < 0)
+        squeezed_ok += std::string(squeezed_ok.empty() ? "" : " && ") + "ks_chk(ks_l, " +
+                       starts.back() + ", " + b.shape[d] + ", " + std::to_string(site(o.buffer)) +
+                       ", " + std::to_string(d) + ")";
+    }
+    const std::vector<int64_t>& shape = o.type.shape;
+    if (!squeezed_ok.empty()) {
+      line("if (" + squeezed_ok + ") {");
+      ++indent_;
+    }
+    // The innermost tile axis is contiguous in memory when it spans the last buffer dimension.
+    bool contiguous_f16 = !is_store && !shape.empty() && b.buf->dtype == DType::F16 &&
+                          o.axis_of_dim.back() == static_cast<int>(shape.size()) - 1 &&
+                          !o.bounds_checked.back();
+    std::vector<std::string> ix =
+        open_loops(contiguous_f16 ? std::vector<int64_t>(shape.begin(), shape.end() - 1) : shape);
+    if (contiguous_f16) ix.push_back("0");
+    std::string offset, inside;
+    for (size_t d = 0; d < o.starts.size(); ++d) {
+      std::string idx = starts[d];
+      if (o.axis_of_dim[d] >= 0) idx += " + " + ix[static_cast<size_t>(o.axis_of_dim[d])];
+      offset = d == 0 ? "(" + idx + ")" : "(" + offset + ") * " + b.shape[d] + " + (" + idx + ")";
+      if (o.axis_of_dim[d] >= 0 && o.bounds_checked[d])
+        inside += std::string(inside.empty() ? "" : " && ") + "(uint64_t)(" + idx +
+                  ") < (uint64_t)" + b.shape[d];
+    }
+    if (offset.empty()) offset = "0";
+    std::string lin = linear(ix, shape);
+    if (contiguous_f16) {
+      line("ks_h2f_row(" + val(o.result).name + " + " + lin + ", " + b.id + " + " + offset + ", " +
+           std::to_string(shape.back()) + ");");
+    } else if (is_store) {
+      std::string cond = inside;
+      if (o.args.size() > 1) cond += (cond.empty() ? "" : " && ") + at(o.args[1], lin);
+      Val v{at(o.args[0], lin), ct_of(val(o.args[0]).dtype)};
+      std::string st = b.id + "[" + offset + "] = " + store_value(v, b.buf->dtype) + ";";
+      line(cond.empty() ? st : "if (" + cond + ") " + st);
+    } else {
+      std::string raw = b.id + "[" + offset + "]";
+      std::string conv = b.buf->dtype == DType::F16 ? "ks_h2f(" + raw + ")"
+                         : b.buf->dtype == DType::BF16
+                             ? "ks_b2f(" + raw + ")"
+                             : "(" + std::string(elem_type(o.type.dtype)) + ")" + raw;
+      std::string zero = is_float(o.type.dtype) ? "0.0f" : "0";
+      line(val(o.result).name + "[" + lin +
+           "] = " + (inside.empty() ? conv : "(" + inside + ") ? " + conv + " : " + zero) + ";");
+    }
+    close_loops(contiguous_f16 ? shape.size() - 1 : shape.size());
+    if (!squeezed_ok.empty()) {
+      --indent_;
+      line("}");
+    }
+  }
+
+  void op(const TileOp& o) {
+    if (o.kind == OpKind::Store) {
+      line("{  // store " + o.buffer);
+      ++indent_;
+      region(o, true);
+      --indent_;
+      line("}");
+      return;
+    }
+    if (o.kind == OpKind::Write) {
+      const Value& r = registers_.at(o.buffer);
+      const Value& a = val(o.args[0]);
+      if (a.scalar()) {
+        line("for (int64_t i = 0; i < " + std::to_string(r.elements()) + "; ++i) " + r.name +
+             "[i] = " + at(o.args[0], "0") + ";");
+      } else if (r.name != a.name) {
+        line("memcpy(" + r.name + ", " + a.name + ", " +
+             std::to_string(r.elements() * elem_bytes(r.dtype)) + ");");
+      }
+      return;
+    }
+    Value& v = define(o);
+    const std::string ty = elem_type(v.dtype);
+    switch (o.kind) {
+      case OpKind::Read:
+        // The register itself: no value read from a register is used after a write to it.
+        line(ty + "* __restrict__ " + v.name + " = " + registers_.at(o.buffer).name + ";");
+        return;
+      case OpKind::Full:
+        internal_assert(v.scalar()) << "tile codegen: full of a non-scalar shape";
+        v.cvar = true;
+        line("const " + ty + " " + v.name + " = " + scalar(o.scalar, ct_of(v.dtype)) + ";");
+        return;
+      case OpKind::Arange: {
+        declare_array(v);
+        std::string start = scalar(o.scalar, CT::I64);
+        std::vector<std::string> ix = open_loops(v.shape);
+        line(v.name + "[" + linear(ix, v.shape) + "] = " + start + " + " +
+             ix[static_cast<size_t>(o.axis)] + ";");
+        close_loops(ix.size());
+        return;
+      }
+      case OpKind::Map: {
+        std::vector<std::string> a;
+        for (int id : o.args) a.push_back(at(id, "i"));
+        std::string code = map_code(o, a);
+        if (is_float(v.dtype)) code = round_to(code, v.dtype);
+        if (v.scalar()) {
+          v.cvar = true;
+          line("const " + ty + " " + v.name + " = " + code + ";");
+          return;
+        }
+        declare_array(v);
+        line("for (int64_t i = 0; i < " + std::to_string(v.elements()) + "; ++i) " + v.name +
+             "[i] = " + code + ";");
+        return;
+      }
+      case OpKind::Cast: {
+        const Value& a = val(o.args[0]);
+        if (a.scalar()) {
+          v.cvar = true;
+          line("const " + ty + " " + v.name + " = " +
+               round_to(convert(Val{at(o.args[0], "0"), ct_of(a.dtype)}, ct_of(v.dtype)), v.dtype) +
+               ";");
+          return;
+        }
+        bool same_storage = std::string(elem_type(a.dtype)) == ty;
+        if (same_storage && (v.dtype == DType::F32 || a.dtype == v.dtype)) {
+          // f16/bf16 tiles hold rounded f32 values already.
+          line(ty + "* __restrict__ " + v.name + " = " + a.name + ";");
+          return;
+        }
+        declare_array(v);
+        if (a.dtype == DType::F32 && v.dtype == DType::F16) {
+          line("ks_rf16_row(" + v.name + ", " + a.name + ", " + std::to_string(v.elements()) +
+               ");");
+          return;
+        }
+        std::string code = convert(Val{a.name + "[i]", ct_of(a.dtype)}, ct_of(v.dtype));
+        code = round_to(code, v.dtype);
+        line("for (int64_t i = 0; i < " + std::to_string(v.elements()) + "; ++i) " + v.name +
+             "[i] = " + code + ";");
+        return;
+      }
+      case OpKind::Broadcast:
+      case OpKind::Permute: {
+        const Value& a = val(o.args[0]);
+        if (a.scalar()) {
+          declare_array(v);
+          line("for (int64_t i = 0; i < " + std::to_string(v.elements()) + "; ++i) " + v.name +
+               "[i] = " + at(o.args[0], "0") + ";");
+          return;
+        }
+        declare_array(v);
+        std::vector<std::string> ix = open_loops(v.shape);
+        std::vector<std::string> src;
+        for (size_t k = 0; k < a.shape.size(); ++k)
+          src.push_back(o.kind == OpKind::Broadcast ? ix[static_cast<size_t>(o.dims[k])]
+                                                    : std::string());
+        if (o.kind == OpKind::Permute)
+          for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
+        line(v.name + "[" + linear(ix, v.shape) + "] = " + a.name + "[" + linear(src, a.shape) +
+             "];");
+        close_loops(ix.size());
+        return;
+      }
+      case OpKind::Dot: {
+        declare_array(v);
+        const Value& a = val(o.args[0]);
+        const Value& b = val(o.args[1]);
+        line("ks_dot<" + std::to_string(a.shape[0]) + ", " + std::to_string(b.shape[1]) + ", " +
+             std::to_string(a.shape[1]) + ">(" + a.name + ", " + b.name + ", " + v.name + ");");
+        return;
+      }
+      case OpKind::Reduce: {
+        const Value& a = val(o.args[0]);
+        size_t ax = static_cast<size_t>(o.axis);
+        int64_t outer = 1, inner = 1, len = a.shape[ax];
+        for (size_t k = 0; k < ax; ++k) outer *= a.shape[k];
+        for (size_t k = ax + 1; k < a.shape.size(); ++k) inner *= a.shape[k];
+        Expr id = reducer_identity_expr(o.reducer, v.dtype);
+        std::string identity = convert(expr(id), ct_of(v.dtype));
+        std::string acc = v.scalar() ? tmp() : v.name;
+        if (v.scalar())
+          line(ty + " " + acc + "[1];");
+        else
+          declare_array(v);
+        std::string x = "ks_o * " + std::to_string(inner) + " + ks_i";
+        std::string src = a.name + "[(ks_o * " + std::to_string(len) + " + ks_r) * " +
+                          std::to_string(inner) + " + ks_i]";
+        std::string upd;
+        bool fl = is_float(v.dtype);
+        switch (o.reducer) {
+          case Reducer::Sum:
+            upd = acc + "[" + x + "] + " + src;
+            break;
+          case Reducer::Prod:
+            upd = acc + "[" + x + "] * " + src;
+            break;
+          case Reducer::Max:
+            upd = std::string(fl ? "ks_fmax(" : "ks_imax(") + acc + "[" + x + "], " + src + ")";
+            break;
+          case Reducer::Min:
+            upd = std::string(fl ? "ks_fmin(" : "ks_imin(") + acc + "[" + x + "], " + src + ")";
+            break;
+        }
+        line("for (int64_t ks_o = 0; ks_o < " + std::to_string(outer) + "; ++ks_o) {");
+        line("  for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc + "[" +
+             x + "] = " + identity + ";");
+        line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ++ks_r)");
+        line("    for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
+             "[" + x + "] = " + round_to(upd, v.dtype) + ";");
+        line("}");
+        if (v.scalar()) {
+          v.cvar = true;
+          line("const " + ty + " " + v.name + " = " + acc + "[0];");
+        }
+        return;
+      }
+      case OpKind::Load:
+        declare_array(v);
+        line("{  // load " + o.buffer);
+        ++indent_;
+        region(o, false);
+        --indent_;
+        line("}");
+        return;
+      default:
+        internal_error << "tile codegen: unexpected op";
+    }
+  }
+
+  const tile::TileProgram& tp_;
+  std::vector<Value> values_;
+  std::map<std::string, Value> registers_;
+  int64_t ws_bytes_ = 0;
+};
+
+}  // namespace
+
+std::string generate_tile_source(const tile::TileProgram& program) {
+  return TileEmitter(program).source();
+}
+
+}  // namespace kintsugi::cpu

@@ -1,0 +1,121 @@
+// \file TilePrelude.h
+// Helpers the tile code generator's C++ uses on top of the CPU prelude: the implementations of
+// single tile operations that the host compiler would not vectorise well on its own.
+//   - ks_dot<M, N, K>: C = A x B on row-major f32 tiles, a register-blocked micro-kernel (4 rows
+//     x up to 4 vectors of columns held in registers across the K loop, one FMA per element).
+//   - ks_expf: exp without branches or errno, so that a loop over a tile vectorises (Cephes-style
+//     range reduction and polynomial, about 1 ulp; exact 0, inf and NaN at the ends).
+//   - ks_h2f_row, ks_rf16_row: f16 -> f32 of a contiguous row, and f32 rounded to f16 precision
+//     (F16C when the host has it).
+// Nothing here knows which program it serves: each helper is one tile operation.
+#pragma once
+
+namespace kintsugi::cpu {
+
+inline constexpr const char* kTilePrelude = R"PRELUDE(
+#include <immintrin.h>
+
+namespace {
+
+#if defined(__AVX512F__)
+typedef __m512 ks_vf;
+enum { KS_W = 16 };
+static inline ks_vf ks_vload(const float* p) { return _mm512_loadu_ps(p); }
+static inline void ks_vstore(float* p, ks_vf v) { _mm512_storeu_ps(p, v); }
+static inline ks_vf ks_vset1(float x) { return _mm512_set1_ps(x); }
+static inline ks_vf ks_vfma(ks_vf a, ks_vf b, ks_vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline ks_vf ks_vzero() { return _mm512_setzero_ps(); }
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef __m256 ks_vf;
+enum { KS_W = 8 };
+static inline ks_vf ks_vload(const float* p) { return _mm256_loadu_ps(p); }
+static inline void ks_vstore(float* p, ks_vf v) { _mm256_storeu_ps(p, v); }
+static inline ks_vf ks_vset1(float x) { return _mm256_set1_ps(x); }
+static inline ks_vf ks_vfma(ks_vf a, ks_vf b, ks_vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline ks_vf ks_vzero() { return _mm256_setzero_ps(); }
+#else
+typedef float ks_vf;
+enum { KS_W = 1 };
+static inline ks_vf ks_vload(const float* p) { return *p; }
+static inline void ks_vstore(float* p, ks_vf v) { *p = v; }
+static inline ks_vf ks_vset1(float x) { return x; }
+static inline ks_vf ks_vfma(ks_vf a, ks_vf b, ks_vf c) { return fmaf(a, b, c); }
+static inline ks_vf ks_vzero() { return 0.0f; }
+#endif
+
+template <int M, int N, int K>
+static inline void ks_dot(const float* __restrict A, const float* __restrict B,
+                          float* __restrict C) {
+  constexpr int R = 4;
+  constexpr int NB = (N % (4 * KS_W) == 0) ? 4 : ((N % (2 * KS_W) == 0) ? 2 : 1);
+  if constexpr (M % R == 0 && N % KS_W == 0) {
+    for (int m = 0; m < M; m += R) {
+      for (int n = 0; n < N; n += NB * KS_W) {
+        ks_vf acc[R][NB];
+        for (int r = 0; r < R; ++r)
+          for (int q = 0; q < NB; ++q) acc[r][q] = ks_vzero();
+        for (int k = 0; k < K; ++k) {
+          ks_vf b[NB];
+          for (int q = 0; q < NB; ++q) b[q] = ks_vload(B + k * N + n + q * KS_W);
+          for (int r = 0; r < R; ++r) {
+            ks_vf a = ks_vset1(A[(m + r) * K + k]);
+            for (int q = 0; q < NB; ++q) acc[r][q] = ks_vfma(a, b[q], acc[r][q]);
+          }
+        }
+        for (int r = 0; r < R; ++r)
+          for (int q = 0; q < NB; ++q) ks_vstore(C + (m + r) * N + n + q * KS_W, acc[r][q]);
+      }
+    }
+  } else {
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) C[m * N + n] = 0.0f;
+      for (int k = 0; k < K; ++k) {
+        float a = A[m * K + k];
+        for (int n = 0; n < N; ++n) C[m * N + n] = fmaf(a, B[k * N + n], C[m * N + n]);
+      }
+    }
+  }
+}
+
+static inline float ks_expf(float x) {
+  float xc = x < -87.5f ? -87.5f : (x > 88.5f ? 88.5f : x);
+  float k = __builtin_rintf(xc * 1.44269504088896341f);
+  float r = fmaf(k, -0.693359375f, xc);
+  r = fmaf(k, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = fmaf(p, r, 1.3981999507e-3f);
+  p = fmaf(p, r, 8.3334519073e-3f);
+  p = fmaf(p, r, 4.1665795894e-2f);
+  p = fmaf(p, r, 1.6666665459e-1f);
+  p = fmaf(p, r, 5.0000001201e-1f);
+  float y = fmaf(p * r, r, r) + 1.0f;
+  y *= ks_bitsf((uint32_t)((int32_t)k + 127) << 23);
+  y = x < -87.3f ? 0.0f : y;
+  y = x > 88.7f ? __builtin_inff() : y;
+  return x != x ? x : y;
+}
+
+static inline void ks_h2f_row(float* __restrict d, const uint16_t* __restrict s, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s + i))));
+#endif
+  for (; i < n; ++i) d[i] = ks_h2f(s[i]);
+}
+
+// Rounds a contiguous row of f32 to f16 precision (round to nearest even, like ks_rf16).
+static inline void ks_rf16_row(float* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(s + i),
+                                                             _MM_FROUND_TO_NEAREST_INT)));
+#endif
+  for (; i < n; ++i) d[i] = ks_rf16(s[i]);
+}
+
+}  // namespace
+)PRELUDE";
+
+}  // namespace kintsugi::cpu

@@ -1,0 +1,121 @@
+// \file TileIR.h
+// The tile IR: a scheduled program as a few kernels, each a grid of independent instances whose
+// body is serial loops around operations on whole tiles (Neptune's tile level).
+//
+// A tile value has a dtype and a constant shape (a scalar has shape []). Values are in SSA form:
+// every operation defines at most one value, numbered in program order. Per-instance state that
+// lives across operations (a running max, an accumulator) is a register: a named tile that
+// `read` returns whole and `write` replaces whole (a masked update is a select before the
+// write). Global buffers are reached only through `load` and `store` of a region: per buffer
+// dimension a start (a scalar expression over the grid and loop variables, dims and params)
+// and either a tile axis (the region spans that axis' extent) or none (the dimension is
+// squeezed). A load past a buffer's extent reads 0; a store writes only where its mask is true
+// and the element is inside the buffer.
+//
+// Sizes stay symbolic: grid and loop extents, starts and scalars are expressions. Only tile
+// extents are numbers; a dimension used as one (the head size) is specialised, and listed in
+// TileProgram::specialised, which the runtime checks before launch.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/Stmt.h"
+
+namespace kintsugi::tile {
+
+struct TileType {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t elements() const;
+};
+
+enum class OpKind : uint8_t {
+  Load,       // buffer region -> tile
+  Store,      // args: value [, mask]; tile -> buffer region
+  Read,       // register -> tile
+  Write,      // args: value; tile -> register
+  Full,       // scalar expression -> tile of `type.shape` (every element the same)
+  Arange,     // scalar, scalar + 1, ... along `axis` of `type.shape`, broadcast along the others
+  Map,        // elementwise: ir op (unary, binary, select, min/max) or math call; operands have
+              // the result's shape or are scalars (broadcast)
+  Cast,       // elementwise conversion to type.dtype (rounds through f16/bf16)
+  Broadcast,  // args[0] with axes `dims` (increasing positions in the result) -> type.shape
+  Permute,    // result axis k is args[0]'s axis perm[k]
+  Dot,        // [M, K] x [K, N] -> [M, N], f32 accumulation
+  Reduce,     // reducer along `axis` (removed from the shape)
+};
+
+struct TileOp {
+  OpKind kind = OpKind::Map;
+  int result = -1;  // value id, -1 for Store and Write
+  TileType type;    // of the result; for Store, of the stored value
+  std::vector<int> args;
+  // Load, Store: the region. starts[d] is the first index of buffer dimension d; axis_of_dim[d]
+  // is the tile axis spanning it (-1: squeezed). bounds_checked[d]: the region may run past the
+  // buffer's extent there (a tail), so loads zero-fill and stores skip those elements.
+  std::string buffer;  // also the register name for Read / Write
+  std::vector<ir::Expr> starts;
+  std::vector<int> axis_of_dim;
+  std::vector<bool> bounds_checked;
+  // Load only: the loop of a pipelined stream this load belongs to (set by the pipelining pass).
+  std::string stream_loop;
+  ir::Expr scalar;  // Full: the value; Arange: the start
+  ir::Op op = ir::Op::Add;
+  ir::MathFn fn = ir::MathFn::Exp;
+  bool is_call = false;   // Map: a math call `fn` rather than `op`
+  std::vector<int> dims;  // Broadcast
+  std::vector<int> perm;  // Permute
+  int axis = 0;           // Arange, Reduce
+  ir::Reducer reducer = ir::Reducer::Sum;
+};
+
+struct TileStmt;
+using TileBody = std::vector<TileStmt>;
+
+enum class StmtKind : uint8_t { Op, For };
+
+struct TileStmt {
+  StmtKind kind = StmtKind::Op;
+  TileOp op;  // Op
+  // For: a serial loop `for var in [min, min + extent)`. pipeline_stages > 1: the loads marked
+  // with this loop as their stream are issued that many iterations ahead (double buffering).
+  std::string var;
+  ir::Expr min, extent;
+  int pipeline_stages = 1;
+  TileBody body;
+};
+
+struct GridAxis {
+  std::string var;
+  ir::Expr extent;
+};
+
+struct Register {
+  std::string name;
+  TileType type;
+};
+
+// One kernel: every grid instance runs `body` independently.
+struct Kernel {
+  std::string name;
+  std::vector<GridAxis> grid;
+  std::vector<Register> registers;  // fresh (zeroed) per instance
+  TileBody body;
+  int num_values = 0;
+};
+
+struct TileProgram {
+  ir::LoopProgram source;                      // buffers, dims and params come from here
+  std::map<std::string, int64_t> specialised;  // dims used as tile extents -> their value
+  std::vector<Kernel> kernels;                 // run in order
+};
+
+std::string to_string(const TileType& t);
+std::string to_string(const TileProgram& p);
+
+// Checks shapes, dtypes, dot operand ranks and SSA order; throws InternalError on a violation.
+void verify(const TileProgram& p);
+
+}  // namespace kintsugi::tile

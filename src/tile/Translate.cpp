@@ -1,0 +1,736 @@
+// \file Translate.cpp
+// Loop IR -> tile IR (see Translate.h for the rules).
+//
+// Invariant established: the tile program computes, for every element the loop program stores,
+// the same value (up to the order of floating-point sums inside a tile), and stores nothing the
+// loop program does not store.
+#include "tile/Translate.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/Interpreter.h"
+#include "ir/Printer.h"
+#include "ir/Simplify.h"
+#include "ir/Visit.h"
+#include "schedule/Analysis.h"
+
+namespace kintsugi::tile {
+
+namespace {
+
+using ir::Expr;
+using ir::Op;
+using ir::Stmt;
+using ir::StmtNode;
+
+// A leaf nest's tile axes span at most this many iterations (a dot's operands and result are
+// much smaller than its iteration space), and a register at most kMaxRegisterElements: a whole
+// row of a long sequence is not a tile.
+constexpr int64_t kMaxTileElements = 1 << 20;
+constexpr int64_t kMaxRegisterElements = 1 << 16;
+
+[[noreturn]] void refuse(const std::string& why) {
+  throw NotTileForm(why);
+}
+
+bool is_leaf_nest(const Stmt& s) {
+  const StmtNode* n = s.get();
+  while (n->kind == ir::StmtKind::For) n = n->body.get();
+  return n->kind == ir::StmtKind::Block;
+}
+
+bool is_zero(const Expr& e) {
+  return e->op == Op::IntImm && e->int_value == 0;
+}
+
+Expr int_var(const std::string& name) {
+  return ir::make_var(name, ir::VarKind::Index, DType::Int);
+}
+
+// Conjuncts of a predicate.
+void conjuncts(const Expr& e, std::vector<Expr>* out) {
+  if (!e) return;
+  if (e->op == Op::And) {
+    conjuncts(e->args[0], out);
+    conjuncts(e->args[1], out);
+    return;
+  }
+  out->push_back(e);
+}
+
+bool has_load(const Expr& e) {
+  bool found = false;
+  ir::visit(e, [&](const Expr& x) {
+    found = found || x->op == Op::Load;
+    return !found;
+  });
+  return found;
+}
+
+// Program-wide facts the translation needs.
+struct Context {
+  const ir::LoopProgram* program = nullptr;
+  std::map<std::string, int64_t> sizes;
+  std::set<std::string> specialisable;  // dims a whole-reduction loop runs over
+  std::map<std::string, int64_t>* specialised = nullptr;
+  std::set<std::string> registers;  // allocated buffers
+
+  // The constant a tile extent takes, or -1 when `e` cannot be a tile extent.
+  int64_t tile_extent(const Expr& e) const {
+    if (e->op == Op::IntImm) return e->int_value;
+    if (e->op == Op::Var && e->var_kind == ir::VarKind::Dim && specialisable.count(e->name)) {
+      auto it = sizes.find(e->name);
+      if (it == sizes.end()) return -1;
+      (*specialised)[e->name] = it->second;
+      return it->second;
+    }
+    return -1;
+  }
+};
+
+// Emits operations into a kernel body, numbering values.
+class Emitter {
+ public:
+  explicit Emitter(Kernel* k) : kernel_(k), body_(&k->body) {}
+
+  int emit(TileOp op) {
+    if (op.kind != OpKind::Store && op.kind != OpKind::Write) op.result = kernel_->num_values++;
+    TileStmt s;
+    s.op = std::move(op);
+    body_->push_back(std::move(s));
+    return body_->back().op.result;
+  }
+  TileBody* body() const { return body_; }
+  void set_body(TileBody* b) { body_ = b; }
+  Kernel* kernel() const { return kernel_; }
+
+ private:
+  Kernel* kernel_;
+  TileBody* body_;
+};
+
+struct TileAxis {
+  std::string var;
+  int64_t extent;
+};
+
+struct Val {
+  int id = -1;
+  std::vector<std::string> axes;  // tile axes of the value, in its own order
+  DType dtype = DType::F32;
+};
+
+// One leaf nest: its tile axes and the block, turned into operations.
+class NestTranslator {
+ public:
+  NestTranslator(const Context& ctx, Emitter& em, std::vector<TileAxis> axes, const StmtNode& block)
+      : ctx_(ctx), em_(em), axes_(std::move(axes)), block_(block) {}
+
+  void run() {
+    std::map<std::string, Expr> bindings;
+    std::set<std::string> tile_reduce;  // tile axes the block reduces over
+    std::vector<Expr> first_conds;      // outer reduction iterations at their first value
+    for (const ir::IterVar& iv : block_.iters) {
+      bindings[iv.name] = iv.binding;
+      if (iv.kind == ir::IterKind::Spatial) continue;
+      std::vector<std::string> used = axes_in(iv.binding);
+      if (used.empty()) {
+        first_conds.push_back(ir::make_binary(Op::Eq, iv.binding, ir::make_int(0)));
+        continue;
+      }
+      if (iv.kind == ir::IterKind::Scan || iv.binding->op != Op::Var)
+        refuse("block '" + block_.name + "' scans or reduces over a tile axis through '" +
+               ir::to_string(iv.binding) + "'");
+      tile_reduce.insert(iv.binding->name);
+    }
+    const StmtNode& store = *block_.body;
+    if (store.kind != ir::StmtKind::Store)
+      refuse("block '" + block_.name + "' is not a single store");
+    auto in_loop_terms = [&](const Expr& e) { return ir::simplify(ir::substitute(e, bindings)); };
+    std::vector<Expr> target;
+    for (const Expr& idx : store.indices) target.push_back(in_loop_terms(idx));
+    std::vector<Expr> store_mask, reduce_mask;
+    std::vector<Expr> pred;
+    conjuncts(block_.predicate, &pred);
+    for (const Expr& c : pred) {
+      std::vector<std::string> used = axes_in(c);
+      bool over_reduce = std::any_of(used.begin(), used.end(),
+                                     [&](const std::string& a) { return tile_reduce.count(a); });
+      (over_reduce ? reduce_mask : store_mask).push_back(c);
+    }
+    Val value;
+    if (tile_reduce.empty()) {
+      // A reduction carried by an enclosing loop: the init runs in its first iteration.
+      if (block_.init && block_.init->kind == ir::StmtKind::Store) {
+        std::vector<Expr> init_target;
+        for (const Expr& idx : block_.init->indices) init_target.push_back(in_loop_terms(idx));
+        Expr first = ir::make_bool(true);
+        for (const Expr& c : first_conds) first = ir::make_binary(Op::And, first, c);
+        for (const Expr& c : store_mask) first = ir::make_binary(Op::And, first, c);
+        write(block_.init->buffer, init_target, expr(in_loop_terms(block_.init->value)),
+              expr(ir::simplify(first)));
+      }
+      value = expr(in_loop_terms(store.value));
+    } else {
+      ir::Reducer reducer;
+      Expr term;
+      if (!schedule::match_reduction_update(store, &reducer, &term))
+        refuse("block '" + block_.name +
+               "' reduces over a tile axis but is not a reduction update");
+      Val reduced = reduction(reducer, in_loop_terms(term), tile_reduce, reduce_mask);
+      Val acc;
+      Expr identity = ir::reducer_identity_expr(reducer, store.value->type);
+      if (block_.init && block_.init->kind == ir::StmtKind::Store && first_conds.empty() &&
+          ir::equal(ir::simplify(block_.init->value), identity)) {
+        acc.id = -1;  // the reduction starts here from its identity
+      } else if (block_.init && block_.init->kind == ir::StmtKind::Store) {
+        Val init = expr(in_loop_terms(block_.init->value));
+        acc = init;
+        if (!first_conds.empty()) {
+          Expr first = first_conds[0];
+          for (size_t k = 1; k < first_conds.size(); ++k)
+            first = ir::make_binary(Op::And, first, first_conds[k]);
+          acc = select(expr(first), init, access(store.buffer, target, store.value->type));
+        }
+      } else {
+        acc = access(store.buffer, target, store.value->type);
+      }
+      value = acc.id < 0 ? reduced
+                         : map(ir::combine(reducer, int_var("a"), int_var("b")), {acc, reduced},
+                               store.value->type);
+    }
+    Val mask;
+    if (!store_mask.empty()) {
+      Expr m = store_mask[0];
+      for (size_t k = 1; k < store_mask.size(); ++k) m = ir::make_binary(Op::And, m, store_mask[k]);
+      mask = expr(m);
+    }
+    write(store.buffer, target, value, mask);
+  }
+
+ private:
+  std::vector<std::string> axes_in(const Expr& e) const {
+    std::vector<std::string> out;
+    for (const TileAxis& a : axes_)
+      if (ir::uses_var(e, a.var)) out.push_back(a.var);
+    return out;
+  }
+
+  int64_t extent_of(const std::string& axis) const {
+    for (const TileAxis& a : axes_)
+      if (a.var == axis) return a.extent;
+    internal_error << "unknown tile axis " << axis;
+    return 0;
+  }
+
+  // `axes` sorted into nest order.
+  std::vector<std::string> nest_order(const std::set<std::string>& axes) const {
+    std::vector<std::string> out;
+    for (const TileAxis& a : axes_)
+      if (axes.count(a.var)) out.push_back(a.var);
+    return out;
+  }
+
+  TileType type_of(DType t, const std::vector<std::string>& axes) const {
+    TileType out{t, {}};
+    for (const std::string& a : axes) out.shape.push_back(extent_of(a));
+    return out;
+  }
+
+  // v with its axes permuted and broadcast to exactly `target` (which holds all of v's axes).
+  Val arrange(const Val& v, const std::vector<std::string>& target) {
+    if (v.axes == target) return v;
+    std::vector<std::string> ordered;  // v's axes in target order
+    for (const std::string& a : target)
+      if (std::find(v.axes.begin(), v.axes.end(), a) != v.axes.end()) ordered.push_back(a);
+    internal_assert(ordered.size() == v.axes.size()) << "arrange: an axis is missing";
+    Val cur = v;
+    if (ordered != v.axes) {
+      TileOp p;
+      p.kind = OpKind::Permute;
+      p.args = {v.id};
+      for (const std::string& a : ordered)
+        p.perm.push_back(
+            static_cast<int>(std::find(v.axes.begin(), v.axes.end(), a) - v.axes.begin()));
+      p.type = type_of(v.dtype, ordered);
+      cur = Val{em_.emit(p), ordered, v.dtype};
+    }
+    if (ordered.size() == target.size()) return cur;
+    TileOp b;
+    b.kind = OpKind::Broadcast;
+    b.args = {cur.id};
+    for (const std::string& a : ordered)
+      b.dims.push_back(
+          static_cast<int>(std::find(target.begin(), target.end(), a) - target.begin()));
+    b.type = type_of(v.dtype, target);
+    return Val{em_.emit(b), target, v.dtype};
+  }
+
+  // An elementwise op: `pattern` is an ir op over variables standing for the operands. Scalar
+  // operands stay scalars (a map broadcasts them); the result takes the axis order of an operand
+  // that spans every axis, else the nest order.
+  Val map(const Expr& pattern, const std::vector<Val>& args, DType type) {
+    std::set<std::string> all;
+    for (const Val& a : args) all.insert(a.axes.begin(), a.axes.end());
+    std::vector<std::string> out = nest_order(all);
+    for (const Val& a : args)
+      if (a.axes.size() == all.size()) {
+        out = a.axes;
+        break;
+      }
+    TileOp o;
+    o.kind = OpKind::Map;
+    if (pattern->op == Op::Call) {
+      o.is_call = true;
+      o.fn = pattern->fn;
+    } else {
+      o.op = pattern->op;
+    }
+    for (const Val& a : args) o.args.push_back(a.axes.empty() ? a.id : arrange(a, out).id);
+    o.type = type_of(type, out);
+    return Val{em_.emit(o), out, type};
+  }
+
+  Val select(const Val& c, const Val& t, const Val& f) {
+    return map(ir::make_select(int_var("c"), int_var("t"), int_var("f")), {c, t, f}, t.dtype);
+  }
+
+  // start, start + 1, ... along a tile axis.
+  Val arange(const std::string& axis, const Expr& start) {
+    TileOp o;
+    o.kind = OpKind::Arange;
+    o.axis = 0;
+    o.scalar = start;
+    o.type = TileType{DType::Int, {extent_of(axis)}};
+    return Val{em_.emit(o), {axis}, DType::Int};
+  }
+
+  Val full(const Expr& scalar) {
+    TileOp o;
+    o.kind = OpKind::Full;
+    o.scalar = scalar;
+    o.type = TileType{scalar->type, {}};
+    return Val{em_.emit(o), {}, scalar->type};
+  }
+
+  Val expr(const Expr& e) {
+    std::vector<std::string> used = axes_in(e);
+    if (used.empty() && !has_load(e)) return full(e);
+    if (used.size() == 1 && e->type == DType::Int && !has_load(e)) {
+      Expr start = ir::simplify(ir::substitute(e, {{used[0], ir::make_int(0)}}));
+      if (ir::provably_equal(e, ir::make_binary(Op::Add, start, int_var(used[0]))))
+        return arange(used[0], start);
+    }
+    switch (e->op) {
+      case Op::Var:
+        return arange(e->name, ir::make_int(0));
+      case Op::Load:
+        return access(e->name, e->args, e->type);
+      case Op::Cast: {
+        Val a = expr(e->args[0]);
+        TileOp o;
+        o.kind = OpKind::Cast;
+        o.args = {a.id};
+        o.type = type_of(e->type, a.axes);
+        return Val{em_.emit(o), a.axes, e->type};
+      }
+      case Op::Neg:
+      case Op::Not:
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div:
+      case Op::Mod:
+      case Op::Lt:
+      case Op::Le:
+      case Op::Gt:
+      case Op::Ge:
+      case Op::Eq:
+      case Op::Ne:
+      case Op::And:
+      case Op::Or:
+      case Op::Min:
+      case Op::Max:
+      case Op::Select:
+      case Op::Call: {
+        std::vector<Val> args;
+        for (const Expr& a : e->args) args.push_back(expr(a));
+        return map(e, args, e->type);
+      }
+      default:
+        break;
+    }
+    refuse("expression '" + ir::to_string(e) + "' has no tile form");
+  }
+
+  // Where a buffer dimension's index lands in the tile: a start and at most one axis.
+  struct DimAccess {
+    Expr start;
+    std::string axis;  // empty: squeezed
+  };
+
+  DimAccess dim_access(const Expr& index) const {
+    Expr idx = ir::simplify(index);
+    std::vector<std::string> used = axes_in(idx);
+    if (used.empty()) return {idx, ""};
+    if (used.size() > 1) refuse("index '" + ir::to_string(idx) + "' moves along two tile axes");
+    Expr start = ir::simplify(ir::substitute(idx, {{used[0], ir::make_int(0)}}));
+    if (!ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0]))))
+      refuse("index '" + ir::to_string(idx) + "' does not step by one along tile axis " + used[0]);
+    return {start, used[0]};
+  }
+
+  // The register's dims of extent > 1, as tile dims.
+  std::vector<int64_t> register_dims(const ir::Buffer& b, std::vector<size_t>* which) const {
+    std::vector<int64_t> out;
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      int64_t n = ctx_.tile_extent(b.shape[d]);
+      if (n < 0) refuse("register '" + b.name + "' has a dimension that is not a tile extent");
+      if (n == 1) continue;
+      out.push_back(n);
+      if (which) which->push_back(d);
+    }
+    return out;
+  }
+
+  // The axes (in register order) through which a register is accessed by `indices`.
+  std::vector<std::string> register_axes(const ir::Buffer& b, const std::vector<Expr>& indices) {
+    std::vector<size_t> dims;
+    std::vector<int64_t> shape = register_dims(b, &dims);
+    std::vector<std::string> axes;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      Expr idx = ir::simplify(indices[dims[k]]);
+      if (idx->op != Op::Var || extent_of_or(idx->name) != shape[k])
+        refuse("register '" + b.name + "' is not accessed whole (index '" + ir::to_string(idx) +
+               "')");
+      axes.push_back(idx->name);
+    }
+    return axes;
+  }
+
+  int64_t extent_of_or(const std::string& axis) const {
+    for (const TileAxis& a : axes_)
+      if (a.var == axis) return a.extent;
+    return -1;
+  }
+
+  Val access(const std::string& buffer, const std::vector<Expr>& indices, DType) {
+    const ir::Buffer* b = ctx_.program->find_buffer(buffer);
+    internal_assert(b) << "unknown buffer " << buffer;
+    if (ctx_.registers.count(buffer)) {
+      std::vector<std::string> axes = register_axes(*b, indices);
+      TileOp o;
+      o.kind = OpKind::Read;
+      o.buffer = buffer;
+      o.type = TileType{b->dtype, register_dims(*b, nullptr)};
+      return Val{em_.emit(o), axes, b->dtype};
+    }
+    TileOp o;
+    o.kind = OpKind::Load;
+    o.buffer = buffer;
+    std::vector<std::string> axes;
+    region(*b, indices, &o, &axes);
+    o.type = type_of(b->dtype, axes);
+    return Val{em_.emit(o), axes, b->dtype};
+  }
+
+  void region(const ir::Buffer& b, const std::vector<Expr>& indices, TileOp* o,
+              std::vector<std::string>* axes) const {
+    for (size_t d = 0; d < indices.size(); ++d) {
+      DimAccess a = dim_access(indices[d]);
+      o->starts.push_back(a.start);
+      if (a.axis.empty()) {
+        o->axis_of_dim.push_back(-1);
+        o->bounds_checked.push_back(false);
+        continue;
+      }
+      if (std::find(axes->begin(), axes->end(), a.axis) != axes->end())
+        refuse("buffer '" + b.name + "' is indexed twice by tile axis " + a.axis);
+      o->axis_of_dim.push_back(static_cast<int>(axes->size()));
+      axes->push_back(a.axis);
+      // A region that starts at 0 and spans a specialised dimension exactly needs no check.
+      int64_t n = extent_of(a.axis);
+      bool exact = is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n;
+      o->bounds_checked.push_back(!exact);
+    }
+  }
+
+  void write(const std::string& buffer, const std::vector<Expr>& indices, Val value,
+             const Val& mask) {
+    const ir::Buffer* b = ctx_.program->find_buffer(buffer);
+    internal_assert(b) << "unknown buffer " << buffer;
+    if (ctx_.registers.count(buffer)) {
+      std::vector<std::string> axes = register_axes(*b, indices);
+      if (mask.id >= 0) value = select(mask, value, access(buffer, indices, b->dtype));
+      TileOp o;
+      o.kind = OpKind::Write;
+      o.buffer = buffer;
+      o.args = {arrange(value, axes).id};
+      o.type = TileType{b->dtype, register_dims(*b, nullptr)};
+      em_.emit(o);
+      return;
+    }
+    TileOp o;
+    o.kind = OpKind::Store;
+    o.buffer = buffer;
+    std::vector<std::string> axes;
+    region(*b, indices, &o, &axes);
+    for (const std::string& a : value.axes)
+      if (std::find(axes.begin(), axes.end(), a) == axes.end())
+        refuse("block '" + block_.name + "' stores a value that varies along tile axis " + a +
+               " into one element");
+    o.args = {arrange(value, axes).id};
+    if (mask.id >= 0) o.args.push_back(arrange(mask, axes).id);
+    o.type = type_of(value.dtype, axes);
+    em_.emit(o);
+  }
+
+  // The reduction of `term` over the tile axes `over`; `masks` are predicate conjuncts over them.
+  Val reduction(ir::Reducer reducer, const Expr& term, const std::set<std::string>& over,
+                const std::vector<Expr>& masks) {
+    if (reducer == ir::Reducer::Sum && over.size() == 1 && term->op == Op::Mul) {
+      Val d;
+      if (try_dot(term, *over.begin(), masks, &d)) return d;
+    }
+    Val t = expr(term);
+    for (const Expr& m : masks)
+      t = select(expr(m), t, full(ir::reducer_identity_expr(reducer, term->type)));
+    std::set<std::string> all(t.axes.begin(), t.axes.end());
+    all.insert(over.begin(), over.end());
+    t = arrange(t, nest_order(all));
+    for (const std::string& a : over) {
+      TileOp o;
+      o.kind = OpKind::Reduce;
+      o.reducer = reducer;
+      o.args = {t.id};
+      o.axis = static_cast<int>(std::find(t.axes.begin(), t.axes.end(), a) - t.axes.begin());
+      std::vector<std::string> rest;
+      for (const std::string& x : t.axes)
+        if (x != a) rest.push_back(x);
+      o.type = type_of(t.dtype, rest);
+      t = Val{em_.emit(o), rest, t.dtype};
+    }
+    return t;
+  }
+
+  bool try_dot(const Expr& term, const std::string& k, const std::vector<Expr>& masks, Val* out) {
+    std::vector<std::string> a_axes = axes_in(term->args[0]), b_axes = axes_in(term->args[1]);
+    auto other = [&](const std::vector<std::string>& axes, std::string* o) {
+      if (axes.size() != 2 || std::find(axes.begin(), axes.end(), k) == axes.end()) return false;
+      *o = axes[0] == k ? axes[1] : axes[0];
+      return true;
+    };
+    std::string m, n;
+    if (!other(a_axes, &m) || !other(b_axes, &n) || m == n) return false;
+    auto within = [](const std::vector<std::string>& used, const std::vector<std::string>& axes) {
+      return std::all_of(used.begin(), used.end(), [&](const std::string& u) {
+        return std::find(axes.begin(), axes.end(), u) != axes.end();
+      });
+    };
+    for (const Expr& c : masks)
+      if (!within(axes_in(c), a_axes) && !within(axes_in(c), b_axes)) return false;
+    Val a = expr(term->args[0]), b = expr(term->args[1]);
+    Val zero = full(ir::make_float(0.0, DType::F32));
+    for (const Expr& c : masks) {
+      std::vector<std::string> used = axes_in(c);
+      Val mv = expr(c);
+      if (within(used, a_axes)) a = select(mv, a, cast_to(zero, a.dtype));
+      if (within(used, b_axes)) b = select(mv, b, cast_to(zero, b.dtype));
+    }
+    TileOp o;
+    o.kind = OpKind::Dot;
+    o.args = {arrange(a, {m, k}).id, arrange(b, {k, n}).id};
+    o.type = type_of(DType::F32, {m, n});
+    *out = Val{em_.emit(o), {m, n}, DType::F32};
+    return true;
+  }
+
+  Val cast_to(const Val& v, DType t) {
+    if (v.dtype == t) return v;
+    TileOp o;
+    o.kind = OpKind::Cast;
+    o.args = {v.id};
+    o.type = type_of(t, v.axes);
+    return Val{em_.emit(o), v.axes, t};
+  }
+
+  const Context& ctx_;
+  Emitter& em_;
+  std::vector<TileAxis> axes_;
+  const StmtNode& block_;
+};
+
+// Every block under `loop` binds its variable only to spatial iteration variables.
+bool data_parallel(const StmtNode& loop) {
+  for (const StmtNode* b : schedule::blocks_under(loop.body))
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, loop.var)) return false;
+  return true;
+}
+
+class KernelTranslator {
+ public:
+  KernelTranslator(Context& ctx, Kernel* k) : ctx_(ctx), em_(k) {}
+
+  void stmt(const Stmt& s) {
+    switch (s->kind) {
+      case ir::StmtKind::Seq:
+        for (const Stmt& c : s->stmts) stmt(c);
+        return;
+      case ir::StmtKind::Allocate: {
+        const ir::Buffer* b = ctx_.program->find_buffer(s->buffer);
+        internal_assert(b) << "allocation of unknown buffer " << s->buffer;
+        ctx_.registers.insert(s->buffer);
+        Register r{s->buffer, TileType{b->dtype, {}}};
+        for (const Expr& d : b->shape) {
+          int64_t n = ctx_.tile_extent(d);
+          if (n < 0)
+            refuse("buffer '" + b->name + "' is allocated with a size that is not constant");
+          if (n != 1) r.type.shape.push_back(n);
+        }
+        if (r.type.elements() > kMaxRegisterElements)
+          refuse("register '" + b->name + "' is larger than a tile");
+        em_.kernel()->registers.push_back(r);
+        stmt(s->body);
+        return;
+      }
+      case ir::StmtKind::For:
+        if (is_leaf_nest(s)) {
+          leaf_nest(s);
+          return;
+        }
+        serial_loop(*s, [&] { stmt(s->body); });
+        return;
+      case ir::StmtKind::Block:
+        leaf_nest(s);
+        return;
+      default:
+        refuse("a conditional statement has no tile form");
+    }
+  }
+
+  // Peels the grid loops off a root statement; returns what remains.
+  Stmt grid(Stmt s) {
+    while (s->kind == ir::StmtKind::For && is_zero(s->min) && data_parallel(*s)) {
+      if (is_leaf_nest(s) && all_tileable(s)) break;
+      if (s->extent->op == Op::IntImm && s->body->kind == ir::StmtKind::For && is_leaf_nest(s))
+        break;
+      em_.kernel()->grid.push_back(GridAxis{s->var, s->extent});
+      s = s->body;
+    }
+    return s;
+  }
+
+ private:
+  bool all_tileable(const Stmt& s) const {
+    int64_t elements = 1;
+    for (const StmtNode* n = s.get(); n->kind == ir::StmtKind::For; n = n->body.get()) {
+      int64_t e = ctx_.tile_extent(n->extent);
+      if (e < 0 || !is_zero(n->min)) return false;
+      elements *= e;
+    }
+    return elements <= kMaxTileElements;
+  }
+
+  template <typename F>
+  void serial_loop(const StmtNode& loop, F&& body) {
+    TileStmt f;
+    f.kind = StmtKind::For;
+    f.var = loop.var;
+    f.min = loop.min;
+    f.extent = loop.extent;
+    TileBody* saved = em_.body();
+    saved->push_back(std::move(f));
+    em_.set_body(&saved->back().body);
+    body();
+    em_.set_body(saved);
+  }
+
+  void leaf_nest(const Stmt& s) {
+    std::vector<const StmtNode*> loops;
+    const StmtNode* n = s.get();
+    for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);
+    const StmtNode& block = *n;
+    // Tile axes: the innermost loops of tile extent (loops of extent 1 are fixed at 0).
+    size_t first_tile = loops.size();
+    int64_t elements = 1;
+    while (first_tile > 0) {
+      const StmtNode* l = loops[first_tile - 1];
+      int64_t e = ctx_.tile_extent(l->extent);
+      if (e < 0 || !is_zero(l->min) || elements * e > kMaxTileElements) break;
+      elements *= e;
+      --first_tile;
+    }
+    std::vector<TileAxis> axes;
+    std::map<std::string, Expr> fixed;
+    for (size_t k = first_tile; k < loops.size(); ++k) {
+      int64_t e = ctx_.tile_extent(loops[k]->extent);
+      if (e == 1)
+        fixed[loops[k]->var] = ir::make_int(0);
+      else
+        axes.push_back(TileAxis{loops[k]->var, e});
+    }
+    ir::StmtNode b = block;
+    for (ir::IterVar& iv : b.iters) iv.binding = ir::simplify(ir::substitute(iv.binding, fixed));
+    if (b.predicate) b.predicate = ir::simplify(ir::substitute(b.predicate, fixed));
+    std::function<void(size_t)> emit_from = [&](size_t k) {
+      if (k == first_tile) {
+        NestTranslator(ctx_, em_, axes, b).run();
+        return;
+      }
+      serial_loop(*loops[k], [&] { emit_from(k + 1); });
+    };
+    emit_from(0);
+  }
+
+  Context& ctx_;
+  Emitter em_;
+};
+
+// Dims that some loop runs over whole while driving a reduction: the schedule keeps them as one
+// tile axis (the head size of attention's dot products).
+std::set<std::string> specialisable_dims(const ir::LoopProgram& p) {
+  std::set<std::string> out;
+  ir::visit(p.body, [&](const Stmt& s) {
+    if (s->kind != ir::StmtKind::For || s->extent->op != Op::Var ||
+        s->extent->var_kind != ir::VarKind::Dim)
+      return true;
+    for (const StmtNode* b : schedule::blocks_under(s->body))
+      for (const ir::IterVar& iv : b->iters)
+        if (iv.kind == ir::IterKind::Reduce && iv.binding->op == Op::Var &&
+            iv.binding->name == s->var)
+          out.insert(s->extent->name);
+    return true;
+  });
+  return out;
+}
+
+}  // namespace
+
+TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes) {
+  TileProgram out;
+  out.source = program;
+  Context ctx;
+  ctx.program = &out.source;
+  ctx.sizes = sizes;
+  ctx.specialisable = specialisable_dims(program);
+  ctx.specialised = &out.specialised;
+  std::vector<Stmt> roots;
+  if (program.body->kind == ir::StmtKind::Seq)
+    roots = program.body->stmts;
+  else
+    roots = {program.body};
+  for (size_t r = 0; r < roots.size(); ++r) {
+    Kernel k;
+    k.name = program.name + "." + std::to_string(r);
+    KernelTranslator t(ctx, &k);
+    Stmt body = t.grid(roots[r]);
+    t.stmt(body);
+    out.kernels.push_back(std::move(k));
+  }
+  verify(out);
+  return out;
+}
+
+}  // namespace kintsugi::tile

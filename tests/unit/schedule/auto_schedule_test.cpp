@@ -1,0 +1,62 @@
+// The auto-scheduler on the two chains that need more than a plain rolling update: Performer
+// (complete producers of the chain placed after its head move before the tile loop) and layer
+// norm (an augmented-state repair). Both paths, rolling update and split-K, are checked by
+// running the interpreter before and after, at shapes with tails, and by replaying the trace.
+#include <algorithm>
+
+#include "ScheduleTestUtil.h"
+#include "schedule/AutoSchedule.h"
+
+using namespace kintsugi;
+using schedtest::expect_equivalent;
+using schedule::Schedule;
+
+namespace {
+
+// Schedules with a small tile so that the shapes below have several tiles and a tail; rows
+// below `split_k_below_rows` (at the source's sizes) get split-K.
+Schedule scheduled(const ir::LoopProgram& p, int64_t split_k_below_rows) {
+  schedule::AutoScheduleOptions o;
+  o.tile = 4;
+  o.split_k_below_rows = split_k_below_rows;
+  std::vector<std::string> notes;
+  Schedule s = schedule::auto_schedule(p, o, &notes);
+  for (const std::string& n : notes) EXPECT_EQ(n.find("abandoned"), std::string::npos) << n;
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), ir::to_string(s.program()));
+  return s;
+}
+
+int64_t count(const Schedule& s, const std::string& primitive) {
+  std::vector<std::string> names = s.primitive_names();
+  return std::count(names.begin(), names.end(), primitive);
+}
+
+}  // namespace
+
+TEST(AutoSchedule, PerformerFusesAfterMovingCompleteProducers) {
+  ir::LoopProgram p = schedtest::example("performer.te");
+  const std::vector<runtime::SizeMap> shapes = {
+      {{"B", 1}, {"H", 2}, {"S", 5}, {"T", 7}, {"D", 3}, {"R", 6}},
+      {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 3}, {"D", 2}, {"R", 9}},
+      {{"B", 2}, {"H", 1}, {"S", 3}, {"T", 11}, {"D", 4}, {"R", 4}}};
+  Schedule rolling = scheduled(p, 1);
+  EXPECT_EQ(count(rolling, "rolling_update"), 3) << rolling.trace().dump(1);
+  EXPECT_GT(count(rolling, "move_nest"), 0);
+  expect_equivalent(p, rolling.program(), shapes);
+  Schedule split_k = scheduled(p, 1000);
+  EXPECT_EQ(count(split_k, "split_k_update"), 3) << split_k.trace().dump(1);
+  expect_equivalent(p, split_k.program(), shapes);
+}
+
+TEST(AutoSchedule, LayerNormFusesWithAnAugmentedState) {
+  ir::LoopProgram p = schedtest::example("norm/layernorm.te");
+  const std::vector<runtime::SizeMap> shapes = {
+      {{"M", 3}, {"N", 9}}, {{"M", 2}, {"N", 17}}, {{"M", 5}, {"N", 4}}, {{"M", 1}, {"N", 1}}};
+  Schedule rolling = scheduled(p, 1);
+  EXPECT_EQ(count(rolling, "rolling_update"), 2) << rolling.trace().dump(1);
+  EXPECT_EQ(count(rolling, "split_scan_buffer"), 3);  // the mean and two statistics
+  expect_equivalent(p, rolling.program(), shapes);
+  Schedule split_k = scheduled(p, 1000);
+  EXPECT_EQ(count(split_k, "split_k_update"), 2) << split_k.trace().dump(1);
+  expect_equivalent(p, split_k.program(), shapes);
+}

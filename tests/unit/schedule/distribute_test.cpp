@@ -1,0 +1,101 @@
+// distribute: equivalence before/after on random inputs (row strips with tails, a key-tile loop
+// whose bounds depend on the row, windowed masks whose start does too), structured errors, and
+// trace replay.
+#include "ScheduleTestUtil.h"
+#include "schedule/AutoSchedule.h"
+
+using namespace kintsugi;
+using schedtest::expect_equivalent;
+using schedule::LoopRef;
+using schedule::Schedule;
+using schedule::ScheduleError;
+
+namespace {
+
+const char* kRowSum = R"(
+sizes M = 6, N = 10
+input X: f32[M, N]
+output y[i]: f32 = sum[j](X[i, j] * X[i, j])
+)";
+
+// The auto-scheduler's fusion without its row tiling and buffer compaction.
+Schedule fused_rows(const ir::LoopProgram& p, const runtime::SizeMap& sizes) {
+  schedule::AutoScheduleOptions o;
+  o.tile = 4;
+  o.row_tile = 0;
+  o.sizes = sizes;
+  o.split_k_below_rows = 1;
+  std::vector<std::string> notes;
+  nlohmann::json trace = schedule::auto_schedule(p, o, &notes).trace();
+  EXPECT_EQ(trace.back().at("primitive"), "compact_buffer");
+  trace.erase(trace.end() - 1);  // distribute runs before buffers are compacted
+  return schedule::replay(p, trace);
+}
+
+}  // namespace
+
+TEST(Distribute, RowStripsWithTails) {
+  ir::LoopProgram p = schedtest::lowered(kRowSum);
+  Schedule s(p);
+  auto loops = s.distribute(LoopRef{"y", "i"}, 4);
+  EXPECT_EQ(loops[0].var, "i0");
+  EXPECT_EQ(loops[1].var, "i1");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("for i0 in range((M + 3) / 4):"), std::string::npos) << text;
+  EXPECT_NE(text.find("where i0 * 4 + i1 < M"), std::string::npos) << text;
+  expect_equivalent(p, s.program(),
+                    {{{"M", 6}, {"N", 10}}, {{"M", 1}, {"N", 3}}, {{"M", 9}, {"N", 1}}});
+}
+
+TEST(Distribute, CausalKeyLoopIsWidenedAndGuarded) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  runtime::SizeMap shape = {{"B", 1}, {"H", 1}, {"S", 7}, {"T", 11}, {"D", 3}};
+  Schedule s = fused_rows(p, shape);
+  s.distribute(LoopRef{"s.sum0", "i"}, 4);
+  std::string text = ir::to_string(s.program());
+  // The key-tile loop runs to the largest bound of the strip; each row keeps its own.
+  EXPECT_NE(text.find("for j0 in range(min((T + 3) / 4, (i0 * 4 + T - S + 3) / 4 + 1)):"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("j0 < min((T + 3) / 4, (i0 * 4 + i1 + T - S) / 4 + 1)"), std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(),
+                    {shape,
+                     {{"B", 1}, {"H", 2}, {"S", 9}, {"T", 5}, {"D", 2}},
+                     {{"B", 1}, {"H", 1}, {"S", 5}, {"T", 13}, {"D", 2}}});
+  Schedule r = schedule::replay(p, s.trace());
+  EXPECT_EQ(ir::to_string(r.program()), text);
+}
+
+TEST(Distribute, WindowStartDependsOnTheRow) {
+  ir::LoopProgram p = schedtest::example("attention/prefill_windowed.te");
+  runtime::SizeMap shape = {{"B", 1}, {"HQ", 2}, {"HK", 1}, {"S", 9}, {"T", 14}, {"D", 2}};
+  Schedule s = fused_rows(p, shape);
+  s.distribute(LoopRef{"s.sum0", "i"}, 4);
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("j0 >= max(0, (i0 * 4 + i1 + T - S - W + 1) / 4)"), std::string::npos)
+      << text;
+  for (double w : {2.0, 5.0}) {
+    ir::LoopProgram a = p, b = s.program();
+    for (auto* prog : {&a, &b})
+      for (ir::Param& q : prog->params)
+        if (q.name == "W") q.value = w;
+    expect_equivalent(a, b,
+                      {shape, {{"B", 1}, {"HQ", 1}, {"HK", 1}, {"S", 13}, {"T", 6}, {"D", 2}}});
+  }
+}
+
+TEST(Distribute, Errors) {
+  ir::LoopProgram p = schedtest::lowered(kRowSum);
+  Schedule s(p);
+  try {
+    s.distribute(LoopRef{"y", "j"}, 4);
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "distribute: block 'y' reduces or scans over loop 'j' (iteration variable 'j'), so "
+              "its iterations are not independent");
+  }
+  EXPECT_THROW(s.distribute(LoopRef{"y", "i"}, 0), ScheduleError);
+  EXPECT_TRUE(s.trace().empty());  // failed primitives leave no trace
+}
