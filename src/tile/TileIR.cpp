@@ -78,6 +78,61 @@ std::string ints(const std::vector<int>& v) {
   return out + ")";
 }
 
+std::string v(int id) {
+  return "%" + std::to_string(id);
+}
+
+std::string region(const TileOp& o) {
+  std::string out = o.buffer + "[";
+  for (size_t d = 0; d < o.starts.size(); ++d) {
+    out += (d ? ", " : "") + ir::to_string(o.starts[d]);
+    if (o.axis_of_dim[d] >= 0) {
+      const std::vector<int64_t>& shape = o.type.shape;
+      out += ":+" + std::to_string(shape[static_cast<size_t>(o.axis_of_dim[d])]);
+      if (o.bounds_checked[d]) out += "?";
+    }
+  }
+  return out + "]";
+}
+
+std::string op_text(const TileOp& o) {
+  std::string res = o.result >= 0 ? v(o.result) + " = " : "";
+  std::string ty = " : " + to_string(o.type);
+  switch (o.kind) {
+    case OpKind::Load:
+      return res + "load " + region(o) + ty +
+             (o.stream_loop.empty() ? "" : "  stream(" + o.stream_loop + ")");
+    case OpKind::Store:
+      return "store " + region(o) + " = " + v(o.args[0]) +
+             (o.args.size() > 1 ? " mask " + v(o.args[1]) : "") + ty;
+    case OpKind::Read:
+      return res + "read " + o.buffer + ty;
+    case OpKind::Write:
+      return "write " + o.buffer + " = " + v(o.args[0]) + ty;
+    case OpKind::Full:
+      return res + "full " + ir::to_string(o.scalar) + ty;
+    case OpKind::Arange:
+      return res + "arange " + ir::to_string(o.scalar) + " axis " + std::to_string(o.axis) + ty;
+    case OpKind::Map: {
+      std::string out = res + (o.is_call ? ir::math_fn_name(o.fn) : op_name(o.op));
+      for (size_t k = 0; k < o.args.size(); ++k) out += (k ? ", " : " ") + v(o.args[k]);
+      return out + ty;
+    }
+    case OpKind::Cast:
+      return res + "cast " + v(o.args[0]) + ty;
+    case OpKind::Broadcast:
+      return res + "broadcast " + v(o.args[0]) + " dims " + ints(o.dims) + ty;
+    case OpKind::Permute:
+      return res + "permute " + v(o.args[0]) + " " + ints(o.perm) + ty;
+    case OpKind::Dot:
+      return res + "dot " + v(o.args[0]) + ", " + v(o.args[1]) + ty;
+    case OpKind::Reduce:
+      return res + "reduce " + reducer_name(o.reducer) + " " + v(o.args[0]) + " axis " +
+             std::to_string(o.axis) + ty;
+  }
+  return "?";
+}
+
 class Printer {
  public:
   explicit Printer(std::ostringstream& os) : os_(os) {}
@@ -95,68 +150,19 @@ class Printer {
         body(s.body, indent + 1);
         continue;
       }
-      os_ << pad << op(s.op) << "\n";
+      os_ << pad << op_text(s.op) << "\n";
     }
   }
 
  private:
-  static std::string v(int id) { return "%" + std::to_string(id); }
-
-  static std::string region(const TileOp& o) {
-    std::string out = o.buffer + "[";
-    for (size_t d = 0; d < o.starts.size(); ++d) {
-      out += (d ? ", " : "") + ir::to_string(o.starts[d]);
-      if (o.axis_of_dim[d] >= 0) {
-        const std::vector<int64_t>& shape = o.type.shape;
-        out += ":+" + std::to_string(shape[static_cast<size_t>(o.axis_of_dim[d])]);
-        if (o.bounds_checked[d]) out += "?";
-      }
-    }
-    return out + "]";
-  }
-
-  std::string op(const TileOp& o) {
-    std::string res = o.result >= 0 ? v(o.result) + " = " : "";
-    std::string ty = " : " + to_string(o.type);
-    switch (o.kind) {
-      case OpKind::Load:
-        return res + "load " + region(o) + ty +
-               (o.stream_loop.empty() ? "" : "  stream(" + o.stream_loop + ")");
-      case OpKind::Store:
-        return "store " + region(o) + " = " + v(o.args[0]) +
-               (o.args.size() > 1 ? " mask " + v(o.args[1]) : "") + ty;
-      case OpKind::Read:
-        return res + "read " + o.buffer + ty;
-      case OpKind::Write:
-        return "write " + o.buffer + " = " + v(o.args[0]) + ty;
-      case OpKind::Full:
-        return res + "full " + ir::to_string(o.scalar) + ty;
-      case OpKind::Arange:
-        return res + "arange " + ir::to_string(o.scalar) + " axis " + std::to_string(o.axis) + ty;
-      case OpKind::Map: {
-        std::string out = res + (o.is_call ? ir::math_fn_name(o.fn) : op_name(o.op));
-        for (size_t k = 0; k < o.args.size(); ++k) out += (k ? ", " : " ") + v(o.args[k]);
-        return out + ty;
-      }
-      case OpKind::Cast:
-        return res + "cast " + v(o.args[0]) + ty;
-      case OpKind::Broadcast:
-        return res + "broadcast " + v(o.args[0]) + " dims " + ints(o.dims) + ty;
-      case OpKind::Permute:
-        return res + "permute " + v(o.args[0]) + " " + ints(o.perm) + ty;
-      case OpKind::Dot:
-        return res + "dot " + v(o.args[0]) + ", " + v(o.args[1]) + ty;
-      case OpKind::Reduce:
-        return res + "reduce " + reducer_name(o.reducer) + " " + v(o.args[0]) + " axis " +
-               std::to_string(o.axis) + ty;
-    }
-    return "?";
-  }
-
   std::ostringstream& os_;
 };
 
 }  // namespace
+
+std::string to_string(const TileOp& o) {
+  return op_text(o);
+}
 
 std::string to_string(const TileProgram& p) {
   std::ostringstream os;
@@ -195,6 +201,11 @@ class Verifier {
     for (const TileStmt& s : b) {
       if (s.kind == StmtKind::For) {
         internal_assert(s.min && s.extent) << "tile loop '" << s.var << "' without bounds";
+        // A read from before the loop of a register the loop writes is stale in later iterations.
+        std::set<std::string> written;
+        writes_in(s.body, &written);
+        for (const auto& [id, reg] : read_of_)
+          if (written.count(reg)) stale_.insert(id);
         body(s.body);
       } else {
         op(s.op);
@@ -203,9 +214,20 @@ class Verifier {
   }
 
  private:
+  static void writes_in(const TileBody& b, std::set<std::string>* out) {
+    for (const TileStmt& s : b) {
+      if (s.kind == StmtKind::For)
+        writes_in(s.body, out);
+      else if (s.op.kind == OpKind::Write)
+        out->insert(s.op.buffer);
+    }
+  }
+
   const TileType& arg(const TileOp& o, size_t k) {
     internal_assert(k < o.args.size()) << "tile op with too few operands";
     int id = o.args[k];
+    internal_assert(!stale_.count(id)) << "tile value %" << id << " of kernel " << kernel_.name
+                                       << " is a register read used after a write to it";
     internal_assert(id >= 0 && id < kernel_.num_values && defined_.count(id))
         << "tile value %" << id << " used before it is defined in kernel " << kernel_.name;
     return types_[static_cast<size_t>(id)];
@@ -257,8 +279,11 @@ class Verifier {
         internal_assert(it->second.shape == o.type.shape) << "register " << o.buffer << " shape";
         if (o.kind == OpKind::Write) {
           same_shape(o, arg(o, 0));
+          for (const auto& [id, reg] : read_of_)
+            if (reg == o.buffer) stale_.insert(id);
           return;
         }
+        read_of_[o.result] = o.buffer;
         break;
       }
       case OpKind::Full:
@@ -321,6 +346,8 @@ class Verifier {
   std::vector<TileType> types_;
   std::set<int> defined_;
   std::map<std::string, TileType> registers_;
+  std::map<int, std::string> read_of_;  // value -> the register it was read from
+  std::set<int> stale_;                 // reads invalidated by a later write
 };
 
 }  // namespace

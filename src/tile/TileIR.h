@@ -113,9 +113,12 @@ struct TileProgram {
 };
 
 std::string to_string(const TileType& t);
+std::string to_string(const TileOp& o);  // one line of the printed form
 std::string to_string(const TileProgram& p);
 
-// Checks shapes, dtypes, dot operand ranks and SSA order; throws InternalError on a violation.
+// Checks shapes, dtypes, dot operand ranks, SSA order, and that no value read from a register is
+// used after a write to it (back ends may alias reads to the register); throws InternalError on
+// a violation.
 void verify(const TileProgram& p);
 
 }  // namespace kintsugi::tile

@@ -14,6 +14,7 @@
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "tile/Passes.h"
 
 namespace kintsugi::tile {
 
@@ -57,6 +58,13 @@ void conjuncts(const Expr& e, std::vector<Expr>* out) {
     return;
   }
   out->push_back(e);
+}
+
+// The conjunction of a non-empty list of conditions.
+Expr conjunction(const std::vector<Expr>& conds) {
+  Expr out = conds.at(0);
+  for (size_t k = 1; k < conds.size(); ++k) out = ir::make_binary(Op::And, out, conds[k]);
+  return out;
 }
 
 bool has_load(const Expr& e) {
@@ -165,11 +173,11 @@ class NestTranslator {
       if (block_.init && block_.init->kind == ir::StmtKind::Store) {
         std::vector<Expr> init_target;
         for (const Expr& idx : block_.init->indices) init_target.push_back(in_loop_terms(idx));
-        Expr first = ir::make_bool(true);
-        for (const Expr& c : first_conds) first = ir::make_binary(Op::And, first, c);
-        for (const Expr& c : store_mask) first = ir::make_binary(Op::And, first, c);
-        write(block_.init->buffer, init_target, expr(in_loop_terms(block_.init->value)),
-              expr(ir::simplify(first)));
+        std::vector<Expr> conds = first_conds;
+        conds.insert(conds.end(), store_mask.begin(), store_mask.end());
+        Val mask;
+        if (!conds.empty()) mask = expr(conjunction(conds));
+        write(block_.init->buffer, init_target, expr(in_loop_terms(block_.init->value)), mask);
       }
       value = expr(in_loop_terms(store.value));
     } else {
@@ -188,10 +196,8 @@ class NestTranslator {
         Val init = expr(in_loop_terms(block_.init->value));
         acc = init;
         if (!first_conds.empty()) {
-          Expr first = first_conds[0];
-          for (size_t k = 1; k < first_conds.size(); ++k)
-            first = ir::make_binary(Op::And, first, first_conds[k]);
-          acc = select(expr(first), init, access(store.buffer, target, store.value->type));
+          acc = select(expr(conjunction(first_conds)), init,
+                       access(store.buffer, target, store.value->type));
         }
       } else {
         acc = access(store.buffer, target, store.value->type);
@@ -201,11 +207,7 @@ class NestTranslator {
                                store.value->type);
     }
     Val mask;
-    if (!store_mask.empty()) {
-      Expr m = store_mask[0];
-      for (size_t k = 1; k < store_mask.size(); ++k) m = ir::make_binary(Op::And, m, store_mask[k]);
-      mask = expr(m);
-    }
+    if (!store_mask.empty()) mask = expr(conjunction(store_mask));
     write(store.buffer, target, value, mask);
   }
 
@@ -730,6 +732,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     out.kernels.push_back(std::move(k));
   }
   verify(out);
+  optimize(out);
   return out;
 }
 

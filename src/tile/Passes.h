@@ -1,0 +1,31 @@
+// \file Passes.h
+// The target-independent tile passes, in the order `optimize` runs them:
+//   1. cse              (passes/Cse.cpp)       identical operations computed once; register reads
+//                                              and loads are reused only until a write or store
+//   2. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//                                              loop move in front of it (the Q tile is loaded
+//                                              once per grid instance)
+//   3. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//   4. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//                                              (the K/V stream) are marked as a stream of that
+//                                              loop with two stages: each back end issues the
+//                                              next iteration's load before this iteration's
+//                                              compute (double buffering)
+// Tail masking and dead-tile skipping are already explicit when translation ends (region
+// bounds checks, store masks, and the loop bounds that mask propagation narrowed).
+// Every pass keeps the program verifiable (TileIR.h's verify runs after each).
+#pragma once
+
+#include "tile/TileIR.h"
+
+namespace kintsugi::tile {
+
+void cse(TileProgram& p);
+void hoist_invariants(TileProgram& p);
+void eliminate_dead(TileProgram& p);
+void pipeline_streams(TileProgram& p);
+
+// All of the above, in order.
+void optimize(TileProgram& p);
+
+}  // namespace kintsugi::tile

@@ -1,0 +1,38 @@
+// \file Walk.h
+// What the tile passes share: visiting every operation of a body (loops included), the values
+// an operation uses, and whether an operation is pure (its result depends only on its operands,
+// scalars and read-only inputs, so it may be computed once, moved or dropped).
+#pragma once
+
+#include <functional>
+#include <set>
+
+#include "tile/TileIR.h"
+
+namespace kintsugi::tile {
+
+inline void for_each_op(TileBody& b, const std::function<void(TileOp&)>& f) {
+  for (TileStmt& s : b) {
+    if (s.kind == StmtKind::For)
+      for_each_op(s.body, f);
+    else
+      f(s.op);
+  }
+}
+
+// Buffers stored to and registers written anywhere in a body.
+inline std::set<std::string> written_in(TileBody& b) {
+  std::set<std::string> out;
+  for_each_op(b, [&](TileOp& o) {
+    if (o.kind == OpKind::Store || o.kind == OpKind::Write) out.insert(o.buffer);
+  });
+  return out;
+}
+
+// No side effects, and the value is the same wherever it is computed with the same operands —
+// except Read and Load, whose value also depends on the last write or store to their source.
+inline bool is_pure(const TileOp& o) {
+  return o.kind != OpKind::Store && o.kind != OpKind::Write;
+}
+
+}  // namespace kintsugi::tile

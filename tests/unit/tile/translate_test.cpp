@@ -1,0 +1,99 @@
+// Loop-to-tile translation and the tile passes: structure of the fused attention tile program
+// (two dots, Q hoisted out of the key loop, K/V streamed), the verifier's register hazard check,
+// and programs without a tile form.
+#include <gtest/gtest.h>
+
+#include "../schedule/ScheduleTestUtil.h"
+#include "schedule/AutoSchedule.h"
+#include "tile/Translate.h"
+
+using namespace kintsugi;
+
+namespace {
+
+tile::TileProgram tiled(const std::string& example, const runtime::SizeMap& sizes) {
+  ir::LoopProgram p = schedtest::example(example);
+  schedule::AutoScheduleOptions o;
+  o.sizes = sizes;
+  std::vector<std::string> notes;
+  return tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+}
+
+int count_ops(const tile::TileBody& b, tile::OpKind kind, int depth, int* at_depth0) {
+  int n = 0;
+  for (const tile::TileStmt& s : b) {
+    if (s.kind == tile::StmtKind::For) {
+      n += count_ops(s.body, kind, depth + 1, at_depth0);
+    } else if (s.op.kind == kind) {
+      ++n;
+      if (depth == 0 && at_depth0) ++*at_depth0;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST(TileTranslate, FusedAttentionStructure) {
+  runtime::SizeMap sizes = {{"B", 1}, {"H", 2}, {"S", 100}, {"T", 70}, {"D", 16}};
+  tile::TileProgram tp = tiled("attention/prefill_global.te", sizes);
+  ASSERT_EQ(tp.kernels.size(), 1u);
+  const tile::Kernel& k = tp.kernels[0];
+  EXPECT_EQ(k.grid.size(), 3u);  // b, h, row tile
+  EXPECT_EQ(tp.specialised.at("D"), 16);
+  EXPECT_EQ(count_ops(k.body, tile::OpKind::Dot, 0, nullptr), 2);  // QKᵀ and PV
+  int loads_outside = 0;
+  EXPECT_EQ(count_ops(k.body, tile::OpKind::Load, 0, &loads_outside), 3);  // Q, K, V
+  EXPECT_EQ(loads_outside, 1);                                             // Q, hoisted
+  int streams = 0;
+  for (const tile::TileStmt& s : k.body)
+    if (s.kind == tile::StmtKind::For) {
+      EXPECT_EQ(s.pipeline_stages, 2);
+      for (const tile::TileStmt& c : s.body)
+        if (c.kind == tile::StmtKind::Op && c.op.kind == tile::OpKind::Load)
+          streams += c.op.stream_loop == s.var;
+    }
+  EXPECT_EQ(streams, 2);  // K and V
+}
+
+TEST(TileTranslate, NotTileForm) {
+  // X[j / 2, j]: the first index moves along tile axis j, but not one element per step.
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 4, N = 8
+input X: f32[M, N]
+output y[i]: f32 = sum[j](X[i, j] * X[j / 2, j])
+)");
+  try {
+    tile::translate(p, p.size_hints);
+    FAIL() << "a strided index was given a region";
+  } catch (const tile::NotTileForm& e) {
+    EXPECT_EQ(std::string(e.what()), "index 'j / 2' does not step by one along tile axis j");
+  }
+}
+
+TEST(TileVerify, RegisterReadUsedAfterWrite) {
+  tile::TileProgram tp;
+  tile::Kernel k;
+  k.name = "k";
+  k.registers.push_back({"r", tile::TileType{DType::F32, {4}}});
+  auto op = [&](tile::OpKind kind, std::vector<int> args, int result) {
+    tile::TileStmt s;
+    s.op.kind = kind;
+    s.op.buffer = "r";
+    s.op.args = std::move(args);
+    s.op.result = result;
+    s.op.type = tile::TileType{DType::F32, {4}};
+    k.body.push_back(s);
+  };
+  op(tile::OpKind::Read, {}, 0);
+  op(tile::OpKind::Write, {0}, -1);
+  op(tile::OpKind::Write, {0}, -1);  // %0 aliases r, which the first write changed
+  k.num_values = 1;
+  tp.kernels.push_back(k);
+  try {
+    tile::verify(tp);
+    FAIL() << "a stale register read was accepted";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("used after a write"), std::string::npos) << e.what();
+  }
+}
