@@ -18,6 +18,8 @@
 #include "schedule/AutoSchedule.h"
 #include "support/Version.h"
 #include "target/cpu/CpuBackend.h"
+#include "target/cuda/CudaBackend.h"
+#include "target/cuda/Driver.h"
 #include "tile/Translate.h"
 
 namespace kintsugi::runtime {
@@ -214,8 +216,8 @@ void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
 }  // namespace
 
 RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
-  if (o.target != "cpu")
-    arg_error << "target '" << o.target << "' is not available in this build; use --target cpu";
+  if (o.target != "cpu" && o.target != "cuda")
+    arg_error << "unknown target '" << o.target << "'; use cpu or cuda";
   if (o.schedule != "auto" && o.schedule != "none")
     arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
   RunReport r;
@@ -241,21 +243,40 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     scheduled = s.program();
     r.schedule = s.primitive_names();
   }
-  // With --schedule auto the program runs in tile form when it has one; the scalar loop path
-  // runs the rest (and --schedule none).
+  // On the CPU, --schedule auto runs the program in tile form when it has one and the scalar loop
+  // path runs the rest (and --schedule none). The GPU runs tile programs only.
   std::shared_ptr<cpu::CpuKernel> kernel;
+  std::shared_ptr<cuda::CudaKernel> gpu_kernel;
   r.form = "loop";
-  if (o.schedule == "auto") {
+  if (o.target == "cuda") {
+    std::string why;
+    if (!cuda::driver_available(&why)) arg_error << "--target cuda: no usable GPU here: " << why;
+    if (o.schedule != "auto")
+      arg_error << "--target cuda runs scheduled programs only; use --schedule auto";
+    tile::TileProgram tp;
     try {
-      kernel = cpu::compile(tile::translate(scheduled, r.shape));
-      r.form = "tile";
+      tp = tile::translate(scheduled, r.shape);
     } catch (const tile::NotTileForm& e) {
-      r.schedule_notes.push_back(std::string("scalar loop code: not in tile form: ") + e.what());
+      arg_error << "--target cuda: program '" << p.name << "' is not in tile form: " << e.what();
     }
+    r.arch = cuda::device().arch();
+    gpu_kernel = std::make_shared<cuda::CudaKernel>(tp, r.arch);
+    r.form = "tile";
+    r.from_cache = gpu_kernel->from_cache();
+    r.compile_seconds = gpu_kernel->compile_seconds();
+  } else {
+    if (o.schedule == "auto") {
+      try {
+        kernel = cpu::compile(tile::translate(scheduled, r.shape));
+        r.form = "tile";
+      } catch (const tile::NotTileForm& e) {
+        r.schedule_notes.push_back(std::string("scalar loop code: not in tile form: ") + e.what());
+      }
+    }
+    if (!kernel) kernel = cpu::compile(scheduled);
+    r.from_cache = kernel->from_cache();
+    r.compile_seconds = kernel->compile_seconds();
   }
-  if (!kernel) kernel = cpu::compile(scheduled);
-  r.from_cache = kernel->from_cache();
-  r.compile_seconds = kernel->compile_seconds();
   std::map<std::string, Tensor> outputs;
   std::vector<Tensor*> args;
   for (const ir::Buffer& b : scheduled.buffers) {
@@ -278,7 +299,14 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
       arg_error << "--param " << name << "=" << value << ": " << name << " is an integer param";
     it->second = value;
   }
-  kernel->run(args, r.shape, params);
+  // One run; returns its time in milliseconds (device events on the GPU).
+  auto launch = [&]() -> double {
+    if (gpu_kernel) return gpu_kernel->run(args, r.shape, params);
+    auto t0 = std::chrono::steady_clock::now();
+    kernel->run(args, r.shape, params);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  launch();
 
   // A timing is only reported for a kernel verified in the same run: --bench implies --verify.
   if (o.verify || o.bench) {
@@ -298,14 +326,12 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (!o.save_io_dir.empty()) save_io(p, o, r, inputs, outputs, params);
   if (o.bench && r.verified.value_or(false)) {
     using clock = std::chrono::steady_clock;
-    for (int w = 0; w < 2; ++w) kernel->run(args, r.shape, params);
+    for (int w = 0; w < 2; ++w) launch();
     std::vector<double> times;
     auto start = clock::now();
     while (static_cast<int>(times.size()) < o.bench_min_runs ||
            std::chrono::duration<double>(clock::now() - start).count() < o.bench_min_seconds) {
-      auto t0 = clock::now();
-      kernel->run(args, r.shape, params);
-      times.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+      times.push_back(launch());
       if (times.size() >= 1000) break;
     }
     std::sort(times.begin(), times.end());

@@ -14,7 +14,7 @@
 namespace kintsugi::runtime {
 
 struct RunOptions {
-  std::string target = "cpu";  // "cpu" (the only target of this build)
+  std::string target = "cpu";  // "cpu" or "cuda"
   std::string schedule = "auto";
   SizeMap shape;    // overrides of the sizes written in the source
   ParamMap params;  // overrides of the param values written in the source

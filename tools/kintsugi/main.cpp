@@ -13,6 +13,8 @@
 #include "schedule/AutoSchedule.h"
 #include "schedule/ReductionChains.h"
 #include "target/cpu/CpuBackend.h"
+#include "target/cuda/CudaBackend.h"
+#include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
 #include "te/Program.h"
 #include "tile/Translate.h"
@@ -115,7 +117,7 @@ int cmd_check(const std::string& file) {
 }
 
 int cmd_lower(const std::string& file, const std::string& print, const std::string& schedule,
-              const std::string& target) {
+              const std::string& target, const std::string& arch) {
   te::Program p = te::parse_file(file);
   te::check(p);
   if (schedule != "auto" && schedule != "none")
@@ -137,11 +139,24 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     j["primitives"] = apply_schedule(lp, schedule, &notes).trace();
     j["notes"] = notes;
     std::cout << j.dump(2) << "\n";
-  } else if (print == "source") {
-    if (target != "cpu")
-      arg_error << "--print source: target '" << target
-                << "' is not available in this build; use --target cpu";
+  } else if (print == "source" && target == "cpu") {
     std::cout << cpu::generate_source(apply_schedule(lp, schedule, &notes).program());
+  } else if (print == "source" || print == "ptx") {
+    if (target != "cuda")
+      arg_error << "--print " << print << ": unknown target '" << target << "'; use "
+                << (print == "ptx" ? "cuda" : "cpu or cuda");
+    ir::LoopProgram scheduled = apply_schedule(lp, schedule, &notes).program();
+    tile::TileProgram tp;
+    try {
+      tp = tile::translate(scheduled, scheduled.size_hints);
+    } catch (const tile::NotTileForm& e) {
+      arg_error << "--target cuda: program '" << lp.name << "' is not in tile form: " << e.what();
+    }
+    std::string code = cuda::generate_cuda_source(tp).code;
+    if (print == "source")
+      std::cout << code;
+    else
+      std::cout << cuda::compile_cuda(code, lp.name, arch.empty() ? "sm_90a" : arch).ptx;
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {
@@ -151,8 +166,6 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     } catch (const tile::NotTileForm& e) {
       arg_error << "--print tile: program '" << lp.name << "' is not in tile form: " << e.what();
     }
-  } else if (print == "ptx") {
-    arg_error << "--print ptx is not available in this build yet";
   } else {
     arg_error << "unknown --print '" << print
               << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
@@ -267,7 +280,7 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check(file);
     if (*lower) {
       parse_shape_arg(shape);
-      return cmd_lower(file, print, schedule, target);
+      return cmd_lower(file, print, schedule, target, arch);
     }
     if (*run) {
       runtime::RunOptions o;
