@@ -1,0 +1,340 @@
+// \file DLPackTensor.cpp
+// DLPack import and export for the Python module (see DLPackTensor.h).
+#include "DLPackTensor.h"
+
+#include <pybind11/stl.h>
+
+#include <vector>
+
+#include "support/Error.h"
+
+namespace kintsugi::python {
+
+using namespace pybind11::literals;
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// float16, bfloat16, int64, uint8, bool, ... as NumPy and PyTorch users know them.
+std::string dtype_text(const dlpack::DataType& t) {
+  std::string bits = std::to_string(t.bits), name;
+  switch (t.code) {
+    case dlpack::kInt:
+      name = "int" + bits;
+      break;
+    case dlpack::kUInt:
+      name = "uint" + bits;
+      break;
+    case dlpack::kFloat:
+      name = "float" + bits;
+      break;
+    case dlpack::kBfloat:
+      name = "bfloat" + bits;
+      break;
+    case dlpack::kComplex:
+      name = "complex" + bits;
+      break;
+    case dlpack::kBool:
+      name = "bool";
+      break;
+    case dlpack::kOpaqueHandle:
+      name = "opaque handle";
+      break;
+    default:
+      name = "DLPack type code " + std::to_string(t.code) + " of " + bits + " bits";
+      break;
+  }
+  return t.lanes == 1 ? name : name + " x" + std::to_string(t.lanes) + " lanes";
+}
+
+DType kintsugi_dtype(const dlpack::DataType& t) {
+  if (t.lanes != 1) return DType::Unknown;
+  if (t.code == dlpack::kFloat && t.bits == 16) return DType::F16;
+  if (t.code == dlpack::kBfloat && t.bits == 16) return DType::BF16;
+  if (t.code == dlpack::kFloat && t.bits == 32) return DType::F32;
+  if (t.code == dlpack::kInt && t.bits == 32) return DType::I32;
+  if (t.code == dlpack::kInt && t.bits == 8) return DType::I8;
+  return DType::Unknown;
+}
+
+dlpack::DataType dlpack_dtype(DType t) {
+  switch (t) {
+    case DType::F16:
+      return {dlpack::kFloat, 16, 1};
+    case DType::BF16:
+      return {dlpack::kBfloat, 16, 1};
+    case DType::F32:
+      return {dlpack::kFloat, 32, 1};
+    case DType::I32:
+      return {dlpack::kInt, 32, 1};
+    case DType::I8:
+      return {dlpack::kInt, 8, 1};
+    default:
+      internal_error << "no DLPack type for " << dtype_name(t);
+  }
+  return {};
+}
+
+// Throws: the memory is not host memory.
+void wrong_device(const std::string& what, int32_t type, int32_t id) {
+  arg_error << what << " is on device " << device_name(type, id)
+            << "; the cpu target reads host memory (DLPack kDLCPU): copy it to the CPU first "
+               "(e.g. tensor.cpu())";
+}
+
+// Row-major and compact; size-1 dimensions may carry any stride.
+bool c_contiguous(const dlpack::Tensor& t) {
+  if (!t.strides) return true;
+  int64_t expected = 1;
+  for (int k = t.ndim - 1; k >= 0; --k) {
+    if (t.shape[k] == 0) return true;  // no element is ever addressed
+    if (t.shape[k] != 1 && t.strides[k] != expected) return false;
+    expected *= t.shape[k];
+  }
+  return true;
+}
+
+// The exported tensor: the storage it keeps alive, its shape and strides, and both managed
+// structs (only the one in the capsule is handed out).
+struct ExportContext {
+  std::shared_ptr<runtime::Tensor> storage;
+  std::vector<int64_t> shape, strides;
+  dlpack::ManagedTensor legacy{};
+  dlpack::ManagedTensorVersioned versioned{};
+};
+
+void delete_legacy(dlpack::ManagedTensor* self) {
+  delete static_cast<ExportContext*>(self->manager_ctx);
+}
+void delete_versioned(dlpack::ManagedTensorVersioned* self) {
+  delete static_cast<ExportContext*>(self->manager_ctx);
+}
+
+// Capsule destructors: free the managed tensor unless a consumer renamed the capsule (took it).
+// They may run while an exception is being raised, so they keep the error indicator intact.
+template <typename Managed>
+void destroy_capsule(PyObject* capsule, const char* unused_name) {
+  if (!PyCapsule_IsValid(capsule, unused_name)) return;  // consumed ("used_...")
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* saved = PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+#endif
+  auto* m = static_cast<Managed*>(PyCapsule_GetPointer(capsule, unused_name));
+  if (m && m->deleter) m->deleter(m);
+  if (!m) PyErr_WriteUnraisable(capsule);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(saved);
+#else
+  PyErr_Restore(type, value, traceback);
+#endif
+}
+void destroy_legacy_capsule(PyObject* capsule) {
+  destroy_capsule<dlpack::ManagedTensor>(capsule, dlpack::kCapsuleName);
+}
+void destroy_versioned_capsule(PyObject* capsule) {
+  destroy_capsule<dlpack::ManagedTensorVersioned>(capsule, dlpack::kVersionedCapsuleName);
+}
+
+}  // namespace
+
+std::string device_name(int32_t type, int32_t id) {
+  std::string name;
+  switch (type) {
+    case dlpack::kCPU:
+      return "cpu";
+    case dlpack::kCUDA:
+      name = "cuda";
+      break;
+    case dlpack::kCUDAHost:
+      name = "cuda_host";
+      break;
+    case dlpack::kOpenCL:
+      name = "opencl";
+      break;
+    case dlpack::kVulkan:
+      name = "vulkan";
+      break;
+    case dlpack::kMetal:
+      name = "metal";
+      break;
+    case dlpack::kVPI:
+      name = "vpi";
+      break;
+    case dlpack::kROCM:
+      name = "rocm";
+      break;
+    case dlpack::kROCMHost:
+      name = "rocm_host";
+      break;
+    case dlpack::kExtDev:
+      name = "ext_dev";
+      break;
+    case dlpack::kCUDAManaged:
+      name = "cuda_managed";
+      break;
+    case dlpack::kOneAPI:
+      name = "oneapi";
+      break;
+    case dlpack::kWebGPU:
+      name = "webgpu";
+      break;
+    case dlpack::kHexagon:
+      name = "hexagon";
+      break;
+    case dlpack::kMAIA:
+      name = "maia";
+      break;
+    default:
+      name = "DLPack device type " + std::to_string(type);
+      break;
+  }
+  return name + ":" + std::to_string(id);
+}
+
+ImportedTensor::Owner::~Owner() {
+  if (legacy && legacy->deleter) legacy->deleter(legacy);
+  if (versioned && versioned->deleter) versioned->deleter(versioned);
+}
+
+ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, bool writable) {
+  if (py::isinstance<HostTensor>(obj)) {
+    const HostTensor& h = obj.cast<const HostTensor&>();
+    view_.dtype = h.tensor->dtype;
+    view_.dtype_name = array_dtype_name(h.tensor->dtype);
+    view_.shape = h.tensor->shape;
+    view_.data = h.tensor->ptr();
+    view_.storage = h.tensor;
+    return;
+  }
+  if (!py::hasattr(obj, "__dlpack__"))
+    throw py::type_error(what +
+                         ": expected an array that supports DLPack (an object with __dlpack__, "
+                         "such as numpy.ndarray or torch.Tensor), got " +
+                         std::string(py::str(py::type::of(obj).attr("__name__"))));
+  // Where it lives, before asking for a capsule (which may synchronise a device stream).
+  if (py::hasattr(obj, "__dlpack_device__")) {
+    py::tuple dev = obj.attr("__dlpack_device__")();
+    if (dev.size() == 2) {
+      auto type = dev[0].cast<int32_t>(), id = dev[1].cast<int32_t>();
+      if (type != dlpack::kCPU) wrong_device(what, type, id);
+    }
+  }
+
+  // Ask for a versioned capsule (it says whether the memory is read-only); producers that do not
+  // know the keyword (NumPy < 2.1, older PyTorch) raise TypeError and get the plain call.
+  py::object capsule;
+  try {
+    try {
+      capsule = obj.attr("__dlpack__")(
+          "max_version"_a = py::make_tuple(dlpack::kMajorVersion, dlpack::kMinorVersion));
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_TypeError)) throw;
+      capsule = obj.attr("__dlpack__")();
+    }
+  } catch (py::error_already_set& e) {
+    // A ValueError that names the argument, with the producer's error as its __cause__.
+    std::string message =
+        what + ": its __dlpack__() failed: " + std::string(py::str(e.type().attr("__name__"))) +
+        ": " + std::string(py::str(e.value()));
+    if (e.matches(PyExc_BufferError))
+      message +=
+          " (NumPy < 2 cannot export a read-only array, such as one from numpy.from_dlpack: "
+          "pass a kernel's output as the kintsugi.Tensor itself, or a writable copy)";
+    py::raise_from(e, PyExc_ValueError, message.c_str());
+    throw py::error_already_set();
+  }
+
+  PyObject* c = capsule.ptr();
+  const dlpack::Tensor* t = nullptr;
+  uint64_t flags = 0;
+  if (PyCapsule_IsValid(c, dlpack::kVersionedCapsuleName)) {
+    auto* m = static_cast<dlpack::ManagedTensorVersioned*>(
+        PyCapsule_GetPointer(c, dlpack::kVersionedCapsuleName));
+    if (!m) throw py::error_already_set();
+    if (m->version.major != dlpack::kMajorVersion)  // the capsule's destructor frees it
+      arg_error << what << " comes as DLPack " << m->version.major << "." << m->version.minor
+                << ", this module reads DLPack " << dlpack::kMajorVersion << ".x";
+    if (PyCapsule_SetName(c, dlpack::kUsedVersionedCapsuleName) != 0) throw py::error_already_set();
+    owner_.versioned = m;
+    t = &m->dl_tensor;
+    flags = m->flags;
+  } else if (PyCapsule_IsValid(c, dlpack::kCapsuleName)) {
+    auto* m = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(c, dlpack::kCapsuleName));
+    if (!m) throw py::error_already_set();
+    if (PyCapsule_SetName(c, dlpack::kUsedCapsuleName) != 0) throw py::error_already_set();
+    owner_.legacy = m;
+    t = &m->dl_tensor;
+  } else {
+    throw py::type_error(what + ": __dlpack__() returned " +
+                         std::string(py::str(py::repr(capsule))) +
+                         ", not an unconsumed DLPack capsule");
+  }
+
+  if (t->device.device_type != dlpack::kCPU)
+    wrong_device(what, t->device.device_type, t->device.device_id);
+  if (t->ndim < 0 || (t->ndim > 0 && !t->shape))
+    arg_error << what << ": malformed DLPack tensor (ndim " << t->ndim << ")";
+  view_.shape.assign(t->shape, t->shape + t->ndim);
+  for (int64_t d : view_.shape)
+    if (d < 0)
+      arg_error << what << ": malformed DLPack tensor (shape " << shape_text(view_.shape) << ")";
+  view_.dtype = kintsugi_dtype(t->dtype);
+  view_.dtype_name = dtype_text(t->dtype);
+  if (!c_contiguous(*t)) {
+    std::vector<int64_t> strides(t->strides, t->strides + t->ndim);
+    arg_error << what << " is not C-contiguous (shape " << shape_text(view_.shape) << ", strides "
+              << shape_text(strides)
+              << " elements); pass a contiguous copy: x.contiguous() (PyTorch) or "
+                 "numpy.ascontiguousarray(x) (NumPy)";
+  }
+  if (writable && (flags & dlpack::kFlagReadOnly))
+    arg_error << what << " is read-only; pass a writable array";
+  view_.data = static_cast<char*>(t->data) + t->byte_offset;
+}
+
+py::object export_capsule(const std::shared_ptr<runtime::Tensor>& tensor, bool versioned,
+                          bool copy) {
+  auto ctx = std::make_unique<ExportContext>();
+  ctx->storage = copy ? std::make_shared<runtime::Tensor>(*tensor) : tensor;
+  ctx->shape = tensor->shape;
+  ctx->strides.assign(tensor->shape.size(), 1);
+  for (size_t k = tensor->shape.size(); k-- > 1;)
+    ctx->strides[k - 1] = ctx->strides[k] * tensor->shape[k];
+  dlpack::Tensor t{};
+  t.data = ctx->storage->ptr();
+  t.device = {dlpack::kCPU, 0};
+  t.ndim = static_cast<int32_t>(ctx->shape.size());
+  t.dtype = dlpack_dtype(tensor->dtype);
+  t.shape = ctx->shape.data();
+  t.strides = ctx->strides.data();
+  t.byte_offset = 0;
+
+  PyObject* capsule = nullptr;
+  ExportContext* raw = ctx.get();
+  if (versioned) {
+    raw->versioned.version = {dlpack::kMajorVersion, dlpack::kMinorVersion};
+    raw->versioned.manager_ctx = raw;
+    raw->versioned.deleter = delete_versioned;
+    raw->versioned.flags = copy ? dlpack::kFlagIsCopied : 0;
+    raw->versioned.dl_tensor = t;
+    capsule =
+        PyCapsule_New(&raw->versioned, dlpack::kVersionedCapsuleName, destroy_versioned_capsule);
+  } else {
+    raw->legacy.dl_tensor = t;
+    raw->legacy.manager_ctx = raw;
+    raw->legacy.deleter = delete_legacy;
+    capsule = PyCapsule_New(&raw->legacy, dlpack::kCapsuleName, destroy_legacy_capsule);
+  }
+  if (!capsule) throw py::error_already_set();
+  ctx.release();  // owned by the capsule, then by whoever consumes it
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+}  // namespace kintsugi::python

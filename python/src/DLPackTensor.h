@@ -1,0 +1,74 @@
+// \file DLPackTensor.h
+// Tensors across the Python boundary, through DLPack.
+//
+// In: ImportedTensor takes any object with `__dlpack__` (NumPy arrays, PyTorch tensors, ...) and
+// holds the producer's managed tensor for the duration of a call, following the capsule
+// protocol: it renames the capsule to "used_dltensor" (or "used_dltensor_versioned") when it
+// takes ownership and calls the producer's deleter when destroyed. It accepts host memory
+// (kDLCPU) only, C-contiguous, with one lane per element; anything else is a RuntimeArgError that
+// names the argument and says what to do. Kintsugi's own tensors are taken without DLPack.
+//
+// Out: HostTensor (Python `kintsugi.Tensor`) owns a runtime::Tensor and exports it with
+// `__dlpack__`: a capsule "dltensor" (or "dltensor_versioned" when the consumer asks for
+// DLPack >= 1.0) whose destructor frees the managed tensor if no consumer took it. The managed
+// tensor keeps the storage alive through a shared_ptr, so its deleter needs no GIL.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+
+#include "DLPack.h"
+#include "Kernel.h"
+
+namespace kintsugi::python {
+
+namespace py = pybind11;
+
+// `kintsugi.Tensor`: a host tensor that Kintsugi allocated (a kernel output).
+struct HostTensor {
+  std::shared_ptr<runtime::Tensor> tensor;
+};
+
+// "cpu", "cuda:0", ...
+std::string device_name(int32_t device_type, int32_t device_id);
+
+class ImportedTensor {
+ public:
+  // `what` names the argument in messages ("input 'Q'"); `writable`: the call writes into it.
+  ImportedTensor(const py::handle& obj, const std::string& what, bool writable);
+  ImportedTensor(ImportedTensor&&) noexcept = default;
+  ImportedTensor(const ImportedTensor&) = delete;
+  ImportedTensor& operator=(const ImportedTensor&) = delete;
+  ImportedTensor& operator=(ImportedTensor&&) = delete;
+
+  const ArgView& view() const { return view_; }
+
+ private:
+  // Calls the producer's deleter when destroyed (also when the constructor throws after taking
+  // ownership). Destroy with the GIL held: producers' deleters may need it.
+  struct Owner {
+    dlpack::ManagedTensor* legacy = nullptr;
+    dlpack::ManagedTensorVersioned* versioned = nullptr;
+    Owner() = default;
+    Owner(Owner&& o) noexcept : legacy(o.legacy), versioned(o.versioned) {
+      o.legacy = nullptr;
+      o.versioned = nullptr;
+    }
+    Owner(const Owner&) = delete;
+    Owner& operator=(const Owner&) = delete;
+    Owner& operator=(Owner&&) = delete;
+    ~Owner();
+  };
+
+  Owner owner_;
+  ArgView view_;
+};
+
+// The capsule `tensor.__dlpack__(max_version=..., copy=...)` returns: versioned when
+// `versioned`; a copy of the data when `copy`.
+py::object export_capsule(const std::shared_ptr<runtime::Tensor>& tensor, bool versioned,
+                          bool copy);
+
+}  // namespace kintsugi::python

@@ -1,0 +1,374 @@
+// \file Kernel.cpp
+// The compiled-kernel object of the Python module (see Kernel.h).
+#include "Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ir/Interpreter.h"
+#include "ir/Printer.h"
+#include "schedule/AutoSchedule.h"
+#include "support/Error.h"
+#include "te/Lower.h"
+#include "te/Program.h"
+#include "tile/Translate.h"
+
+namespace kintsugi::python {
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::vector<std::string> parts;
+  for (int64_t d : s) parts.push_back(std::to_string(d));
+  return "[" + join(parts) + "]";
+}
+
+std::string symbolic_shape(const ir::Buffer& b) {
+  std::vector<std::string> parts;
+  for (const ir::Expr& e : b.shape) parts.push_back(ir::to_string(e));
+  return "[" + join(parts) + "]";
+}
+
+std::string declaration(const ir::Buffer& b) {
+  return b.name + ": " + dtype_name(b.dtype) + symbolic_shape(b);
+}
+
+std::string sizes_text(const runtime::SizeMap& sizes) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : sizes) parts.push_back(name + "=" + std::to_string(value));
+  return join(parts);
+}
+
+int64_t bytes_of(const ArgView& v) {
+  int64_t n = 1;
+  for (int64_t d : v.shape) n *= d;
+  return n * dtype_bytes(v.dtype);
+}
+
+}  // namespace
+
+std::string array_dtype_name(DType t) {
+  switch (t) {
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F32:
+      return "float32";
+    case DType::I32:
+      return "int32";
+    case DType::I8:
+      return "int8";
+    default:
+      return dtype_name(t);
+  }
+}
+
+bool Kernel::is_source_text(const std::string& text) {
+  bool te_suffix = text.size() >= 3 && text.compare(text.size() - 3, 3, ".te") == 0;
+  return text.find('\n') != std::string::npos || !te_suffix;
+}
+
+Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
+    : options_(std::move(options)) {
+  if (options_.target == "cuda")
+    arg_error << "the CUDA target is not available in this build yet; use target='cpu'";
+  if (options_.target != "cpu")
+    arg_error << "unknown target '" << options_.target << "'; use target='cpu'";
+  if (options_.schedule != "auto" && options_.schedule != "none")
+    arg_error << "unknown schedule '" << options_.schedule << "'; use schedule='auto' or 'none'";
+
+  te::Program p = is_source ? te::parse("<string>", text) : te::parse_file(text);
+  if (is_source) p.name = options_.name.empty() ? "program" : options_.name;
+  if (!is_source && !options_.name.empty()) p.name = options_.name;
+  te::check(p);
+  program_ = te::lower(p);
+
+  for (const auto& [name, value] : options_.shape) {
+    if (std::find(program_.dims.begin(), program_.dims.end(), name) == program_.dims.end())
+      arg_error << "shape names '" << name << "', which is not a size of " << program_.name
+                << " (its sizes are: "
+                << (program_.dims.empty() ? std::string("none") : join(program_.dims)) << ")";
+    if (value <= 0) arg_error << "shape " << name << "=" << value << ": sizes must be positive";
+  }
+  for (const ir::Param& q : program_.params) params_[q.name] = q.value;
+  for (const auto& [name, value] : options_.params) {
+    const ir::Param* decl = nullptr;
+    for (const ir::Param& q : program_.params)
+      if (q.name == name) decl = &q;
+    if (!decl) {
+      std::vector<std::string> names;
+      for (const ir::Param& q : program_.params) names.push_back(q.name);
+      arg_error << "params names '" << name << "', which is not a param of " << program_.name
+                << " (its params are: " << (names.empty() ? std::string("none") : join(names))
+                << ")";
+    }
+    if (is_int(decl->dtype) && (!std::isfinite(value) || value != std::trunc(value)))
+      arg_error << "params " << name << "=" << value << ": " << name << " is an integer param ("
+                << dtype_name(decl->dtype) << ")";
+    params_[name] = value;
+  }
+
+  // Every dim given: compile now, so that errors and compile time show up here.
+  bool all_given = std::all_of(program_.dims.begin(), program_.dims.end(),
+                               [&](const std::string& d) { return options_.shape.count(d); });
+  if (all_given && !options_.shape.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_ = variants_[options_.shape] = compile_variant(options_.shape);
+  }
+}
+
+std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& sizes) const {
+  auto v = std::make_shared<Variant>();
+  v->sizes = sizes;
+  v->scheduled = program_;
+  if (options_.schedule == "auto") {
+    schedule::AutoScheduleOptions auto_options;
+    auto_options.sizes = sizes;
+    schedule::Schedule s = schedule::auto_schedule(program_, auto_options, &v->notes);
+    v->scheduled = s.program();
+    v->schedule = s.primitive_names();
+    try {
+      v->kernel = cpu::compile(tile::translate(v->scheduled, sizes));
+      v->form = "tile";
+    } catch (const tile::NotTileForm& e) {
+      v->notes.push_back(std::string("scalar loop code: not in tile form: ") + e.what());
+    }
+  }
+  if (!v->kernel) {
+    v->kernel = cpu::compile(v->scheduled);
+    v->form = "loop";
+  }
+  return v;
+}
+
+std::shared_ptr<const Variant> Kernel::variant(const runtime::SizeMap& sizes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = variants_.find(sizes); it != variants_.end()) return last_ = it->second;
+  }
+  std::lock_guard<std::mutex> compiling(compile_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // compiled by another thread meanwhile?
+    if (auto it = variants_.find(sizes); it != variants_.end()) return last_ = it->second;
+  }
+  std::shared_ptr<const Variant> v = compile_variant(sizes);
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_ = variants_[sizes] = v;
+}
+
+std::shared_ptr<const Variant> Kernel::current() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_) return last_;
+  }
+  runtime::SizeMap sizes;
+  std::vector<std::string> missing;
+  for (const std::string& d : program_.dims) {
+    if (auto it = options_.shape.find(d); it != options_.shape.end())
+      sizes[d] = it->second;
+    else if (auto h = program_.size_hints.find(d); h != program_.size_hints.end())
+      sizes[d] = h->second;
+    else
+      missing.push_back(d);
+  }
+  if (!missing.empty())
+    arg_error << program_.name << " has not been compiled yet and size"
+              << (missing.size() > 1 ? "s " : " ") << join(missing)
+              << (missing.size() > 1 ? " have" : " has")
+              << " no value: call the kernel (its tensors bind the sizes) or pass shape={'"
+              << missing[0] << "': ...} to kintsugi.compile";
+  return variant(sizes);
+}
+
+std::vector<runtime::SizeMap> Kernel::compiled_sizes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<runtime::SizeMap> out;
+  for (const auto& [sizes, v] : variants_) out.push_back(sizes);
+  return out;
+}
+
+std::string Kernel::signature() const {
+  std::vector<std::string> ins, outs;
+  for (const ir::Buffer* b : program_.inputs()) ins.push_back(declaration(*b));
+  for (const ir::Buffer* b : program_.outputs()) outs.push_back(declaration(*b));
+  return program_.name + "(" + join(ins) + ") -> " +
+         (outs.size() == 1 ? outs[0] : "(" + join(outs) + ")");
+}
+
+runtime::SizeMap Kernel::bind(const std::vector<ArgView>& inputs,
+                              const std::vector<ArgView>* outs) const {
+  std::vector<const ir::Buffer*> in_bufs = program_.inputs(), out_bufs = program_.outputs();
+  internal_assert(inputs.size() == in_bufs.size()) << "input count checked by the caller";
+  internal_assert(!outs || outs->size() == out_bufs.size()) << "output count checked by caller";
+
+  // The tensors in order, with what to call them in messages.
+  struct Arg {
+    const ir::Buffer* buffer;
+    const ArgView* view;
+    std::string what;
+  };
+  std::vector<Arg> args;
+  for (size_t i = 0; i < in_bufs.size(); ++i)
+    args.push_back({in_bufs[i], &inputs[i], "input '" + in_bufs[i]->name + "'"});
+  if (outs)
+    for (size_t i = 0; i < out_bufs.size(); ++i)
+      args.push_back({out_bufs[i], &(*outs)[i], "out '" + out_bufs[i]->name + "'"});
+
+  // Dtypes and ranks first: they do not depend on the sizes.
+  for (const Arg& a : args) {
+    const ir::Buffer& b = *a.buffer;
+    if (a.view->dtype != b.dtype)
+      arg_error << a.what << " has dtype " << a.view->dtype_name << ", expected "
+                << array_dtype_name(b.dtype) << " (" << program_.name << " declares "
+                << declaration(b) << ")";
+    if (a.view->shape.size() != b.shape.size())
+      arg_error << a.what << " has " << a.view->shape.size() << " dimension"
+                << (a.view->shape.size() == 1 ? "" : "s") << " (shape " << shape_text(a.view->shape)
+                << "), expected " << b.shape.size() << " (" << declaration(b) << ")";
+  }
+
+  // Dims that appear whole in a tensor's shape are bound by it; they must agree.
+  runtime::SizeMap sizes;
+  std::map<std::string, std::string> bound_by;
+  for (const Arg& a : args) {
+    for (size_t k = 0; k < a.buffer->shape.size(); ++k) {
+      const ir::Expr& e = a.buffer->shape[k];
+      bool is_dim = e->op == ir::Op::Var && std::find(program_.dims.begin(), program_.dims.end(),
+                                                      e->name) != program_.dims.end();
+      if (!is_dim) continue;
+      int64_t got = a.view->shape[k];
+      std::string where = a.what + " (dimension " + std::to_string(k) + ")";
+      auto it = sizes.find(e->name);
+      if (it == sizes.end()) {
+        if (got <= 0)
+          arg_error << a.what << " has extent " << got << " in dimension " << k << " (" << e->name
+                    << "): sizes must be positive";
+        sizes[e->name] = got;
+        bound_by[e->name] = where;
+      } else if (it->second != got) {
+        arg_error << "inconsistent sizes for " << e->name << ": " << bound_by[e->name] << " has "
+                  << e->name << " = " << it->second << ", but " << where << " has " << e->name
+                  << " = " << got;
+      }
+    }
+  }
+  // The others: the shape hints, then the source's `sizes` line.
+  for (const std::string& d : program_.dims) {
+    if (sizes.count(d)) continue;
+    if (auto it = options_.shape.find(d); it != options_.shape.end())
+      sizes[d] = it->second;
+    else if (auto h = program_.size_hints.find(d); h != program_.size_hints.end())
+      sizes[d] = h->second;
+    else
+      arg_error << "size " << d << " of " << program_.name
+                << " is not the extent of any tensor dimension, so the call cannot bind it; "
+                << "give it with kintsugi.compile(..., shape={'" << d << "': N})";
+  }
+
+  // Every tensor's whole shape, now that every dim has a value.
+  for (const Arg& a : args) {
+    std::vector<int64_t> want = ir::eval_shape(a.buffer->shape, sizes, params_);
+    if (a.view->shape != want)
+      arg_error << a.what << " has shape " << shape_text(a.view->shape) << ", expected "
+                << symbolic_shape(*a.buffer) << " = " << shape_text(want) << " (with "
+                << sizes_text(sizes) << ")";
+  }
+  return sizes;
+}
+
+std::vector<std::shared_ptr<runtime::Tensor>> Kernel::run(const std::vector<ArgView>& inputs,
+                                                          const std::vector<ArgView>* outs) {
+  runtime::SizeMap sizes = bind(inputs, outs);
+  std::vector<const ir::Buffer*> in_bufs = program_.inputs(), out_bufs = program_.outputs();
+
+  // Outputs must not overlap the inputs or each other: kernels do not run in place.
+  if (outs) {
+    auto overlap = [](const ArgView& a, const ArgView& b) {
+      auto pa = static_cast<const char*>(a.data), pb = static_cast<const char*>(b.data);
+      int64_t na = bytes_of(a), nb = bytes_of(b);
+      return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+    };
+    for (size_t i = 0; i < outs->size(); ++i) {
+      for (size_t j = 0; j < inputs.size(); ++j)
+        if (overlap((*outs)[i], inputs[j]))
+          arg_error << "out '" << out_bufs[i]->name << "' shares memory with input '"
+                    << in_bufs[j]->name << "'; kernels do not run in place";
+      for (size_t j = 0; j < i; ++j)
+        if (overlap((*outs)[i], (*outs)[j]))
+          arg_error << "out '" << out_bufs[i]->name << "' shares memory with out '"
+                    << out_bufs[j]->name << "'";
+    }
+  }
+
+  std::shared_ptr<const Variant> v = variant(sizes);
+
+  // Kintsugi's own tensors are used in place; other memory goes through a host tensor (the CPU
+  // back end takes runtime::Tensor, which owns its storage). A tensor given twice is copied the
+  // second time: the back end refuses two arguments that share storage.
+  std::map<std::string, const ArgView*> in_view, out_view;
+  for (size_t i = 0; i < in_bufs.size(); ++i) in_view[in_bufs[i]->name] = &inputs[i];
+  if (outs)
+    for (size_t i = 0; i < out_bufs.size(); ++i) out_view[out_bufs[i]->name] = &(*outs)[i];
+
+  std::vector<runtime::Tensor> staged;  // copies of foreign inputs, and outputs to copy back
+  staged.reserve(in_bufs.size() + out_bufs.size());
+  std::vector<std::pair<runtime::Tensor*, const ArgView*>> copy_back;
+  std::map<std::string, std::shared_ptr<runtime::Tensor>> allocated;
+  std::vector<const void*> used;
+  std::vector<runtime::Tensor*> args;
+  auto in_place = [&](const ArgView& view) {
+    return view.storage && std::find(used.begin(), used.end(), view.storage->ptr()) == used.end();
+  };
+  for (const ir::Buffer& b : v->scheduled.buffers) {
+    if (b.role == ir::BufferRole::Input) {
+      const ArgView& view = *in_view.at(b.name);
+      if (in_place(view)) {
+        args.push_back(view.storage.get());
+      } else {
+        runtime::Tensor& t = staged.emplace_back();
+        t.dtype = view.dtype;
+        t.shape = view.shape;
+        auto src = static_cast<const uint8_t*>(view.data);
+        t.data.assign(src, src + bytes_of(view));
+        args.push_back(&t);
+      }
+    } else if (b.role == ir::BufferRole::Output) {
+      if (auto it = out_view.find(b.name); it != out_view.end()) {
+        const ArgView& view = *it->second;
+        if (in_place(view)) {
+          args.push_back(view.storage.get());
+        } else {
+          runtime::Tensor& t = staged.emplace_back(view.dtype, view.shape);
+          copy_back.push_back({&t, &view});
+          args.push_back(&t);
+        }
+      } else {
+        auto t =
+            std::make_shared<runtime::Tensor>(b.dtype, ir::eval_shape(b.shape, sizes, params_));
+        allocated[b.name] = t;
+        args.push_back(t.get());
+      }
+    } else {
+      continue;
+    }
+    used.push_back(args.back()->ptr());
+  }
+
+  v->kernel->run(args, sizes, params_);
+
+  for (const auto& [t, view] : copy_back) std::memcpy(view->data, t->ptr(), t->data.size());
+  std::vector<std::shared_ptr<runtime::Tensor>> out;
+  if (!outs)
+    for (const ir::Buffer* b : out_bufs) out.push_back(allocated.at(b->name));
+  return out;
+}
+
+}  // namespace kintsugi::python

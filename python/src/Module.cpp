@@ -1,0 +1,311 @@
+// \file Module.cpp
+// The extension module `kintsugi._core` (re-exported by the package `kintsugi`): compile, Kernel,
+// Tensor, CompileError and the mapping of Kintsugi's errors to Python exceptions:
+//   CompileError (a located source error)    -> kintsugi.CompileError, a ValueError with
+//                                               filename, lineno, offset, text and msg
+//   UserError, RuntimeArgError, ScheduleError -> ValueError
+//   InternalError                             -> RuntimeError
+// Calls release the GIL while they compile and run.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "DLPackTensor.h"
+#include "Kernel.h"
+#include "support/Error.h"
+#include "support/Version.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+using kintsugi::python::ArgView;
+using kintsugi::python::HostTensor;
+using kintsugi::python::ImportedTensor;
+using kintsugi::python::Kernel;
+using kintsugi::python::KernelOptions;
+using kintsugi::python::Variant;
+
+namespace {
+
+// kintsugi.CompileError; lives as long as the process (never released, so that no reference
+// is dropped after the interpreter has finalised).
+PyObject* compile_error_type = nullptr;
+
+std::string source_line(const kintsugi::SourceLoc& loc) {
+  if (!loc.valid()) return "";
+  const std::string& text = loc.file->text;
+  size_t start = 0;
+  for (int line = 1; line < loc.line && start != std::string::npos; ++line) {
+    start = text.find('\n', start);
+    if (start != std::string::npos) ++start;
+  }
+  if (start == std::string::npos || start > text.size()) return "";
+  size_t end = text.find('\n', start);
+  return text.substr(start, end == std::string::npos ? end : end - start);
+}
+
+void translate_error(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const kintsugi::CompileError& e) {
+    try {
+      const kintsugi::SourceLoc& loc = e.loc();
+      py::object exc = py::reinterpret_borrow<py::object>(compile_error_type)(e.what());
+      exc.attr("msg") = e.message();
+      exc.attr("filename") = loc.file ? py::object(py::str(loc.file->name)) : py::none();
+      exc.attr("lineno") = loc.valid() ? py::object(py::int_(loc.line)) : py::none();
+      exc.attr("offset") = loc.valid() ? py::object(py::int_(loc.col)) : py::none();
+      exc.attr("text") = loc.valid() ? py::object(py::str(source_line(loc))) : py::none();
+      PyErr_SetObject(compile_error_type, exc.ptr());
+    } catch (py::error_already_set&) {
+      PyErr_SetString(compile_error_type, e.what());
+    }
+  } catch (const kintsugi::UserError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const kintsugi::InternalError& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+py::dict to_dict(const kintsugi::runtime::SizeMap& sizes) {
+  py::dict d;
+  for (const auto& [name, value] : sizes) d[py::str(name)] = value;
+  return d;
+}
+
+std::shared_ptr<const Variant> current_variant(Kernel& k) {
+  py::gil_scoped_release release;  // may compile
+  return k.current();
+}
+
+std::string plural(size_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+std::string names(const std::vector<const kintsugi::ir::Buffer*>& buffers) {
+  std::string out;
+  for (const auto* b : buffers) out += (out.empty() ? "" : ", ") + b->name;
+  return out;
+}
+
+py::object call_kernel(Kernel& k, const py::args& args, const py::object& out) {
+  const auto& program = k.program();
+  std::vector<const kintsugi::ir::Buffer*> in_bufs = program.inputs(), out_bufs = program.outputs();
+  if (args.size() != in_bufs.size())
+    throw py::type_error(program.name + " takes " + plural(in_bufs.size(), "input") + " (" +
+                         names(in_bufs) + "), got " + std::to_string(args.size()));
+  std::vector<py::object> out_objects;
+  if (!out.is_none()) {
+    if (py::isinstance<py::tuple>(out) || py::isinstance<py::list>(out)) {
+      for (py::handle h : out) out_objects.push_back(py::reinterpret_borrow<py::object>(h));
+    } else {
+      out_objects.push_back(out);
+    }
+    if (out_objects.size() != out_bufs.size())
+      throw py::type_error(program.name + " has " + plural(out_bufs.size(), "output") + " (" +
+                           names(out_bufs) + "): out= takes " +
+                           (out_bufs.size() == 1 ? "one array" : "a tuple of that many arrays") +
+                           ", got " + std::to_string(out_objects.size()));
+  }
+
+  // Declared before the GIL is released, destroyed after it is taken back: the producers'
+  // deleters run with the GIL held.
+  std::vector<ImportedTensor> imported;
+  imported.reserve(in_bufs.size() + out_objects.size());
+  for (size_t i = 0; i < in_bufs.size(); ++i)
+    imported.emplace_back(args[i], "input '" + in_bufs[i]->name + "'", false);
+  for (size_t i = 0; i < out_objects.size(); ++i)
+    imported.emplace_back(out_objects[i], "out '" + out_bufs[i]->name + "'", true);
+  std::vector<ArgView> in_views, out_views;
+  for (size_t i = 0; i < imported.size(); ++i)
+    (i < in_bufs.size() ? in_views : out_views).push_back(imported[i].view());
+
+  std::vector<std::shared_ptr<kintsugi::runtime::Tensor>> results;
+  {
+    py::gil_scoped_release release;
+    results = k.run(in_views, out.is_none() ? nullptr : &out_views);
+  }
+  if (!out.is_none()) return out;
+  if (results.size() == 1) return py::cast(HostTensor{results[0]});
+  py::tuple t(results.size());
+  for (size_t i = 0; i < results.size(); ++i) t[i] = py::cast(HostTensor{results[i]});
+  return t;
+}
+
+std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::string& target,
+                                const std::optional<std::map<std::string, int64_t>>& shape,
+                                const std::optional<std::map<std::string, double>>& params,
+                                const std::string& schedule,
+                                const std::optional<std::string>& name) {
+  std::string text;
+  bool is_source = false;
+  if (py::isinstance<py::str>(path_or_source)) {
+    text = path_or_source.cast<std::string>();
+    is_source = Kernel::is_source_text(text);
+  } else if (py::hasattr(path_or_source, "__fspath__")) {
+    text = py::module_::import("os").attr("fspath")(path_or_source).cast<std::string>();
+  } else {
+    throw py::type_error(
+        "kintsugi.compile takes .te source text or the path of a .te file (str or os.PathLike), "
+        "got " +
+        std::string(py::str(py::type::of(path_or_source).attr("__name__"))));
+  }
+  KernelOptions options;
+  options.target = target;
+  options.schedule = schedule;
+  if (shape) options.shape = *shape;
+  if (params) options.params = *params;
+  if (name) options.name = *name;
+  py::gil_scoped_release release;  // compiles when `shape` binds every size
+  return std::make_shared<Kernel>(text, is_source, std::move(options));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() =
+      "Kintsugi: compiles tensor-expression programs (.te) into fused kernels and runs them on "
+      "DLPack tensors.";
+  m.attr("__version__") = kintsugi::kVersion;
+  m.attr("__commit__") = kintsugi::kCommit;
+
+  compile_error_type = PyErr_NewExceptionWithDoc(
+      "kintsugi.CompileError",
+      "An error in a .te program. str() is the located message (file:line:col: error: ..., the "
+      "source line and a caret); filename, lineno, offset (column, 1-based), text (the source "
+      "line) and msg (the message alone) as on SyntaxError.",
+      PyExc_ValueError, nullptr);
+  if (!compile_error_type) throw py::error_already_set();
+  m.attr("CompileError") = py::handle(compile_error_type);
+  py::register_exception_translator(translate_error);
+
+  py::class_<HostTensor>(m, "Tensor", R"doc(
+A tensor in host memory that Kintsugi allocated: a kernel's output. It owns its memory and
+exports it through DLPack, so numpy.from_dlpack(t) and torch.from_dlpack(t) view it without a
+copy; it can also be passed back to a kernel (as an input or in out=) without a copy.)doc")
+      .def(
+          "__dlpack__",
+          [](const HostTensor& self, const py::object& stream, const py::object& max_version,
+             const py::object& dl_device, const py::object& copy) {
+            // Host memory, complete when the kernel call returned: no stream to synchronise.
+            (void)stream;
+            if (!dl_device.is_none()) {
+              py::tuple dev = dl_device.cast<py::tuple>();
+              if (dev.size() != 2 || dev[0].cast<int32_t>() != kintsugi::python::dlpack::kCPU)
+                throw py::buffer_error(
+                    "kintsugi.Tensor lives in host memory and cannot be exported to " +
+                    std::string(py::str(dl_device)));
+            }
+            bool versioned = false;
+            if (!max_version.is_none()) {
+              py::tuple v = max_version.cast<py::tuple>();
+              versioned = v.size() >= 1 && v[0].cast<int64_t>() >= 1;
+            }
+            bool do_copy = !copy.is_none() && copy.cast<bool>();
+            return kintsugi::python::export_capsule(self.tensor, versioned, do_copy);
+          },
+          py::kw_only(), "stream"_a = py::none(), "max_version"_a = py::none(),
+          "dl_device"_a = py::none(), "copy"_a = py::none(),
+          "A DLPack capsule of this tensor (versioned when max_version >= (1, 0)).")
+      .def("__dlpack_device__",
+           [](const HostTensor&) {
+             return py::make_tuple(static_cast<int>(kintsugi::python::dlpack::kCPU), 0);
+           })
+      .def_property_readonly(
+          "shape", [](const HostTensor& self) { return py::tuple(py::cast(self.tensor->shape)); })
+      .def_property_readonly(
+          "dtype", [](const HostTensor& self) { return kintsugi::dtype_name(self.tensor->dtype); },
+          "The element type as in .te sources: f16, bf16, f32, i32 or i8.")
+      .def_property_readonly("ndim",
+                             [](const HostTensor& self) { return self.tensor->shape.size(); })
+      .def_property_readonly("nbytes",
+                             [](const HostTensor& self) { return self.tensor->data.size(); })
+      .def("__repr__", [](const HostTensor& self) {
+        std::string s =
+            "kintsugi.Tensor(" + std::string(kintsugi::dtype_name(self.tensor->dtype)) + "[";
+        for (size_t i = 0; i < self.tensor->shape.size(); ++i)
+          s += (i ? ", " : "") + std::to_string(self.tensor->shape[i]);
+        return s + "])";
+      });
+
+  py::class_<Kernel, std::shared_ptr<Kernel>>(m, "Kernel", R"doc(
+A compiled program (made by kintsugi.compile). Call it with the program's inputs, in declaration
+order, as DLPack tensors on the CPU (numpy arrays, torch tensors, kintsugi.Tensor). The sizes are
+bound from the inputs' shapes; a call with sizes not seen before compiles the program for them
+first (once: variants are cached in the Kernel, and generated code on disk).)doc")
+      .def("__call__", &call_kernel, "out"_a = py::none(), R"doc(
+kernel(*inputs, out=None)
+
+Runs the kernel. Returns the outputs as kintsugi.Tensor (one object for one output, else a tuple
+in declaration order), or with out= (an array, or a tuple with one array per output) writes the
+results into those arrays and returns out.)doc")
+      .def_property_readonly(
+          "program", [](const Kernel& k) { return k.program().name; }, "The program's name.")
+      .def_property_readonly(
+          "target", [](const Kernel& k) { return k.options().target; }, "The target: cpu.")
+      .def_property_readonly(
+          "source", [](Kernel& k) { return current_variant(k)->kernel->source(); },
+          "The generated C++ of the current variant (the last call's sizes; before any call, the "
+          "size hints: shape=, then the source's sizes line).")
+      .def_property_readonly(
+          "schedule", [](Kernel& k) { return current_variant(k)->schedule; },
+          "The schedule primitives applied to the current variant, in order.")
+      .def_property_readonly(
+          "form", [](Kernel& k) { return current_variant(k)->form; },
+          "What the current variant's code was generated from: 'tile' or 'loop'.")
+      .def_property_readonly(
+          "notes", [](Kernel& k) { return current_variant(k)->notes; },
+          "The auto-scheduler's notes on the current variant.")
+      .def_property_readonly(
+          "sizes", [](Kernel& k) { return to_dict(current_variant(k)->sizes); },
+          "The sizes of the current variant.")
+      .def_property_readonly(
+          "compiled_sizes",
+          [](const Kernel& k) {
+            py::list out;
+            for (const auto& s : k.compiled_sizes()) out.append(to_dict(s));
+            return out;
+          },
+          "The size bindings compiled so far.")
+      .def_property_readonly(
+          "params",
+          [](const Kernel& k) {
+            py::dict d;
+            for (const auto& [name, value] : k.params()) d[py::str(name)] = value;
+            return d;
+          },
+          "Every param's value (the source's default or the params= override).")
+      .def_property_readonly(
+          "inputs",
+          [](const Kernel& k) {
+            std::vector<std::string> out;
+            for (const auto* b : k.program().inputs()) out.push_back(b->name);
+            return out;
+          },
+          "The input names, in call order.")
+      .def_property_readonly(
+          "outputs",
+          [](const Kernel& k) {
+            std::vector<std::string> out;
+            for (const auto* b : k.program().outputs()) out.push_back(b->name);
+            return out;
+          },
+          "The output names, in the order the call returns them.")
+      .def_property_readonly("signature", &Kernel::signature,
+                             "The declarations: 'softmax(X: f32[M, N]) -> Y: f32[M, N]'.")
+      .def("__repr__", [](const Kernel& k) {
+        return "<kintsugi.Kernel " + k.signature() + " on " + k.options().target + ">";
+      });
+
+  m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
+        "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(), R"doc(
+Compiles a tensor-expression program. path_or_source is .te source text when it contains a
+newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
+shape: size hints {dim: size}; when they bind every dim the program is compiled now, otherwise
+on the first call (whose inputs bind the sizes). params: {param: value} overrides of the
+source's defaults. schedule: "auto" (fused, the default) or "none". name: the program's name
+(source text is called "program" otherwise). target="cuda" is not available yet.
+
+Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
+arguments.)doc");
+}

@@ -1,0 +1,416 @@
+"""Tests of the Python binding: compile, call with NumPy arrays through DLPack, compare with the
+independent float64 references of tests/crosscheck/references.py, out=, errors, DLPack export."""
+
+import gc
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kintsugi
+import references
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+F16_TOL = 1e-2  # relative to max|ref|, as the cross-check suite
+F32_TOL = 1e-4
+
+SOFTMAX_SRC = """\
+sizes M = 4, N = 10
+input X: f32[M, N]
+m[i]    = max[j](X[i, j])
+e[i, j] = exp(X[i, j] - m[i])
+l[i]    = sum[j](e[i, j])
+output Y[i, j]: f32 = e[i, j] / l[i]
+"""
+
+
+def rel_err(out, ref):
+    out = np.asarray(out, dtype=np.float64)
+    scale = np.max(np.abs(ref))
+    return np.max(np.abs(out - ref)) / (scale if scale > 0 else 1.0)
+
+
+def softmax_ref(x):
+    return references.softmax({}, {"X": x.astype(np.float64)})["Y"]
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return kintsugi.compile(str(EXAMPLES / "norm" / "softmax.te"))
+
+
+@pytest.fixture(scope="module")
+def causal():
+    return kintsugi.compile(EXAMPLES / "attention" / "prefill_causal.te")  # an os.PathLike
+
+
+def qkv(rng, b, h, s, t, d):
+    q = rng.standard_normal((b, h, s, d)).astype(np.float16)
+    k = rng.standard_normal((b, h, t, d)).astype(np.float16)
+    v = rng.standard_normal((b, h, t, d)).astype(np.float16)
+    return q, k, v
+
+
+# --------------------------------------------------------------------------------------------
+# Numerics
+
+
+def test_softmax_matches_reference(softmax):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((7, 45)).astype(np.float32) * 4
+    y = softmax(x)
+    assert isinstance(y, kintsugi.Tensor)
+    assert y.shape == (7, 45) and y.dtype == "f32"
+    out = np.from_dlpack(y)
+    assert out.dtype == np.float32 and out.shape == (7, 45)
+    assert rel_err(out, softmax_ref(x)) <= F32_TOL
+    assert softmax.sizes == {"M": 7, "N": 45}
+    assert softmax.program == "softmax"
+    assert softmax.form in ("tile", "loop")
+    assert softmax.schedule and all(isinstance(p, str) for p in softmax.schedule)
+    assert "kintsugi_entry" in softmax.source
+
+
+def test_new_sizes_recompile_transparently(softmax):
+    rng = np.random.default_rng(2)
+    for m, n in [(3, 130), (37, 129), (7, 45)]:
+        x = rng.standard_normal((m, n)).astype(np.float32)
+        assert rel_err(np.from_dlpack(softmax(x)), softmax_ref(x)) <= F32_TOL
+        assert softmax.sizes == {"M": m, "N": n}
+    compiled = softmax.compiled_sizes
+    for sizes in ({"M": 3, "N": 130}, {"M": 37, "N": 129}, {"M": 7, "N": 45}):
+        assert sizes in compiled
+    assert len(compiled) == len({tuple(sorted(s.items())) for s in compiled})  # no duplicates
+
+
+@pytest.mark.parametrize("s,t", [(13, 29), (21, 9)])  # T < S: leading rows see no key
+def test_causal_attention_f16(causal, s, t):
+    rng = np.random.default_rng(s * 100 + t)
+    q, k, v = qkv(rng, 1, 2, s, t, 32)
+    o = causal(q, k, v)
+    out = np.from_dlpack(o)
+    assert out.dtype == np.float16 and out.shape == (1, 2, s, 32)
+    ref = references.attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                               causal=True)
+    assert np.all(np.isfinite(out))
+    assert rel_err(out, ref) <= F16_TOL
+    if t < s:  # bottom-right aligned: the first S - T query rows are fully masked -> 0
+        assert np.all(out[:, :, : s - t, :] == 0)
+
+
+def test_two_outputs_and_params():
+    kernel = kintsugi.compile(str(EXAMPLES / "norm" / "rmsnorm_quant.te"), params={"EPS": 1e-3})
+    assert kernel.params == {"EPS": pytest.approx(1e-3)}
+    assert kernel.outputs == ["scale", "Yq"] and kernel.inputs == ["X", "Wt"]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 77)).astype(np.float16)
+    w = rng.standard_normal(77).astype(np.float16)
+    scale, yq = kernel(x, w)
+    ref = references.rmsnorm_quant({"params": {"EPS": 1e-3}},
+                                   {"X": x.astype(np.float64), "Wt": w.astype(np.float64)})
+    assert rel_err(np.from_dlpack(scale), ref["scale"]) <= F32_TOL
+    q = np.from_dlpack(yq)
+    assert q.dtype == np.int8
+    assert np.max(np.abs(q.astype(np.int64) - ref["Yq"])) <= 1
+
+
+# --------------------------------------------------------------------------------------------
+# out=
+
+
+def test_out_single(softmax):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((7, 45)).astype(np.float32)
+    out = np.full((7, 45), np.nan, dtype=np.float32)
+    ret = softmax(x, out=out)
+    assert ret is out
+    assert rel_err(out, softmax_ref(x)) <= F32_TOL
+    np.testing.assert_array_equal(out, np.from_dlpack(softmax(x)))
+
+
+def test_out_tuple():
+    kernel = kintsugi.compile(str(EXAMPLES / "norm" / "rmsnorm_quant.te"))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 77)).astype(np.float16)
+    w = rng.standard_normal(77).astype(np.float16)
+    scale = np.zeros(5, np.float32)
+    yq = np.zeros((5, 77), np.int8)
+    ret = kernel(x, w, out=(scale, yq))
+    assert ret[0] is scale and ret[1] is yq
+    s2, q2 = kernel(x, w)
+    np.testing.assert_array_equal(scale, np.from_dlpack(s2))
+    np.testing.assert_array_equal(yq, np.from_dlpack(q2))
+
+
+def test_out_kintsugi_tensor_in_place(softmax):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((7, 45)).astype(np.float32)
+    y = softmax(x)
+    x2 = rng.standard_normal((7, 45)).astype(np.float32)
+    assert softmax(x2, out=y) is y
+    assert rel_err(np.from_dlpack(y), softmax_ref(x2)) <= F32_TOL
+
+
+def test_out_errors(softmax):
+    x = np.ones((7, 45), np.float32)
+    with pytest.raises(ValueError, match=r"inconsistent sizes for N: input 'X' \(dimension 1\) "
+                                         r"has N = 45, but out 'Y' \(dimension 1\) has N = 44"):
+        softmax(x, out=np.zeros((7, 44), np.float32))
+    with pytest.raises(ValueError, match=r"out 'Y' has 1 dimension \(shape \[315\]\), expected 2"):
+        softmax(x, out=np.zeros(315, np.float32))
+    with pytest.raises(ValueError, match="out 'Y' has dtype float16, expected float32"):
+        softmax(x, out=np.zeros((7, 45), np.float16))
+    with pytest.raises(ValueError, match="out 'Y' shares memory with input 'X'"):
+        softmax(x, out=x)
+    with pytest.raises(TypeError, match="1 output"):
+        softmax(x, out=(np.zeros((7, 45), np.float32), np.zeros((7, 45), np.float32)))
+
+
+# --------------------------------------------------------------------------------------------
+# Argument errors
+
+
+def test_wrong_dtype(softmax):
+    with pytest.raises(ValueError, match=r"input 'X' has dtype float64, expected float32"):
+        softmax(np.ones((7, 45)))
+
+
+def test_wrong_dtype_f16(causal):
+    rng = np.random.default_rng(7)
+    q, k, v = qkv(rng, 1, 2, 5, 5, 32)
+    with pytest.raises(ValueError, match=r"input 'K' has dtype float32, expected float16"):
+        causal(q, k.astype(np.float32), v)
+
+
+def test_non_contiguous(softmax):
+    x = np.ones((45, 7), np.float32).T
+    with pytest.raises(ValueError, match=r"input 'X' is not C-contiguous.*ascontiguousarray"):
+        softmax(x)
+    strided = np.ones((7, 90), np.float32)[:, ::2]
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        softmax(strided)
+    # size-1 dimensions may have any stride
+    y = softmax(np.ones((45, 1), np.float32).T)
+    assert y.shape == (1, 45)
+
+
+def test_inconsistent_dims(causal):
+    rng = np.random.default_rng(8)
+    q, k, v = qkv(rng, 1, 2, 5, 7, 32)
+    with pytest.raises(ValueError,
+                       match=r"inconsistent sizes for D: input 'Q' \(dimension 3\) has D = 32, "
+                             r"but input 'K' \(dimension 3\) has D = 16"):
+        causal(q, k[..., :16].copy(), v)
+    with pytest.raises(ValueError, match=r"inconsistent sizes for T: .* has T = 7, .* has T = 6"):
+        causal(q, k, v[:, :, :6].copy())
+
+
+def test_wrong_rank_and_count(softmax):
+    with pytest.raises(ValueError, match=r"input 'X' has 1 dimension .*expected 2"):
+        softmax(np.ones(5, np.float32))
+    with pytest.raises(TypeError, match=r"softmax takes 1 input \(X\), got 2"):
+        softmax(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="input 'X': expected an array that supports DLPack"):
+        softmax([[1.0, 2.0]])
+
+
+def test_producer_error_is_named(softmax):
+    x = np.ones((7, 45), np.float32)
+    x.flags.writeable = False  # NumPy < 2 refuses to export it; NumPy >= 2 flags it read-only
+    if tuple(int(p) for p in np.__version__.split(".")[:2]) >= (2, 1):
+        assert softmax(x).shape == (7, 45)
+        with pytest.raises(ValueError, match="out 'Y' is read-only"):
+            softmax(np.ones((7, 45), np.float32), out=x)
+    else:
+        with pytest.raises(ValueError, match=r"input 'X': its __dlpack__\(\) failed: BufferError: "
+                                             r".*kintsugi.Tensor itself") as info:
+            softmax(x)
+        assert isinstance(info.value.__cause__, BufferError)
+
+
+def test_device_is_checked(softmax):
+    class OnGpu:
+        def __dlpack_device__(self):
+            return (2, 1)
+
+        def __dlpack__(self, stream=None):  # pragma: no cover - must not be reached
+            raise AssertionError("the device is checked first")
+
+    with pytest.raises(ValueError, match=r"input 'X' is on device cuda:1.*host memory"):
+        softmax(OnGpu())
+
+
+def test_bad_source_located():
+    bad = "input X: f32[N]\noutput Y[i]: f32 = X[i] +* 2\n"
+    with pytest.raises(kintsugi.CompileError) as info:
+        kintsugi.compile(bad)
+    e = info.value
+    assert isinstance(e, ValueError)
+    assert str(e).startswith("<string>:2:")
+    assert "error:" in str(e) and "^" in str(e)
+    assert e.filename == "<string>" and e.lineno == 2 and e.offset >= 1
+    assert e.text == "output Y[i]: f32 = X[i] +* 2"
+    assert e.msg and e.msg in str(e)
+
+
+def test_type_error_in_source_located():
+    with pytest.raises(kintsugi.CompileError, match=r"<string>:2:\d+: error: "):
+        kintsugi.compile("input X: f32[N]\noutput Y[i]: f32 = X[i] + Z[i]\n")
+
+
+def test_compile_errors():
+    with pytest.raises(ValueError, match="the CUDA target is not available in this build yet"):
+        kintsugi.compile(SOFTMAX_SRC, target="cuda")
+    with pytest.raises(ValueError, match="cannot open 'no/such/file.te'"):
+        kintsugi.compile("no/such/file.te")
+    with pytest.raises(ValueError, match=r"shape names 'Q', which is not a size of program"):
+        kintsugi.compile(SOFTMAX_SRC, shape={"Q": 3})
+    with pytest.raises(ValueError, match="sizes must be positive"):
+        kintsugi.compile(SOFTMAX_SRC, shape={"M": 0})
+    with pytest.raises(ValueError, match="params names 'EPS', which is not a param"):
+        kintsugi.compile(SOFTMAX_SRC, params={"EPS": 1.0})
+    with pytest.raises(ValueError, match="unknown schedule"):
+        kintsugi.compile(SOFTMAX_SRC, schedule="fast")
+
+
+# --------------------------------------------------------------------------------------------
+# Source text, schedules, introspection
+
+
+def test_source_string_compiles_eagerly_with_shape():
+    kernel = kintsugi.compile(SOFTMAX_SRC, shape={"M": 3, "N": 11}, name="my_softmax")
+    assert kernel.program == "my_softmax"
+    assert kernel.compiled_sizes == [{"M": 3, "N": 11}]  # compiled by compile()
+    assert kernel.signature == "my_softmax(X: f32[M, N]) -> Y: f32[M, N]"
+    x = np.random.default_rng(9).standard_normal((3, 11)).astype(np.float32)
+    assert rel_err(np.from_dlpack(kernel(x)), softmax_ref(x)) <= F32_TOL
+    assert kernel.compiled_sizes == [{"M": 3, "N": 11}]
+
+
+def test_source_string_lazy_and_unscheduled():
+    kernel = kintsugi.compile(SOFTMAX_SRC, schedule="none")
+    assert kernel.program == "program"
+    assert kernel.compiled_sizes == []
+    assert kernel.sizes == {"M": 4, "N": 10}  # the source's sizes line, compiled on demand
+    assert kernel.schedule == [] and kernel.form == "loop"
+    x = np.random.default_rng(10).standard_normal((6, 19)).astype(np.float32)
+    assert rel_err(np.from_dlpack(kernel(x)), softmax_ref(x)) <= F32_TOL
+
+
+def test_lazy_kernel_without_sizes_says_what_to_do():
+    kernel = kintsugi.compile("input X: f32[N]\noutput Y[i]: f32 = X[i] * 2\n")
+    with pytest.raises(ValueError, match=r"size N has no value.*shape=\{'N': \.\.\.\}"):
+        kernel.source
+    y = kernel(np.arange(5, dtype=np.float32))
+    np.testing.assert_array_equal(np.from_dlpack(y), np.arange(5) * 2)
+
+
+def test_version():
+    assert isinstance(kintsugi.__version__, str) and kintsugi.__version__.count(".") == 2
+
+
+# --------------------------------------------------------------------------------------------
+# DLPack export
+
+
+def test_from_dlpack_shares_memory_and_outlives_the_tensor(softmax):
+    x = np.random.default_rng(11).standard_normal((7, 45)).astype(np.float32)
+    y = softmax(x)
+    a, b = np.from_dlpack(y), np.from_dlpack(y)
+    assert np.shares_memory(a, b)
+    expected = a.copy()
+    del y
+    gc.collect()
+    softmax(x * 2)  # allocates, may reuse freed memory
+    np.testing.assert_array_equal(a, expected)
+    np.testing.assert_array_equal(np.asarray(b), expected)
+
+
+def test_capsules(softmax):
+    y = softmax(np.ones((7, 45), np.float32))
+    assert y.__dlpack_device__() == (1, 0)
+    assert "dltensor" in repr(y.__dlpack__())  # unconsumed: freed by the capsule's destructor
+    assert "dltensor_versioned" in repr(y.__dlpack__(max_version=(1, 0)))
+    assert "dltensor_versioned" not in repr(y.__dlpack__(max_version=(0, 8)))
+    with pytest.raises(BufferError):
+        y.__dlpack__(dl_device=(2, 0))
+    gc.collect()
+
+
+def test_kintsugi_tensor_as_input_and_versioned_import(softmax):
+    """A kintsugi.Tensor feeds another call directly; an object that exports versioned capsules
+    goes through the versioned import path."""
+    x = np.random.default_rng(12).standard_normal((7, 45)).astype(np.float32)
+    y = softmax(x)
+    twice = np.from_dlpack(softmax(y))
+    np.testing.assert_allclose(twice, softmax_ref(np.from_dlpack(y)), rtol=0, atol=1e-6)
+
+    class Versioned:  # only __dlpack__ / __dlpack_device__, delegating to a kintsugi.Tensor
+        def __init__(self, t):
+            self.t, self.calls = t, []
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+        def __dlpack__(self, **kw):
+            self.calls.append(kw)
+            return self.t.__dlpack__(**kw)
+
+    wrapped = Versioned(y)
+    np.testing.assert_array_equal(np.from_dlpack(softmax(wrapped)), twice)
+    assert wrapped.calls and wrapped.calls[0].get("max_version") == (1, 0)
+
+
+def test_same_tensor_twice_as_input(causal):
+    """Self-attention with one array for Q, K and V (also as one kintsugi.Tensor)."""
+    rng = np.random.default_rng(13)
+    q = rng.standard_normal((1, 2, 9, 32)).astype(np.float16)
+    ref = references.attention(*(q.astype(np.float64),) * 3, causal=True)
+    assert rel_err(np.from_dlpack(causal(q, q, q)), ref) <= F16_TOL
+
+    copy = kintsugi.compile("input A: f16[B, H, S, D]\n"
+                            "output C[b, h, i, d]: f16 = A[b, h, i, d]\n")
+    t = copy(q)
+    assert isinstance(t, kintsugi.Tensor)
+    assert rel_err(np.from_dlpack(causal(t, t, t)), ref) <= F16_TOL
+
+
+def test_concurrent_calls(softmax):
+    rng = np.random.default_rng(14)
+    xs = [rng.standard_normal((7, 45)).astype(np.float32) for _ in range(8)]
+    results = [None] * len(xs)
+
+    def work(i):
+        results[i] = np.from_dlpack(softmax(xs[i])).copy()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for x, r in zip(xs, results):
+        assert rel_err(r, softmax_ref(x)) <= F32_TOL
+
+
+def test_torch_round_trip(softmax):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(7, 45, dtype=torch.float32)
+    y = softmax(x)
+    t = torch.from_dlpack(y)
+    assert t.dtype == torch.float32 and tuple(t.shape) == (7, 45)
+    assert rel_err(t.numpy(), softmax_ref(x.numpy())) <= F32_TOL
+    with pytest.raises(ValueError, match=r"\.contiguous\(\)"):
+        softmax(torch.randn(45, 7).T)
+    out = torch.empty(7, 45)
+    assert softmax(x, out=out) is out
+    assert torch.equal(out, t)
+
+    double = kintsugi.compile("input X: bf16[N]\noutput Y[i]: bf16 = bf16(f32(X[i]) * 2)\n")
+    xb = torch.randn(9, dtype=torch.bfloat16)
+    yb = torch.from_dlpack(double(xb))
+    assert yb.dtype == torch.bfloat16 and torch.equal(yb, xb * 2)
+    with pytest.raises(ValueError, match="input 'X' has dtype float32, expected bfloat16"):
+        double(torch.randn(9))
+    with pytest.raises(ValueError, match=r"input 'X': its __dlpack__\(\) failed: RuntimeError: "):
+        double(torch.zeros(9, dtype=torch.bfloat16, requires_grad=True))
