@@ -15,6 +15,7 @@
 // never an out-of-bounds access; registers start zeroed in every grid instance.
 #include <numeric>
 
+#include "target/CSpelling.h"
 #include "target/cpu/CpuBackend.h"
 #include "target/cpu/CpuEmitter.h"
 #include "target/cpu/TilePrelude.h"
@@ -240,79 +241,22 @@ class TileEmitter : public Codegen {
   }
 
   std::string map_code(const TileOp& o, const std::vector<std::string>& a) {
-    if (o.is_call) {
-      bool fl = is_float(o.type.dtype);
-      switch (o.fn) {
-        case MathFn::Exp:
-          return "ks_expf(" + a[0] + ")";
-        case MathFn::Exp2:
-          return "exp2f(" + a[0] + ")";
-        case MathFn::Log:
-          return "logf(" + a[0] + ")";
-        case MathFn::Log2:
-          return "log2f(" + a[0] + ")";
-        case MathFn::Tanh:
-          return "tanhf(" + a[0] + ")";
-        case MathFn::Sqrt:
-          return "sqrtf(" + a[0] + ")";
-        case MathFn::Rsqrt:
-          return "(1.0f / sqrtf(" + a[0] + "))";
-        case MathFn::Abs:
-          return fl ? "fabsf(" + a[0] + ")" : "ks_iabs(" + a[0] + ")";
-        case MathFn::Pow:
-          return "powf(" + a[0] + ", " + a[1] + ")";
-        case MathFn::Round:
-          return fl ? "rintf(" + a[0] + ")" : a[0];
-        case MathFn::Clamp:
-          return fl ? "ks_fmin(ks_fmax(" + a[0] + ", " + a[1] + "), " + a[2] + ")"
-                    : "ks_imin(ks_imax(" + a[0] + ", " + a[1] + "), " + a[2] + ")";
-      }
-    }
+    target::CHelpers h{"ks_fmin",
+                       "ks_fmax",
+                       "ks_imin",
+                       "ks_imax",
+                       "ks_iabs",
+                       "ks_fmodf",
+                       "ks_expf",
+                       [this](Op op, const std::string& x, const std::string& y) {
+                         return std::string(op == Op::Div ? "ks_fdiv" : "ks_fmod") + "(ks_l, " + x +
+                                ", " + y + ", " + std::to_string(site(op == Op::Div ? "/" : "%")) +
+                                ")";
+                       }};
+    if (o.is_call) return target::spell_call(o.fn, a, is_float(o.type.dtype), h);
     bool fl = false;
     for (int id : o.args) fl = fl || is_float(val(id).dtype);
-    switch (o.op) {
-      case Op::Neg:
-        return "(-" + a[0] + ")";
-      case Op::Not:
-        return "(!" + a[0] + ")";
-      case Op::Add:
-        return "(" + a[0] + " + " + a[1] + ")";
-      case Op::Sub:
-        return "(" + a[0] + " - " + a[1] + ")";
-      case Op::Mul:
-        return "(" + a[0] + " * " + a[1] + ")";
-      case Op::Div:
-        return fl ? "(" + a[0] + " / " + a[1] + ")"
-                  : "ks_fdiv(ks_l, " + a[0] + ", " + a[1] + ", " + std::to_string(site("/")) + ")";
-      case Op::Mod:
-        return fl ? "ks_fmodf(" + a[0] + ", " + a[1] + ")"
-                  : "ks_fmod(ks_l, " + a[0] + ", " + a[1] + ", " + std::to_string(site("%")) + ")";
-      case Op::Lt:
-        return "(" + a[0] + " < " + a[1] + ")";
-      case Op::Le:
-        return "(" + a[0] + " <= " + a[1] + ")";
-      case Op::Gt:
-        return "(" + a[0] + " > " + a[1] + ")";
-      case Op::Ge:
-        return "(" + a[0] + " >= " + a[1] + ")";
-      case Op::Eq:
-        return "(" + a[0] + " == " + a[1] + ")";
-      case Op::Ne:
-        return "(" + a[0] + " != " + a[1] + ")";
-      case Op::And:
-        return "(" + a[0] + " && " + a[1] + ")";
-      case Op::Or:
-        return "(" + a[0] + " || " + a[1] + ")";
-      case Op::Min:
-        return fl ? "ks_fmin(" + a[0] + ", " + a[1] + ")" : "ks_imin(" + a[0] + ", " + a[1] + ")";
-      case Op::Max:
-        return fl ? "ks_fmax(" + a[0] + ", " + a[1] + ")" : "ks_imax(" + a[0] + ", " + a[1] + ")";
-      case Op::Select:
-        return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
-      default:
-        internal_error << "tile codegen: unexpected map op";
-    }
-    return "";
+    return target::spell_op(o.op, a, fl, h);
   }
 
   // Buffer access helpers: the C++ names of a buffer's extents, and whether a region dimension

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "ir/Printer.h"
+#include "target/CSpelling.h"
 #include "target/cuda/CudaBackend.h"
 
 namespace kintsugi::cuda {
@@ -179,77 +180,24 @@ class Emitter {
     }
     internal_assert(e->args.size() == 2) << "CUDA codegen: unexpected scalar " << ir::to_string(e);
     bool fl = is_float(e->args[0]->type) || is_float(e->args[1]->type);
-    return binary(e->op, scalar(e->args[0]), scalar(e->args[1]), fl, ir::to_string(e));
+    return binary(e->op, scalar(e->args[0]), scalar(e->args[1]), fl);
   }
 
+  const target::CHelpers& helpers() {
+    if (!helpers_)
+      helpers_ = std::make_unique<target::CHelpers>(target::CHelpers{
+          "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", "expf",
+          [this](Op op, const std::string& x, const std::string& y) {
+            return std::string(op == Op::Div ? "ks_fdiv(" : "ks_fmod(") + x + ", " + y +
+                   ", ks_err, " + std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
+          }});
+    return *helpers_;
+  }
   std::string call(ir::MathFn fn, const std::vector<std::string>& a, bool fl) {
-    switch (fn) {
-      case ir::MathFn::Exp:
-        return "expf(" + a[0] + ")";
-      case ir::MathFn::Exp2:
-        return "exp2f(" + a[0] + ")";
-      case ir::MathFn::Log:
-        return "logf(" + a[0] + ")";
-      case ir::MathFn::Log2:
-        return "log2f(" + a[0] + ")";
-      case ir::MathFn::Tanh:
-        return "tanhf(" + a[0] + ")";
-      case ir::MathFn::Sqrt:
-        return "sqrtf(" + a[0] + ")";
-      case ir::MathFn::Rsqrt:
-        return "(1.0f / sqrtf(" + a[0] + "))";
-      case ir::MathFn::Abs:
-        return fl ? "fabsf(" + a[0] + ")" : "llabs(" + a[0] + ")";
-      case ir::MathFn::Pow:
-        return "powf(" + a[0] + ", " + a[1] + ")";
-      case ir::MathFn::Round:
-        return fl ? "rintf(" + a[0] + ")" : a[0];
-      case ir::MathFn::Clamp:
-        return fl ? "fmin_nan(fmax_nan(" + a[0] + ", " + a[1] + "), " + a[2] + ")"
-                  : "min(max(" + a[0] + ", " + a[1] + "), " + a[2] + ")";
-    }
-    return "";
+    return target::spell_call(fn, a, fl, helpers());
   }
-
-  std::string binary(Op op, const std::string& a, const std::string& b, bool fl,
-                     const std::string& text) {
-    switch (op) {
-      case Op::Add:
-        return "(" + a + " + " + b + ")";
-      case Op::Sub:
-        return "(" + a + " - " + b + ")";
-      case Op::Mul:
-        return "(" + a + " * " + b + ")";
-      case Op::Div:
-        return fl ? "(" + a + " / " + b + ")"
-                  : "ks_fdiv(" + a + ", " + b + ", ks_err, " + std::to_string(site(text)) + ")";
-      case Op::Mod:
-        return fl ? "fmodf(" + a + ", " + b + ")"
-                  : "ks_fmod(" + a + ", " + b + ", ks_err, " + std::to_string(site(text)) + ")";
-      case Op::Lt:
-        return "(" + a + " < " + b + ")";
-      case Op::Le:
-        return "(" + a + " <= " + b + ")";
-      case Op::Gt:
-        return "(" + a + " > " + b + ")";
-      case Op::Ge:
-        return "(" + a + " >= " + b + ")";
-      case Op::Eq:
-        return "(" + a + " == " + b + ")";
-      case Op::Ne:
-        return "(" + a + " != " + b + ")";
-      case Op::And:
-        return "(" + a + " && " + b + ")";
-      case Op::Or:
-        return "(" + a + " || " + b + ")";
-      case Op::Min:
-        return fl ? "fmin_nan(" + a + ", " + b + ")" : "min(" + a + ", " + b + ")";
-      case Op::Max:
-        return fl ? "fmax_nan(" + a + ", " + b + ")" : "max(" + a + ", " + b + ")";
-      default:
-        internal_error << "CUDA codegen: unexpected operator in " << text;
-    }
-    return "";
+  std::string binary(Op op, const std::string& a, const std::string& b, bool fl) {
+    return target::spell_op(op, {a, b}, fl, helpers());
   }
 
   // --- kernels
@@ -473,16 +421,7 @@ class Emitter {
     if (o.is_call) return call(o.fn, a, is_float(o.type.dtype));
     bool fl = false;
     for (int id : o.args) fl = fl || is_float(val(id).dtype);
-    switch (o.op) {
-      case Op::Neg:
-        return "(-" + a[0] + ")";
-      case Op::Not:
-        return "(!" + a[0] + ")";
-      case Op::Select:
-        return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
-      default:
-        return binary(o.op, a[0], a[1], fl, "tile op");
-    }
+    return target::spell_op(o.op, a, fl, helpers());
   }
 
   void op(const TileOp& o) {
@@ -657,6 +596,7 @@ class Emitter {
   std::map<std::string, Value> registers_;
   std::map<std::string, std::string> buffer_ids_;
   std::map<std::string, std::vector<std::string>> buffer_extents_;
+  std::unique_ptr<target::CHelpers> helpers_;
 };
 
 }  // namespace
