@@ -1,0 +1,47 @@
+// \file codegen_test.cpp
+// The CUDA code generator's output compiles with NVRTC for sm_80 and sm_90a, no GPU needed: the
+// tile programs of the norms and a decode kernel (the prefill kernels compile too but take many
+// seconds each at this stage; tests/gpu/run_examples.sh compiles and runs every example on a GPU).
+#include <gtest/gtest.h>
+
+#include "runtime/Runner.h"
+#include "schedule/AutoSchedule.h"
+#include "target/cuda/CudaBackend.h"
+#include "target/cuda/Nvrtc.h"
+#include "te/Lower.h"
+#include "te/Program.h"
+#include "tile/Translate.h"
+
+using namespace kintsugi;
+
+namespace {
+
+cuda::CudaSource cuda_source_of(const std::string& example) {
+  te::Program p = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + example);
+  te::check(p);
+  ir::LoopProgram lp = te::lower(p);
+  schedule::AutoScheduleOptions o;
+  o.sizes = lp.size_hints;
+  std::vector<std::string> notes;
+  ir::LoopProgram scheduled = schedule::auto_schedule(lp, o, &notes).program();
+  return cuda::generate_cuda_source(tile::translate(scheduled, lp.size_hints));
+}
+
+}  // namespace
+
+TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
+  for (const std::string example : {"norm/softmax.te", "norm/rmsnorm_quant.te", "norm/layernorm.te",
+                                    "attention/decode_gqa.te"}) {
+    cuda::CudaSource src = cuda_source_of(example);
+    ASSERT_FALSE(src.launches.empty()) << example;
+    for (const std::string arch : {"sm_80", "sm_90a"}) {
+      cuda::CompiledModule m = cuda::compile_cuda(src.code, example, arch);
+      for (const cuda::KernelLaunch& l : src.launches) {
+        const cuda::FunctionResources* f = m.resources.find(l.name);
+        ASSERT_NE(f, nullptr) << example << " " << arch << ": no resource report for " << l.name;
+        EXPECT_GT(f->registers, 0) << l.name;
+        EXPECT_EQ(f->spill_store_bytes, 0) << example << " " << arch << ": " << l.name << " spills";
+      }
+    }
+  }
+}
