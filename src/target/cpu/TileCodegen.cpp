@@ -140,6 +140,13 @@ class TileEmitter : public Codegen {
       line("const int64_t " + extents.back() + " = " + scalar(g.extent, CT::I64) + ";");
     }
     std::string ws_size = std::to_string(ws_bytes_ + 64);
+    // Instances in chunks of about 1/64 of a thread's share: small instances (a row of a norm)
+    // do not pay a scheduling step each, uneven ones (causal row tiles) still balance.
+    std::string chunk = tmp();
+    std::string total = "INT64_C(1)";
+    for (const std::string& e : extents) total += " * " + e;
+    line("const int " + chunk + " = (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
+         ") / (64 * (int64_t)ks_threads())));");
     line("#pragma omp parallel");
     line("{");
     ++indent_;
@@ -147,7 +154,8 @@ class TileEmitter : public Codegen {
     line("if (!ks_ws) ks_fail_site(ks_e, \"out of memory for the tiles of kernel \", " +
          std::to_string(site(k.name)) + ");");
     if (!k.grid.empty())
-      line("#pragma omp for collapse(" + std::to_string(k.grid.size()) + ") schedule(dynamic, 1)");
+      line("#pragma omp for collapse(" + std::to_string(k.grid.size()) + ") schedule(dynamic, " +
+           chunk + ")");
     else
       line("#pragma omp single");
     std::string loops;

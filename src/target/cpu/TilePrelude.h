@@ -14,8 +14,19 @@ namespace kintsugi::cpu {
 
 inline constexpr const char* kTilePrelude = R"PRELUDE(
 #include <immintrin.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace {
+
+static inline int ks_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 #if defined(__AVX512F__)
 typedef __m512 ks_vf;
