@@ -83,7 +83,19 @@ std::string dict_value(const std::string& header, const std::string& key, const 
 
 }  // namespace
 
-Tensor read_npy(const std::string& path, DType expected) {
+namespace {
+
+// A validated .npy file: its shape and where its data starts in `bytes`.
+struct RawNpy {
+  std::string bytes;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+
+// Reads and validates a file whose elements must have descriptor `want` (`elem_bytes` each);
+// `needed` says what the caller needs, for the error message.
+RawNpy read_raw(const std::string& path, const std::string& want, size_t elem_bytes,
+                const std::string& needed) {
   std::ifstream in(path, std::ios::binary);
   if (!in) arg_error << "cannot open '" << path << "': no such file or not readable";
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -111,14 +123,12 @@ Tensor read_npy(const std::string& path, DType expected) {
   if (fortran.find("False") == std::string::npos)
     arg_error << path
               << " is stored in Fortran order; save it in C order (numpy.ascontiguousarray)";
-  std::string want = npy_descr(expected);
   // '=' and '<' are the same on little-endian hosts; single-byte types may use '|'.
   std::string norm = descr;
   if (!norm.empty() && (norm[0] == '=' || norm[0] == '|' || norm[0] == '<')) norm[0] = want[0];
   if (norm != want)
-    arg_error << path << " holds dtype '" << descr << "' but " << dtype_name(expected)
-              << " data is needed ('" << want << "'"
-              << (expected == DType::BF16 ? ", the raw bf16 bit patterns as uint16" : "") << ")";
+    arg_error << path << " holds dtype '" << descr << "' but " << needed << " is needed ('" << want
+              << "'" << (want == "<u2" ? ", the raw bf16 bit patterns as uint16" : "") << ")";
   std::vector<int64_t> shape;
   {
     if (shape_text.size() < 2 || shape_text.front() != '(' || shape_text.back() != ')')
@@ -144,7 +154,7 @@ Tensor read_npy(const std::string& path, DType expected) {
     }
   }
   // Check the size before allocating: a corrupt header may claim an absurd shape.
-  size_t data_bytes = static_cast<size_t>(checked_numel(shape, path)) * dtype_bytes(expected);
+  size_t data_bytes = static_cast<size_t>(checked_numel(shape, path)) * elem_bytes;
   size_t available = bytes.size() - offset - header_len;
   if (available < data_bytes)
     arg_error << path << " is truncated: its shape needs " << data_bytes
@@ -152,9 +162,25 @@ Tensor read_npy(const std::string& path, DType expected) {
   if (available > data_bytes)
     arg_error << path << " has " << (available - data_bytes)
               << " bytes after the data its header describes";
-  Tensor t(expected, shape);
-  std::memcpy(t.data.data(), bytes.data() + offset + header_len, data_bytes);
+  return RawNpy{std::move(bytes), shape, offset + header_len};
+}
+
+}  // namespace
+
+Tensor read_npy(const std::string& path, DType expected) {
+  RawNpy raw = read_raw(path, npy_descr(expected), static_cast<size_t>(dtype_bytes(expected)),
+                        std::string(dtype_name(expected)) + " data");
+  Tensor t(expected, raw.shape);
+  std::memcpy(t.data.data(), raw.bytes.data() + raw.data_offset, t.data.size());
   return t;
+}
+
+std::vector<double> read_npy_f64(const std::string& path, std::vector<int64_t>* shape) {
+  RawNpy raw = read_raw(path, "<f8", 8, "float64 data");
+  *shape = raw.shape;
+  std::vector<double> out(static_cast<size_t>(checked_numel(raw.shape, path)));
+  std::memcpy(out.data(), raw.bytes.data() + raw.data_offset, out.size() * sizeof(double));
+  return out;
 }
 
 }  // namespace kintsugi::runtime

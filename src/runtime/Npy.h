@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/Tensor.h"
 
@@ -18,5 +19,7 @@ std::string npy_descr(DType t);
 void write_npy(const std::string& path, const Tensor& t);
 // Reads a tensor; `expected` is the dtype the caller needs (bf16 reads '<u2').
 Tensor read_npy(const std::string& path, DType expected);
+// Reads a float64 array ('<f8'), e.g. a reference computed elsewhere; sets its shape.
+std::vector<double> read_npy_f64(const std::string& path, std::vector<int64_t>* shape);
 
 }  // namespace kintsugi::runtime

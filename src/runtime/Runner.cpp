@@ -215,7 +215,18 @@ void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
 }
 }  // namespace
 
+namespace {
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t k = 0; k < shape.size(); ++k) out += (k ? ", " : "") + std::to_string(shape[k]);
+  return out + "]";
+}
+}  // namespace
+
 RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
+  if (!o.reference_dir.empty() && o.inputs_dir.empty())
+    arg_error << "--reference " << o.reference_dir
+              << " needs --inputs: the reference must be computed from the same inputs";
   if (o.target != "cpu" && o.target != "cuda")
     arg_error << "unknown target '" << o.target << "'; use cpu or cuda";
   if (o.schedule != "auto" && o.schedule != "none")
@@ -309,13 +320,28 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   launch();
 
   // A timing is only reported for a kernel verified in the same run: --bench implies --verify.
-  if (o.verify || o.bench) {
-    std::map<std::string, const Tensor*> in;
-    for (auto& [name, t] : inputs) in[name] = &t;
-    ir::InterpResult ref = ir::interpret(p, ir::InterpMode::Exact, in, r.shape, params);
+  if (o.verify || o.bench || !o.reference_dir.empty()) {
+    // The fp64 reference: the exact interpreter, or arrays computed elsewhere from the same
+    // inputs (--reference, for sizes the interpreter is too slow for).
+    std::map<std::string, std::vector<double>> reference;
+    if (o.reference_dir.empty()) {
+      std::map<std::string, const Tensor*> in;
+      for (auto& [name, t] : inputs) in[name] = &t;
+      ir::InterpResult ref = ir::interpret(p, ir::InterpMode::Exact, in, r.shape, params);
+      for (const ir::Buffer* b : p.outputs()) reference[b->name] = ref.outputs.at(b->name).values;
+    } else {
+      for (const ir::Buffer* b : p.outputs()) {
+        std::string path = (std::filesystem::path(o.reference_dir) / (b->name + ".npy")).string();
+        std::vector<int64_t> shape;
+        reference[b->name] = read_npy_f64(path, &shape);
+        if (shape != outputs.at(b->name).shape)
+          arg_error << "--reference: " << path << " has shape " << shape_text(shape) << " but "
+                    << b->name << " has shape " << shape_text(outputs.at(b->name).shape);
+      }
+    }
     bool ok = true;
     for (const ir::Buffer* b : p.outputs()) {
-      OutputCheck c = compare_output(b->name, outputs.at(b->name), ref.outputs.at(b->name).values,
+      OutputCheck c = compare_output(b->name, outputs.at(b->name), reference.at(b->name),
                                      tolerance_for(p, b->dtype));
       ok &= c.ok;
       r.max_rel_err = std::max(r.max_rel_err, c.max_rel_err);

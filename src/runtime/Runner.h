@@ -24,6 +24,9 @@ struct RunOptions {
   std::string save_io_dir;  // write inputs, outputs and manifest.json here (--save-io)
   std::string
       inputs_dir;  // read inputs from NAME.npy files here instead of drawing them (--inputs)
+  // Verify against float64 NAME.npy arrays in this directory instead of the interpreter (needs
+  // inputs_dir: the reference must come from the same inputs). Implies verification.
+  std::string reference_dir;
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Error tests for `kintsugi run --inputs DIR`: each case damages a set of inputs saved by
-# --save-io and checks that the run fails with exit code 1 and a message naming the file and
-# what was expected. Usage: inputs_error.sh KINTSUGI CASE
+# Error tests for `kintsugi run --inputs DIR [--reference DIR]`: each case damages a set of inputs
+# saved by --save-io (or gives a bad reference) and checks that the run fails with exit code 1 and
+# a message naming the file and what was expected. Usage: inputs_error.sh KINTSUGI CASE
 set -u
 kintsugi="$1"
 case_name="$2"
@@ -11,7 +11,14 @@ trap 'rm -rf "$dir"' EXIT
 "$kintsugi" run "$example" --shape M=4,N=16 --save-io "$dir/good" >/dev/null || { echo "FAIL: setup"; exit 1; }
 mkdir "$dir/bad"
 cp "$dir/good/"*.npy "$dir/bad/"
+args=(--inputs "$dir/bad")
 case "$case_name" in
+  reference_without_inputs)
+    args=(--reference "$dir/good")
+    expect="--reference $dir/good needs --inputs: the reference must be computed from the same inputs" ;;
+  reference_not_float64)
+    args=(--inputs "$dir/good" --reference "$dir/good")  # the saved outputs are f32 / i8
+    expect="holds dtype '<f4' but float64 data is needed ('<f8')" ;;
   missing)
     rm "$dir/bad/Wt.npy"
     expect="input 'Wt' (f16) needs the file $dir/bad/Wt.npy, which does not exist" ;;
@@ -36,7 +43,7 @@ case "$case_name" in
     expect="X.npy is not a .npy file" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
-stderr=$("$kintsugi" run "$example" --inputs "$dir/bad" 2>&1 >/dev/null)
+stderr=$("$kintsugi" run "$example" "${args[@]}" 2>&1 >/dev/null)
 code=$?
 [ $code -eq 1 ] || { echo "FAIL: exit code $code, expected 1"; echo "$stderr"; exit 1; }
 [[ "$stderr" == *"$expect"* ]] || { echo "FAIL: message does not contain: $expect"; echo "$stderr"; exit 1; }

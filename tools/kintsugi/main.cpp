@@ -223,8 +223,11 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
                 << (c.special_values_match ? "" : ", NaN/Inf positions differ")
                 << (c.ok ? "  ok" : "  FAILED") << "\n";
     if (r.verified)
-      std::cout << (*r.verified ? "verified against the exact reference\n"
-                                : "VERIFICATION FAILED\n");
+      std::cout << (*r.verified
+                        ? (o.reference_dir.empty()
+                               ? std::string("verified against the exact reference\n")
+                               : "verified against the reference in " + o.reference_dir + "\n")
+                        : std::string("VERIFICATION FAILED\n"));
     if (r.time_ms)
       std::cout << "time: " << *r.time_ms << " ms (median of " << r.bench_runs << " runs)\n";
   }
@@ -237,7 +240,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Kintsugi: a fusion compiler for chained reductions"};
   app.require_subcommand(1);
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
-  std::string save_io, inputs_dir, param_arg;
+  std::string save_io, inputs_dir, reference_dir, param_arg;
   bool verify = false, bench = false, json = false;
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
@@ -264,6 +267,8 @@ int main(int argc, char** argv) {
   run->add_option("--save-io", save_io,
                   "write inputs, outputs (.npy) and manifest.json into this directory");
   run->add_option("--inputs", inputs_dir, "read inputs from NAME.npy files in this directory");
+  run->add_option("--reference", reference_dir,
+                  "verify against float64 NAME.npy outputs in this directory (with --inputs)");
 
   auto* tune = app.add_subcommand("tune", "autotune tile sizes (not yet available)");
   tune->add_option("file", file, ".te source")->required();
@@ -292,6 +297,7 @@ int main(int argc, char** argv) {
       o.bench = bench;
       o.save_io_dir = save_io;
       o.inputs_dir = inputs_dir;
+      o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
       return cmd_run(file, o, json);
     }
