@@ -1,0 +1,141 @@
+"""Kintsugi vs the peers on the GPU, verified before timed, in one process.
+
+For each operator and length: draws f16 inputs on the GPU, computes the fp64 reference from the
+operator's definition (the .te file's semantics, in torch float64), runs our kernel through
+`kintsugi run --target cuda --inputs DIR --reference DIR --bench --json` (our CLI verifies against
+that reference, then times with device events), and runs the peers (torch SDPA with the flash and
+cuDNN backends) on the same inputs, checking each output against the same reference before timing
+it (median of triton.testing.do_bench). Prints a table (TFLOP/s for prefill, K+V GB/s for decode)
+and writes the rows as JSON.
+
+  python3 bench/attention_bench.py --kintsugi build/bin/kintsugi --ops prefill_causal \
+      --prefill 1024,4096 --decode 4096 --heads 32 --json $OUT/bench.json
+"""
+import argparse, json, math, os, subprocess, sys, tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+import triton.testing as tt
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+D = 128
+# name: (example, causal, decode, kv-head divisor (GQA group), kind)
+OPS = {
+    "prefill_global": ("prefill_global", False, False, 1, "plain"),
+    "prefill_causal": ("prefill_causal", True, False, 1, "plain"),
+    "prefill_gqa": ("prefill_gqa", True, False, 8, "plain"),
+    "decode_causal": ("decode_causal", True, True, 1, "plain"),
+    "decode_gqa": ("decode_gqa", True, True, 8, "plain"),
+}
+
+
+def reference(q, k, v, causal, group):
+    """fp64 attention as the examples define it (rows with no visible key give 0)."""
+    q, k, v = (x.double() for x in (q, k, v))
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    S, T = q.shape[2], k.shape[2]
+    out = torch.empty_like(q)
+    for h in range(q.shape[1]):  # one head at a time: S x T fp64 scores per head
+        s = (q[0, h] @ k[0, h].T) / math.sqrt(D)
+        if causal:
+            i = torch.arange(S, device=q.device)[:, None] + (T - S)
+            j = torch.arange(T, device=q.device)[None, :]
+            s = s.masked_fill(j > i, float("-inf"))
+        m = s.max(dim=1, keepdim=True).values
+        e = torch.exp(s - m).nan_to_num(0.0)
+        l = e.sum(dim=1, keepdim=True)
+        out[0, h] = torch.where(l > 0, (e @ v[0, h]) / l, torch.zeros_like(l))
+    return out
+
+
+def rel_err(out, ref):
+    return ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+
+def flops(causal, decode, S, T, heads):
+    f = 4.0 * heads * S * T * D
+    return f / 2 if causal and not decode else f
+
+
+def run_ours(binary, name, shape, inputs, ref):
+    with tempfile.TemporaryDirectory() as d:
+        for key, t in inputs.items():
+            np.save(os.path.join(d, key + ".npy"), t.cpu().numpy())
+        np.save(os.path.join(d, "O.npy"), ref.cpu().numpy())
+        cmd = [binary, "run", os.path.join(ROOT, "examples", "attention", name + ".te"),
+               "--target", "cuda", "--inputs", d, "--reference", d, "--bench", "--json",
+               "--shape", ",".join(f"{k}={v}" for k, v in shape.items())]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            r = json.loads(p.stdout[p.stdout.index("{"):])
+        except ValueError:
+            return None, None, p.stderr.strip()[-300:]
+        return (r["time_ms"] if r["verified"] else None), r["max_rel_err"], ""
+
+
+def run_peer(backend, q, k, v, causal, group, ref):
+    def fn():
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal and q.shape[2] > 1,
+                                                  enable_gqa=group > 1)
+    try:
+        out = fn()
+    except Exception as e:  # the backend does not support this case
+        return None, None, type(e).__name__
+    err = rel_err(out, ref)
+    if err > 1e-2:
+        return None, err, "wrong"
+    return tt.do_bench(fn, warmup=25, rep=100, return_mode="median"), err, ""
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
+    a.add_argument("--ops", default=",".join(OPS))
+    a.add_argument("--prefill", default="1024,4096,16384")
+    a.add_argument("--decode", default="4096,32768,131072")
+    a.add_argument("--heads", type=int, default=32)
+    a.add_argument("--json", default="bench.json")
+    args = a.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")
+    for name in args.ops.split(","):
+        example, causal, decode, group, kind = OPS[name]
+        for n in (int(x) for x in (args.decode if decode else args.prefill).split(",")):
+            hq, hk = args.heads, args.heads // group
+            S, T = (1 if decode else n), n
+            q = torch.randn(1, hq, S, D, device="cuda", dtype=torch.float16)
+            k = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
+            v = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
+            ref = reference(q, k, v, causal, group)
+            shape = {"B": 1, "S": S, "T": T, "D": D}
+            shape.update({"HQ": hq, "HK": hk} if group > 1 else {"H": hq})
+            results = [("kintsugi",) + run_ours(args.kintsugi, example, shape,
+                                                {"Q": q, "K": k, "V": v}, ref)]
+            for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
+                                   ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                results.append((label,) + run_peer(backend, q, k, v, causal, group, ref))
+            fl = flops(causal, decode, S, T, hq)
+            kv_bytes = 2 * hk * T * D * 2
+            for who, ms, err, note in results:
+                row = {"op": name, "len": n, "who": who, "ms": ms, "rel_err": err, "note": note,
+                       "tflops": fl / ms / 1e9 if ms else None,
+                       "kv_gbps": kv_bytes / ms / 1e6 if ms else None}
+                rows.append(row)
+                cells = [f"{ms:.3f}" if ms else (note or "-"),
+                         f"{row['tflops']:.1f}" if ms else "-",
+                         f"{row['kv_gbps']:.0f}" if ms else "-",
+                         f"{err:.1e}" if err is not None else "-"]
+                print(f"{name:16} {n:>7} {who:10} {cells[0]:>10} {cells[1]:>9} {cells[2]:>8} "
+                      f"{cells[3]:>9}", flush=True)
+    with open(args.json, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
