@@ -102,10 +102,13 @@ ir::LoopProgram load(const std::string& file) {
 }
 
 // The program after the requested schedule, with the trace and the auto-scheduler's notes.
+// `sizes`: what the auto-scheduler decides with (split-K or rolling update, tile extents).
 schedule::Schedule apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
-                                  std::vector<std::string>* notes) {
+                                  const runtime::SizeMap& sizes, std::vector<std::string>* notes) {
   if (schedule == "none") return schedule::Schedule(lp);
-  return schedule::auto_schedule(lp, schedule::AutoScheduleOptions{}, notes);
+  schedule::AutoScheduleOptions options;
+  options.sizes = sizes;
+  return schedule::auto_schedule(lp, options, notes);
 }
 
 int cmd_check(const std::string& file) {
@@ -117,7 +120,7 @@ int cmd_check(const std::string& file) {
 }
 
 int cmd_lower(const std::string& file, const std::string& print, const std::string& schedule,
-              const std::string& target, const std::string& arch) {
+              const std::string& target, const std::string& arch, const runtime::SizeMap& shape) {
   te::Program p = te::parse_file(file);
   te::check(p);
   if (schedule != "auto" && schedule != "none")
@@ -127,28 +130,29 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     return 0;
   }
   ir::LoopProgram lp = te::lower(p);
+  const runtime::SizeMap sizes = runtime::bind_sizes(lp, shape);
   std::vector<std::string> notes;
   if (print == "loop") {
     std::cout << ir::to_string(lp);
   } else if (print == "scheduled") {
-    std::cout << ir::to_string(apply_schedule(lp, schedule, &notes).program());
+    std::cout << ir::to_string(apply_schedule(lp, schedule, sizes, &notes).program());
     for (const std::string& n : notes) std::cout << "# " << n << "\n";
   } else if (print == "trace") {
     nlohmann::json j;
     j["schedule"] = schedule;
-    j["primitives"] = apply_schedule(lp, schedule, &notes).trace();
+    j["primitives"] = apply_schedule(lp, schedule, sizes, &notes).trace();
     j["notes"] = notes;
     std::cout << j.dump(2) << "\n";
   } else if (print == "source" && target == "cpu") {
-    std::cout << cpu::generate_source(apply_schedule(lp, schedule, &notes).program());
+    std::cout << cpu::generate_source(apply_schedule(lp, schedule, sizes, &notes).program());
   } else if (print == "source" || print == "ptx") {
     if (target != "cuda")
       arg_error << "--print " << print << ": unknown target '" << target << "'; use "
                 << (print == "ptx" ? "cuda" : "cpu or cuda");
-    ir::LoopProgram scheduled = apply_schedule(lp, schedule, &notes).program();
+    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, &notes).program();
     tile::TileProgram tp;
     try {
-      tp = tile::translate(scheduled, scheduled.size_hints);
+      tp = tile::translate(scheduled, sizes);
     } catch (const tile::NotTileForm& e) {
       arg_error << "--target cuda: program '" << lp.name << "' is not in tile form: " << e.what();
     }
@@ -160,9 +164,9 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {
-    ir::LoopProgram scheduled = apply_schedule(lp, schedule, &notes).program();
+    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, &notes).program();
     try {
-      std::cout << tile::to_string(tile::translate(scheduled, scheduled.size_hints));
+      std::cout << tile::to_string(tile::translate(scheduled, sizes));
     } catch (const tile::NotTileForm& e) {
       arg_error << "--print tile: program '" << lp.name << "' is not in tile form: " << e.what();
     }
@@ -252,7 +256,7 @@ int main(int argc, char** argv) {
   lower->add_option("--schedule", schedule, "auto|none");
   lower->add_option("--target", target, "cpu|cuda");
   lower->add_option("--arch", arch, "sm_80|sm_90a");
-  lower->add_option("--shape", shape, "N=V,... size overrides");
+  lower->add_option("--shape", shape, "N=V,... sizes the schedule and tile extents are chosen for");
 
   auto* run = app.add_subcommand("run", "compile and run a .te file on random inputs");
   run->add_option("file", file, ".te source")->required();
@@ -284,8 +288,7 @@ int main(int argc, char** argv) {
   try {
     if (*check) return cmd_check(file);
     if (*lower) {
-      parse_shape_arg(shape);
-      return cmd_lower(file, print, schedule, target, arch);
+      return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape));
     }
     if (*run) {
       runtime::RunOptions o;
