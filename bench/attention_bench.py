@@ -4,8 +4,8 @@ For each operator and length: draws f16 inputs on the GPU, computes the fp64 ref
 operator's definition (the .te file's semantics, in torch float64), runs our kernel through
 `kintsugi run --target cuda --inputs DIR --reference DIR --bench --json` (our CLI verifies against
 that reference, then times with device events), and runs the peers (torch SDPA with the flash and
-cuDNN backends) on the same inputs, checking each output against the same reference before timing
-it (median of triton.testing.do_bench). Prints a table (TFLOP/s for prefill, K+V GB/s for decode)
+cuDNN backends for the plain variants, FlexAttention for all) on the same inputs, checking each
+output against the same reference before timing it (median of triton.testing.do_bench). Prints a table (TFLOP/s for prefill, K+V GB/s for decode)
 and writes the rows as JSON.
 
   python3 bench/attention_bench.py --kintsugi build/bin/kintsugi --ops prefill_causal \
@@ -17,21 +17,43 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 import triton.testing as tt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D = 128
-# name: (example, causal, decode, kv-head divisor (GQA group), kind)
+CAP, WINDOW = 50.0, 4096  # the examples' param defaults (softcap, window)
+# name: (causal, decode, kv-head divisor (GQA group), kind); the example has the same name. The
+# head counts follow ../shared/bench/peers.py.
 OPS = {
-    "prefill_global": ("prefill_global", False, False, 1, "plain"),
-    "prefill_causal": ("prefill_causal", True, False, 1, "plain"),
-    "prefill_gqa": ("prefill_gqa", True, False, 8, "plain"),
-    "decode_causal": ("decode_causal", True, True, 1, "plain"),
-    "decode_gqa": ("decode_gqa", True, True, 8, "plain"),
+    "prefill_global": (False, False, 1, "plain"),
+    "prefill_causal": (True, False, 1, "plain"),
+    "prefill_alibi": (True, False, 1, "alibi"),
+    "prefill_gqa": (True, False, 8, "plain"),
+    "prefill_softcap": (True, False, 2, "softcap"),
+    "prefill_windowed": (True, False, 4, "window"),
+    "decode_causal": (True, True, 1, "plain"),
+    "decode_alibi": (True, True, 1, "alibi"),
+    "decode_gqa": (True, True, 8, "plain"),
+    "decode_softcap": (True, True, 2, "softcap"),
 }
 
 
-def reference(q, k, v, causal, group):
+def modify(score, h, qi, kj, kind, slopes):
+    """The example's score modification (qi: absolute query positions)."""
+    if kind == "alibi":
+        return score + slopes[h] * (kj - qi)
+    if kind in ("softcap", "window"):
+        return CAP * torch.tanh(score / CAP)
+    return score
+
+
+def visible(qi, kj, causal, kind):
+    m = kj <= qi if causal else torch.ones_like(kj <= qi)
+    return m & (qi - kj < WINDOW) if kind == "window" else m
+
+
+def reference(q, k, v, causal, group, kind="plain", slopes=None):
     """fp64 attention as the examples define it (rows with no visible key give 0)."""
     q, k, v = (x.double() for x in (q, k, v))
     if group > 1:
@@ -39,12 +61,13 @@ def reference(q, k, v, causal, group):
         v = v.repeat_interleave(group, dim=1)
     S, T = q.shape[2], k.shape[2]
     out = torch.empty_like(q)
+    qi = torch.arange(S, device=q.device)[:, None] + (T - S)
+    kj = torch.arange(T, device=q.device)[None, :]
+    keep = visible(qi, kj, causal, kind)
+    slopes64 = slopes.double() if slopes is not None else None
     for h in range(q.shape[1]):  # one head at a time: S x T fp64 scores per head
-        s = (q[0, h] @ k[0, h].T) / math.sqrt(D)
-        if causal:
-            i = torch.arange(S, device=q.device)[:, None] + (T - S)
-            j = torch.arange(T, device=q.device)[None, :]
-            s = s.masked_fill(j > i, float("-inf"))
+        s = modify((q[0, h] @ k[0, h].T) / math.sqrt(D), h, qi, kj, kind, slopes64)
+        s = s.masked_fill(~keep, float("-inf"))
         m = s.max(dim=1, keepdim=True).values
         e = torch.exp(s - m).nan_to_num(0.0)
         l = e.sum(dim=1, keepdim=True)
@@ -56,7 +79,9 @@ def rel_err(out, ref):
     return ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
-def flops(causal, decode, S, T, heads):
+def flops(causal, decode, S, T, heads, kind):
+    if kind == "window" and not decode:
+        return 2.0 * heads * S * min(S, WINDOW) * D
     f = 4.0 * heads * S * T * D
     return f / 2 if causal and not decode else f
 
@@ -92,6 +117,35 @@ def run_peer(backend, q, k, v, causal, group, ref):
     return tt.do_bench(fn, warmup=25, rep=100, return_mode="median"), err, ""
 
 
+FLEX = None
+
+
+def run_flex(q, k, v, causal, group, kind, slopes, ref):
+    global FLEX
+    if FLEX is None:
+        FLEX = torch.compile(flex_attention, dynamic=False)
+    S, T = q.shape[2], k.shape[2]
+    off = T - S
+
+    def score_mod(score, b, h, qi, kj):
+        return modify(score, h, qi + off, kj, kind, slopes)
+
+    def mask_mod(b, h, qi, kj):
+        return visible(qi + off, kj, causal, kind)
+
+    try:
+        bm = create_block_mask(mask_mod, 1, 1, S, T, device="cuda") if causal or kind == "window" else None
+        fn = lambda: FLEX(q, k, v, score_mod=score_mod, block_mask=bm, enable_gqa=group > 1,
+                          scale=1.0 / math.sqrt(D))
+        out = fn()
+    except Exception as e:
+        return None, None, type(e).__name__
+    err = rel_err(out, ref)
+    if err > 1e-2:
+        return None, err, "wrong"
+    return tt.do_bench(fn, warmup=25, rep=100, return_mode="median"), err, ""
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
@@ -105,22 +159,28 @@ def main():
     rows = []
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")
     for name in args.ops.split(","):
-        example, causal, decode, group, kind = OPS[name]
+        causal, decode, group, kind = OPS[name]
         for n in (int(x) for x in (args.decode if decode else args.prefill).split(",")):
             hq, hk = args.heads, args.heads // group
             S, T = (1 if decode else n), n
             q = torch.randn(1, hq, S, D, device="cuda", dtype=torch.float16)
             k = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
             v = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
-            ref = reference(q, k, v, causal, group)
+            slopes = torch.tensor([2 ** (-8 * (h + 1) / hq) for h in range(hq)], device="cuda",
+                                  dtype=torch.float32)
+            ref = reference(q, k, v, causal, group, kind, slopes)
             shape = {"B": 1, "S": S, "T": T, "D": D}
             shape.update({"HQ": hq, "HK": hk} if group > 1 else {"H": hq})
-            results = [("kintsugi",) + run_ours(args.kintsugi, example, shape,
-                                                {"Q": q, "K": k, "V": v}, ref)]
-            for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
-                                   ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                results.append((label,) + run_peer(backend, q, k, v, causal, group, ref))
-            fl = flops(causal, decode, S, T, hq)
+            inputs = {"Q": q, "K": k, "V": v}
+            if kind == "alibi":
+                inputs["slopes"] = slopes
+            results = [("kintsugi",) + run_ours(args.kintsugi, name, shape, inputs, ref)]
+            if kind == "plain":  # SDPA has no score modifications
+                for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
+                                       ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    results.append((label,) + run_peer(backend, q, k, v, causal, group, ref))
+            results.append(("flex",) + run_flex(q, k, v, causal, group, kind, slopes, ref))
+            fl = flops(causal, decode, S, T, hq, kind)
             kv_bytes = 2 * hk * T * D * 2
             for who, ms, err, note in results:
                 row = {"op": name, "len": n, "who": who, "ms": ms, "rel_err": err, "note": note,
