@@ -1,10 +1,11 @@
 // \file CSpelling.h
-// How the C-family back ends (the CPU's C++ and CUDA C++) spell an elementwise operation or a
-// math call on already-spelled operands. The languages agree on everything but the helpers for
-// NaN-propagating min/max, floor division and modulo of integers, and exp; a back end names
-// those in CHelpers.
+// How the C-family back ends (the CPU's C++ and CUDA C++) spell an elementwise operation, a math
+// call on already-spelled operands, and a linear index into a tile. The languages agree on
+// everything but the helpers for NaN-propagating min/max, floor division and modulo of integers,
+// and exp; a back end names those in CHelpers.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -51,6 +52,16 @@ inline std::string spell_call(ir::MathFn fn, const std::vector<std::string>& a, 
                 : h.imin + "(" + h.imax + "(" + a[0] + ", " + a[1] + "), " + a[2] + ")";
   }
   return "";
+}
+
+// The row-major linear index of multi-index `ix` (C expressions) into a tile of `shape`.
+inline std::string spell_linear_index(const std::vector<std::string>& ix,
+                                      const std::vector<int64_t>& shape) {
+  if (ix.empty()) return "0";
+  std::string lin = ix[0];
+  for (size_t d = 1; d < ix.size(); ++d)
+    lin = "(" + lin + ") * " + std::to_string(shape[d]) + " + " + ix[d];
+  return lin;
 }
 
 // `fl`: the operands are floats (comparisons included).

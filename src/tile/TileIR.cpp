@@ -15,6 +15,20 @@
 
 namespace kintsugi::tile {
 
+bool is_register(const TileProgram& p, const std::string& name) {
+  for (const Kernel& k : p.kernels)
+    for (const Register& r : k.registers)
+      if (r.name == name) return true;
+  return false;
+}
+
+void check_specialised(const std::map<std::string, int64_t>& specialised, const std::string& kernel,
+                       const std::string& dim, int64_t value) {
+  if (auto sp = specialised.find(dim); sp != specialised.end() && sp->second != value)
+    arg_error << "kernel " << kernel << " was generated for " << dim << " = " << sp->second
+              << " (a tile extent), got " << value << "; compile it again for this size";
+}
+
 int64_t TileType::elements() const {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;

@@ -112,6 +112,12 @@ struct TileProgram {
   std::vector<Kernel> kernels;                 // run in order
 };
 
+// Whether `name` is a register of some kernel (else it is a buffer in memory).
+bool is_register(const TileProgram& p, const std::string& name);
+// Throws RuntimeArgError when `dim`, specialised as a tile extent, is run at another size.
+void check_specialised(const std::map<std::string, int64_t>& specialised, const std::string& kernel,
+                       const std::string& dim, int64_t value);
+
 std::string to_string(const TileType& t);
 std::string to_string(const TileOp& o);  // one line of the printed form
 std::string to_string(const TileProgram& p);

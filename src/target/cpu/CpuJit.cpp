@@ -272,9 +272,7 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
     if (v < 0) arg_error << "kernel " << p.name << ": size " << d << " = " << v << " is negative";
     dims[d] = v;
     size_vec.push_back(v);
-    if (auto sp = specialised_.find(d); sp != specialised_.end() && sp->second != v)
-      arg_error << "kernel " << p.name << " was generated for " << d << " = " << sp->second
-                << " (a tile extent), got " << v << "; compile it again for this size";
+    tile::check_specialised(specialised_, p.name, d, v);
   }
   std::map<std::string, double> pvals;
   std::vector<double> param_vec;

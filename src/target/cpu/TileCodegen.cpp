@@ -240,13 +240,6 @@ class TileEmitter : public Codegen {
       line("}");
     }
   }
-  static std::string linear(const std::vector<std::string>& ix, const std::vector<int64_t>& shape) {
-    if (ix.empty()) return "0";
-    std::string lin = ix[0];
-    for (size_t d = 1; d < ix.size(); ++d)
-      lin = "(" + lin + ") * " + std::to_string(shape[d]) + " + " + ix[d];
-    return lin;
-  }
 
   std::string map_code(const TileOp& o, const std::vector<std::string>& a) {
     target::CHelpers h{"ks_fmin",
@@ -303,7 +296,7 @@ class TileEmitter : public Codegen {
                   ") < (uint64_t)" + b.shape[d];
     }
     if (offset.empty()) offset = "0";
-    std::string lin = linear(ix, shape);
+    std::string lin = target::spell_linear_index(ix, shape);
     if (contiguous_f16) {
       line("ks_h2f_row(" + val(o.result).name + " + " + lin + ", " + b.id + " + " + offset + ", " +
            std::to_string(shape.back()) + ");");
@@ -367,7 +360,7 @@ class TileEmitter : public Codegen {
         declare_array(v);
         std::string start = scalar(o.scalar, CT::I64);
         std::vector<std::string> ix = open_loops(v.shape);
-        line(v.name + "[" + linear(ix, v.shape) + "] = " + start + " + " +
+        line(v.name + "[" + target::spell_linear_index(ix, v.shape) + "] = " + start + " + " +
              ix[static_cast<size_t>(o.axis)] + ";");
         close_loops(ix.size());
         return;
@@ -431,8 +424,8 @@ class TileEmitter : public Codegen {
                                                     : std::string());
         if (o.kind == OpKind::Permute)
           for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
-        line(v.name + "[" + linear(ix, v.shape) + "] = " + a.name + "[" + linear(src, a.shape) +
-             "];");
+        line(v.name + "[" + target::spell_linear_index(ix, v.shape) + "] = " + a.name + "[" +
+             target::spell_linear_index(src, a.shape) + "];");
         close_loops(ix.size());
         return;
       }

@@ -220,7 +220,7 @@ class Emitter {
            " = (" + ctype(lp.params[q].dtype) + ")ks_args.params[" + std::to_string(q) + "];");
     int slot = 0;
     for (const ir::Buffer& b : lp.buffers) {
-      if (is_register(b.name)) continue;
+      if (tile::is_register(p_, b.name)) continue;
       std::string st = storage(b.dtype);
       buffer_ids_[b.name] = ident("b", b.name);
       line(st + "* __restrict__ " + ident("b", b.name) + " = (" + st + "*)ks_args.bufs[" +
@@ -252,13 +252,6 @@ class Emitter {
     body(k.body);
     --indent_;
     line("}");
-  }
-
-  bool is_register(const std::string& name) const {
-    for (const tile::Kernel& k : p_.kernels)
-      for (const tile::Register& r : k.registers)
-        if (r.name == name) return true;
-    return false;
   }
 
   void body(const tile::TileBody& b) {
@@ -396,15 +389,6 @@ class Emitter {
   }
   void declare(const Value& v) {
     line(std::string(ctype(v.dtype)) + " " + v.name + "[" + std::to_string(v.per_thread()) + "];");
-  }
-
-  // A row-major linear index into smem for multi-index `ix` of `shape`.
-  static std::string linear(const std::vector<std::string>& ix, const std::vector<int64_t>& shape) {
-    if (ix.empty()) return "0";
-    std::string lin = ix[0];
-    for (size_t d = 1; d < ix.size(); ++d)
-      lin = "(" + lin + ") * " + std::to_string(shape[d]) + " + " + ix[d];
-    return lin;
   }
 
   // Stages an array value in shared memory at byte `offset`; returns the smem pointer name.
@@ -585,7 +569,7 @@ class Emitter {
           if (o.kind == OpKind::Broadcast) src[k] = ix[static_cast<size_t>(o.dims[k])];
         if (o.kind == OpKind::Permute)
           for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
-        line(v.name + "[ks_k] = " + s + "[" + linear(src, a.shape) + "];");
+        line(v.name + "[ks_k] = " + s + "[" + target::spell_linear_index(src, a.shape) + "];");
         close_elements();
         return;
       }
@@ -618,7 +602,10 @@ class Emitter {
           size_t j = 0;
           for (size_t d = 0; d < a.shape.size(); ++d) src.push_back(d == ax ? "ks_r" : out_ix[j++]);
           line("for (int ks_r = 0; ks_r < " + std::to_string(a.shape[ax]) + "; ++ks_r) " + acc +
-               " = " + round_to(combine(acc, s + "[" + linear(src, a.shape) + "]"), v.dtype) + ";");
+               " = " +
+               round_to(combine(acc, s + "[" + target::spell_linear_index(src, a.shape) + "]"),
+                        v.dtype) +
+               ";");
           line(target + " = " + acc + ";");
         };
         if (v.scalar()) {

@@ -22,13 +22,6 @@ struct KsArgs {
   double params[kMaxParams];
 };
 
-bool is_register(const tile::TileProgram& p, const std::string& name) {
-  for (const tile::Kernel& k : p.kernels)
-    for (const tile::Register& r : k.registers)
-      if (r.name == name) return true;
-  return false;
-}
-
 }  // namespace
 
 struct CudaKernel::Impl {
@@ -67,10 +60,7 @@ double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime:
     auto it = sizes.find(p.dims[d]);
     if (it == sizes.end()) arg_error << "kernel " << p.name << ": no value for size " << p.dims[d];
     ka.sizes[d] = it->second;
-    if (auto sp = program_.specialised.find(p.dims[d]);
-        sp != program_.specialised.end() && sp->second != it->second)
-      arg_error << "kernel " << p.name << " was generated for " << p.dims[d] << " = " << sp->second
-                << " (a tile extent), got " << it->second << "; compile it again for this size";
+    tile::check_specialised(program_.specialised, p.name, p.dims[d], it->second);
   }
   for (size_t q = 0; q < p.params.size(); ++q) {
     auto it = params.find(p.params[q].name);
@@ -81,7 +71,7 @@ double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime:
   std::vector<std::pair<runtime::Tensor*, size_t>> outputs;  // host tensor, storage index
   size_t arg = 0;
   for (const ir::Buffer& b : p.buffers) {
-    if (is_register(program_, b.name)) continue;
+    if (tile::is_register(program_, b.name)) continue;
     if (storage.size() >= static_cast<size_t>(kMaxBuffers))
       arg_error << "kernel " << p.name << " has more buffers than the CUDA back end passes";
     std::vector<int64_t> shape = ir::eval_shape(b.shape, sizes);
