@@ -159,8 +159,16 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     std::string code = cuda::generate_cuda_source(tp).code;
     if (print == "source")
       std::cout << code;
-    else
-      std::cout << cuda::compile_cuda(code, lp.name, arch.empty() ? "sm_90a" : arch).ptx;
+    else {
+      // ptxas' resources of every kernel first, as PTX comments (registers, spills).
+      cuda::CompiledModule m = cuda::compile_cuda(code, lp.name, arch.empty() ? "sm_90a" : arch);
+      for (const cuda::FunctionResources& f : m.resources.functions)
+        if (f.entry)
+          std::cout << "// ptxas: " << f.name << ": " << f.registers << " registers, "
+                    << f.spill_store_bytes << " bytes spill stores, " << f.spill_load_bytes
+                    << " bytes spill loads\n";
+      std::cout << m.ptx;
+    }
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {

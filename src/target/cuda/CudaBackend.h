@@ -31,6 +31,7 @@ constexpr int kMaxBuffers = 32, kMaxDims = 32, kMaxParams = 16;
 struct KernelLaunch {
   std::string name;
   std::vector<ir::Expr> grid;  // extents of the grid axes
+  int threads = kThreads;      // per CTA
   int dynamic_shared_bytes = 0;
 };
 

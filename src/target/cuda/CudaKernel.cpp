@@ -109,7 +109,7 @@ double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime:
     if (blocks > 0x7fffffff) arg_error << "kernel " << l.name << ": grid too large";
     LaunchConfig cfg;
     cfg.grid.x = static_cast<unsigned>(blocks);
-    cfg.block.x = kThreads;
+    cfg.block.x = static_cast<unsigned>(l.threads);
     cfg.dynamic_shared_bytes = static_cast<unsigned>(l.dynamic_shared_bytes);
     impl_->functions[k].launch(cfg, ka, err_ptr);
   }

@@ -1,0 +1,768 @@
+// \file FragmentCodegen.cpp
+// Tile IR -> CUDA C++ in the tensor-core layout (Fragments.h): layout assignment, then emission.
+//
+// Layout assignment gives every tile value of the kernel one of these kinds, in program order:
+//   Uniform   shape []; one variable every thread holds
+//   Lazy      computable from indices alone (full, arange, and elementwise / broadcast / permute of
+//             such values): spelled at the coordinates of each use, never stored
+//   Frag      [R, N] data in the accumulator layout: `T name[N / 8][4]`
+//   Row       [R] data: `T name[2]`, the two rows of the lane
+//   RowBcast  a Row broadcast along the columns: a view of the Row, no storage
+//   Smem      a 2-D f16 tile loaded into shared memory (swizzled) whose uses are all dot operands,
+//             through exact casts and a transpose (views of the same shared tile)
+// A kernel with a value that fits no kind (a permute of data, a reduction across rows, a dot
+// operand computed in registers that is not f16-exact) is left to the element-cyclic writer.
+//
+// Invariant established: the kernel computes what the tile IR means (TileIR.h), like the cyclic
+// writer: loads past a buffer's extent read 0 (cp.async zero-fills), stores write only inside the
+// buffer where the mask holds, squeezed indices out of range record an error site; a
+// double-buffered tile is read only after its copy group completed and a barrier, and refilled
+// only after a barrier that follows the last read of that stage.
+#include <algorithm>
+#include <numeric>
+
+#include "target/cuda/Fragments.h"
+
+namespace kintsugi::cuda {
+
+std::vector<int> row_shuffle_masks() {
+  // A lane bit belongs to the row reduction when flipping it keeps every slot's row and moves its
+  // column.
+  std::vector<int> masks;
+  for (int bit = 1; bit < 32; bit <<= 1) {
+    bool same_row = true, other_col = true;
+    for (int lane = 0; lane < 32; ++lane)
+      for (int slot = 0; slot < 4; ++slot) {
+        same_row = same_row && AccumulatorLayout::row(0, lane, slot) ==
+                                   AccumulatorLayout::row(0, lane ^ bit, slot);
+        other_col = other_col &&
+                    AccumulatorLayout::col(lane, slot) != AccumulatorLayout::col(lane ^ bit, slot);
+      }
+    if (same_row && other_col) masks.push_back(bit);
+  }
+  return masks;
+}
+
+int swizzle_chunk(int row, int chunk, int chunks_per_row) {
+  // Rows shorter than 128 bytes share a 128-byte bank line with their neighbours: XOR with the
+  // line index, so that 8 consecutive rows cover the 8 chunk positions of a line.
+  int rows_per_line = std::max(1, 8 / chunks_per_row);
+  int span = std::min(chunks_per_row, 8);
+  return chunk ^ ((row / rows_per_line) % span);
+}
+
+namespace {
+
+using ir::Op;
+using tile::OpKind;
+using tile::TileOp;
+
+enum class Kind : uint8_t { None, Uniform, Lazy, Frag, Row, RowBcast, Smem };
+
+struct Val {
+  Kind kind = Kind::None;
+  const TileOp* def = nullptr;
+  std::string name;
+  bool exact_f16 = false;
+  int tile = -1;            // Smem: the shared-memory tile
+  bool transposed = false;  // Smem: element (a, b) is the tile's element (b, a)
+  int row_source = -1;      // RowBcast: the row vector
+};
+
+struct SmemTile {
+  const TileOp* load = nullptr;
+  int64_t rows = 0, cols = 0;  // f16 elements
+  std::string stream_loop;     // double-buffered along this loop (empty: loaded where it stands)
+  int stages = 1;
+  int64_t offset = 0;       // bytes into the dynamic shared memory
+  bool a_operand = false;   // its A fragments are loaded into registers once it has landed
+  std::string a_fragments;  // their name
+  int64_t stage_bytes() const { return rows * cols * 2; }
+};
+
+class FragmentWriter : public KernelWriter {
+ public:
+  FragmentWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites)
+      : KernelWriter(p, sites), k_(k) {}
+
+  // Assigns a kind to every value; false when some value fits none.
+  bool plan() {
+    vals_.assign(static_cast<size_t>(k_.num_values), Val{});
+    collect(k_.body, "");
+    for (const TileOp* o : ops_)
+      if (o->kind == OpKind::Dot) {
+        int64_t r = o->type.shape[0];
+        if (rows_ >= 0 && r != rows_) return false;
+        rows_ = r;
+      }
+    if (rows_ <= 0 || rows_ % AccumulatorLayout::kRowsPerWarp != 0 || rows_ > 128) return false;
+    for (const tile::Register& r : k_.registers)
+      if (!data_shape(r.type.shape)) return false;
+    for (const TileOp* o : ops_)
+      if (o->kind == OpKind::Store) stored_.push_back(o->buffer);
+    for (const TileOp* o : ops_)
+      if (!assign(*o)) return false;
+    int64_t offset = 0;
+    for (SmemTile& t : tiles_) {
+      t.offset = offset;
+      offset += t.stage_bytes() * t.stages;
+    }
+    smem_total_ = offset;
+    return true;
+  }
+
+ private:
+  // --- layout assignment
+  void collect(const tile::TileBody& b, const std::string& loop) {
+    for (const tile::TileStmt& s : b) {
+      if (s.kind == tile::StmtKind::For) {
+        collect(s.body, s.var);
+        continue;
+      }
+      ops_.push_back(&s.op);
+      loop_of_[&s.op] = loop;
+      if (s.op.result >= 0) vals_[static_cast<size_t>(s.op.result)].def = &s.op;
+      for (int a : s.op.args) users_[a].push_back(&s.op);
+    }
+  }
+
+  bool is_frag_shape(const std::vector<int64_t>& s) const {
+    return s.size() == 2 && s[0] == rows_ && s[1] % 8 == 0;
+  }
+  bool is_row_shape(const std::vector<int64_t>& s) const { return s.size() == 1 && s[0] == rows_; }
+  bool data_shape(const std::vector<int64_t>& s) const {
+    return s.empty() || is_frag_shape(s) || is_row_shape(s);
+  }
+  Kind data_kind(const std::vector<int64_t>& s) const {
+    if (s.empty()) return Kind::Uniform;
+    if (is_frag_shape(s)) return Kind::Frag;
+    if (is_row_shape(s)) return Kind::Row;
+    return Kind::None;
+  }
+  Val& val(int id) { return vals_[static_cast<size_t>(id)]; }
+  const Val& val(int id) const { return vals_[static_cast<size_t>(id)]; }
+
+  // Whether every use of value `id` is a dot operand, through exact f16 -> f32 casts and
+  // transposes.
+  bool feeds_only_dots(int id) const {
+    auto it = users_.find(id);
+    if (it == users_.end()) return false;
+    for (const TileOp* u : it->second) {
+      if (u->kind == OpKind::Dot) continue;
+      bool view = (u->kind == OpKind::Cast && u->type.dtype == DType::F32) ||
+                  (u->kind == OpKind::Permute && u->perm == std::vector<int>{1, 0});
+      if (!view || !feeds_only_dots(u->result)) return false;
+    }
+    return true;
+  }
+
+  // A 2-D f16 load whose rows are whole 16-byte chunks of the buffer's innermost dimension.
+  bool stageable(const TileOp& o) const {
+    if (o.type.dtype != DType::F16 || o.type.shape.size() != 2) return false;
+    const ir::Buffer* b = p_.source.find_buffer(o.buffer);
+    size_t last = o.starts.size() - 1;
+    if (b->dtype != DType::F16 || o.axis_of_dim[last] != 1 || o.bounds_checked[last]) return false;
+    const ir::Expr& start = o.starts[last];
+    if (start->op != Op::IntImm || start->int_value % 8 != 0) return false;
+    const ir::Expr& extent = b->shape[last];
+    int64_t n = -1;
+    if (extent->op == Op::IntImm) n = extent->int_value;
+    if (extent->op == Op::Var && p_.specialised.count(extent->name))
+      n = p_.specialised.at(extent->name);
+    int64_t rows = o.type.shape[0], cols = o.type.shape[1];
+    return n > 0 && n % 8 == 0 && rows % 16 == 0 && cols % 16 == 0;
+  }
+
+  bool assign(const TileOp& o) {
+    if (o.kind == OpKind::Store) {
+      const Val& v = val(o.args[0]);
+      return v.kind != Kind::Smem && data_shape(o.type.shape) &&
+             (o.args.size() < 2 || val(o.args[1]).kind != Kind::Smem);
+    }
+    if (o.kind == OpKind::Write) return val(o.args[0]).kind != Kind::Smem;
+    Val& v = val(o.result);
+    v.name = "t" + std::to_string(o.result);
+    v.exact_f16 = holds_f16_values(o, [&](int id) { return val(id).exact_f16; });
+    auto kind_of = [&](int id) { return val(id).kind; };
+    switch (o.kind) {
+      case OpKind::Full:
+      case OpKind::Arange:
+        v.kind = o.type.shape.empty() ? Kind::Uniform : Kind::Lazy;
+        return true;
+      case OpKind::Read:
+        v.kind = data_kind(o.type.shape);
+        v.name = ident("r", o.buffer);  // reads alias the register (no use follows a write)
+        return true;
+      case OpKind::Load: {
+        if (std::find(stored_.begin(), stored_.end(), o.buffer) != stored_.end()) return false;
+        if (o.type.shape.size() == 2 && feeds_only_dots(o.result)) {
+          if (!stageable(o)) return false;
+          SmemTile t;
+          t.load = &o;
+          t.rows = o.type.shape[0];
+          t.cols = o.type.shape[1];
+          if (!o.stream_loop.empty() && loop_of_.at(&o) == o.stream_loop) {
+            t.stream_loop = o.stream_loop;
+            t.stages = 2;
+          }
+          v.kind = Kind::Smem;
+          v.tile = static_cast<int>(tiles_.size());
+          tiles_.push_back(t);
+          return true;
+        }
+        v.kind = data_kind(o.type.shape);
+        return v.kind != Kind::None;
+      }
+      case OpKind::Cast: {
+        const Val& a = val(o.args[0]);
+        if (a.kind == Kind::Smem) {
+          v = Val{Kind::Smem, &o, v.name, true, a.tile, a.transposed, -1};
+          return o.type.dtype == DType::F32;
+        }
+        v.kind = a.kind == Kind::RowBcast ? Kind::Frag : a.kind;
+        return true;
+      }
+      case OpKind::Permute: {
+        const Val& a = val(o.args[0]);
+        if (a.kind == Kind::Smem) {
+          v = Val{Kind::Smem, &o, v.name, a.exact_f16, a.tile, !a.transposed, -1};
+          return true;
+        }
+        v.kind = Kind::Lazy;
+        return a.kind == Kind::Lazy || a.kind == Kind::Uniform;
+      }
+      case OpKind::Broadcast: {
+        Kind a = kind_of(o.args[0]);
+        if (a == Kind::Uniform || a == Kind::Lazy) {
+          v.kind = Kind::Lazy;
+          return true;
+        }
+        v.kind = Kind::RowBcast;
+        v.row_source = o.args[0];
+        return a == Kind::Row && o.dims == std::vector<int>{0} && is_frag_shape(o.type.shape);
+      }
+      case OpKind::Map: {
+        bool index_only = true;
+        for (int a : o.args) {
+          Kind k = kind_of(a);
+          if (k == Kind::Smem) return false;
+          index_only = index_only && (k == Kind::Uniform || k == Kind::Lazy);
+        }
+        if (index_only) {
+          v.kind = o.type.shape.empty() ? Kind::Uniform : Kind::Lazy;
+          return true;
+        }
+        v.kind = data_kind(o.type.shape);
+        return v.kind == Kind::Frag || v.kind == Kind::Row;
+      }
+      case OpKind::Reduce: {
+        Kind a = kind_of(o.args[0]);
+        v.kind = Kind::Row;
+        return (a == Kind::Frag || a == Kind::RowBcast) && o.axis == 1;
+      }
+      case OpKind::Dot:
+        v.kind = Kind::Frag;
+        return plan_dot(o);
+      default:
+        return false;
+    }
+  }
+
+  bool plan_dot(const TileOp& o) {
+    Val& a = val(o.args[0]);
+    const Val& b = val(o.args[1]);
+    int64_t K = val(o.args[0]).def->type.shape[1], N = o.type.shape[1];
+    if (K % 16 != 0 || N % 16 != 0 || b.kind != Kind::Smem) return false;
+    if (a.kind == Kind::Smem) {
+      SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
+      if (a.transposed || !t.stream_loop.empty() || t.rows != rows_) return false;
+      t.a_operand = true;
+      t.a_fragments = "ks_afrag" + std::to_string(a.tile);
+      return true;
+    }
+    return a.kind == Kind::Frag && a.exact_f16;
+  }
+
+  // --- emission
+  int threads() const override { return static_cast<int>(rows_ / 16) * 32; }
+
+  std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) {
+    return type + " " + name + "[" + std::to_string(cols / 8) + "][4]";
+  }
+
+  void declare_register(const tile::Register& r) override {
+    std::string ty = ctype(r.type.dtype), name = ident("r", r.name);
+    if (r.type.shape.empty())
+      line(ty + " " + name + " = 0;");
+    else if (is_row_shape(r.type.shape))
+      line(ty + " " + name + "[2] = {};");
+    else
+      line(frag_decl(ty, name, r.type.shape[1]) + " = {};");
+  }
+
+  // Coordinates of the current element: slot ks_k of a Frag, ks_h of a Row.
+  static std::string frag_row() { return "(ks_row0 + ((ks_k >> 1) & 1) * 8)"; }
+  static std::string frag_col() { return "((ks_k >> 2) * 8 + ks_col0 + (ks_k & 1))"; }
+  static std::string row_row() { return "(ks_row0 + ks_h * 8)"; }
+
+  // Value `id` at the current element of an operation whose result has kind `ctx` (Frag: slot
+  // ks_k; Row: ks_h).
+  std::string at(int id, Kind ctx) {
+    const Val& v = val(id);
+    switch (v.kind) {
+      case Kind::Uniform:
+        return v.name;
+      case Kind::Lazy:
+        return lazy(id, ctx == Kind::Frag ? std::vector<std::string>{frag_row(), frag_col()}
+                                          : std::vector<std::string>{row_row()});
+      case Kind::Frag:
+        return v.name + "[ks_k >> 2][ks_k & 3]";
+      case Kind::RowBcast:
+        return val(v.row_source).name + "[(ks_k >> 1) & 1]";
+      case Kind::Row:
+        return v.name + "[ks_h]";
+      default:
+        internal_error << "fragment codegen: value %" << id << " has no element access";
+    }
+    return "";
+  }
+
+  // The code of index-computable value `id` at coordinates `ix` (one per axis).
+  std::string lazy(int id, const std::vector<std::string>& ix) {
+    const Val& v = val(id);
+    if (v.kind == Kind::Uniform) return v.name;
+    const TileOp& o = *v.def;
+    switch (o.kind) {
+      case OpKind::Full:
+        return scalar(o.scalar);
+      case OpKind::Arange:
+        return "(" + scalar(o.scalar) + " + " + ix[static_cast<size_t>(o.axis)] + ")";
+      case OpKind::Broadcast: {
+        std::vector<std::string> src;
+        for (int d : o.dims) src.push_back(ix[static_cast<size_t>(d)]);
+        return lazy(o.args[0], src);
+      }
+      case OpKind::Permute: {
+        std::vector<std::string> src(ix.size());
+        for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
+        return lazy(o.args[0], src);
+      }
+      case OpKind::Cast:
+        return elementwise(o, {lazy(o.args[0], ix)});
+      case OpKind::Map: {
+        std::vector<std::string> a;
+        for (int x : o.args) a.push_back(lazy(x, ix));
+        return elementwise(o, a);
+      }
+      default:
+        internal_error << "fragment codegen: %" << id << " is not index-computable";
+    }
+    return "";
+  }
+
+  std::string elementwise(const TileOp& o, const std::vector<std::string>& a) {
+    std::string code;
+    if (o.kind == OpKind::Cast) {
+      code = "(" + std::string(ctype(o.type.dtype)) + ")(" + a[0] + ")";
+    } else if (o.is_call) {
+      code = call(o.fn, a, is_float(o.type.dtype));
+    } else {
+      bool fl = false;
+      for (int id : o.args) fl = fl || is_float(val(id).def ? val(id).def->type.dtype : DType::F32);
+      code = spell(o.op, a, fl);
+    }
+    return is_float(o.type.dtype) ? round_to(code, o.type.dtype) : code;
+  }
+
+  // Opens the loop over the slots of a Frag of `cols` columns (`ks_k`) or of a Row (`ks_h`).
+  void open_slots(Kind k, int64_t cols) {
+    line("#pragma unroll");
+    if (k == Kind::Frag)
+      line("for (int ks_k = 0; ks_k < " + std::to_string(cols / 2) + "; ++ks_k) {");
+    else
+      line("for (int ks_h = 0; ks_h < 2; ++ks_h) {");
+    ++indent_;
+  }
+  void close_slots() {
+    --indent_;
+    line("}");
+  }
+  std::string slot(const Val& v) const {
+    return v.kind == Kind::Frag ? v.name + "[ks_k >> 2][ks_k & 3]" : v.name + "[ks_h]";
+  }
+  void declare(const Val& v, const tile::TileType& t) {
+    std::string ty = ctype(t.dtype);
+    line(v.kind == Kind::Frag ? frag_decl(ty, v.name, t.shape[1]) + ";"
+                              : ty + " " + v.name + "[2];");
+  }
+
+  void body(const tile::TileBody& b) override {
+    if (&b == &k_.body) {
+      line("const int ks_lane = ks_tid & 31, ks_warp = ks_tid >> 5;");
+      line("const int ks_row0 = ks_warp * 16 + (ks_lane >> 2), ks_col0 = 2 * (ks_lane & 3);");
+      smem_bytes_ = smem_total_;
+    }
+    for (const tile::TileStmt& s : b) {
+      if (s.kind == tile::StmtKind::For)
+        loop(s);
+      else
+        op(s.op);
+    }
+  }
+
+  // The streamed tiles loaded directly in loop `s`, in program order.
+  std::vector<int> streams_of(const tile::TileStmt& s) const {
+    std::vector<int> out;
+    for (size_t t = 0; t < tiles_.size(); ++t)
+      if (tiles_[t].stream_loop == s.var) out.push_back(static_cast<int>(t));
+    return out;
+  }
+
+  void loop(const tile::TileStmt& s) {
+    std::vector<int> streams = streams_of(s);
+    std::string lo, hi;
+    if (streams.empty()) {
+      open_loop(s);
+      body(s.body);
+      close_loop();
+      return;
+    }
+    // Prologue: the first iteration's tiles into stage 0, one copy group per tile.
+    std::string var = ident("v", s.var);
+    line("{");
+    ++indent_;
+    lo = tmp();
+    hi = tmp();
+    line("const long long " + lo + " = " + scalar(s.min) + ";");
+    line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
+    issue_streams(streams, lo, hi, "0");
+    line("for (long long " + var + " = " + lo + "; " + var + " < " + hi + "; ++" + var + ") {");
+    ++indent_;
+    line("const int ks_stage_" + s.var + " = (int)((" + var + " - " + lo + ") & 1);");
+    // Every warp is done with the previous iteration's stage before it is refilled.
+    line("__syncthreads();");
+    issue_streams(streams, var + " + 1", hi, "ks_stage_" + s.var + " ^ 1");
+    body(s.body);
+    close_loop();
+  }
+
+  // Issues the copies of `streams` for the iteration whose loop variable is `next` into stage
+  // `stage` when next < hi, and commits one group per tile either way (so that the group count a
+  // wait names is the same in every iteration).
+  void issue_streams(const std::vector<int>& streams, const std::string& next,
+                     const std::string& hi, const std::string& stage) {
+    const std::string& var = tiles_[static_cast<size_t>(streams[0])].stream_loop;
+    std::string at_next = tmp();
+    line("const long long " + at_next + " = " + next + ";");
+    for (int t : streams) {
+      line("{");
+      ++indent_;
+      line("const long long " + ident("v", var) + " = " + at_next + ";");
+      line("if (" + at_next + " < " + hi + ") {");
+      ++indent_;
+      copy_tile(tiles_[static_cast<size_t>(t)], stage);
+      --indent_;
+      line("}");
+      --indent_;
+      line("}");
+      line("cp_async_commit();");
+    }
+  }
+
+  // The shared-memory element address (u16 units) of (row, chunk) of a tile.
+  std::string tile_base(const SmemTile& t, const std::string& stage) const {
+    return "((u16*)(ks_smem + " + std::to_string(t.offset) + " + (" + stage + ") * " +
+           std::to_string(t.stage_bytes()) + "))";
+  }
+  std::string swizzled(const SmemTile& t, const std::string& row, const std::string& chunk) const {
+    int64_t cpr = t.cols / 8;
+    int64_t per_line = std::max<int64_t>(1, 8 / cpr), span = std::min<int64_t>(cpr, 8);
+    std::string line_index = per_line == 1 ? row : "(" + row + ") / " + std::to_string(per_line);
+    return "(" + row + ") * " + std::to_string(t.cols) + " + (((" + chunk + ") ^ ((" + line_index +
+           ") % " + std::to_string(span) + ")) * 8)";
+  }
+
+  // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
+  void copy_tile(const SmemTile& t, const std::string& stage) {
+    Region reg = open_region(*t.load);
+    int64_t chunks = t.rows * t.cols / 8, cpr = t.cols / 8;
+    line("u16* ks_dst = " + tile_base(t, stage) + ";");
+    line("#pragma unroll");
+    line("for (int ks_q = ks_tid; ks_q < " + std::to_string(chunks) +
+         "; ks_q += " + std::to_string(threads()) + ") {");
+    ++indent_;
+    line("const int ks_r = ks_q / " + std::to_string(cpr) + ", ks_c = ks_q % " +
+         std::to_string(cpr) + ";");
+    std::string offset, inside;
+    element(reg, {"ks_r", "ks_c * 8"}, &offset, &inside);
+    const std::string& buf = buffer_ids_.at(t.load->buffer);
+    line("const bool ks_in = " + inside + ";");
+    line("cp_async_cg16(smem_addr(ks_dst + " + swizzled(t, "ks_r", "ks_c") + "), ks_in ? " + buf +
+         " + (" + offset + ") : " + buf + ", ks_in ? 16 : 0);");
+    --indent_;
+    line("}");
+  }
+
+  // The stage expression of a tile at its use.
+  std::string stage_of(const SmemTile& t) const {
+    return t.stream_loop.empty() ? "0" : "ks_stage_" + t.stream_loop;
+  }
+
+  void load_smem(const Val& v) {
+    const SmemTile& t = tiles_[static_cast<size_t>(v.tile)];
+    if (!t.stream_loop.empty()) {
+      // Wait for this tile's group of this iteration: the groups committed after it are the
+      // loop's later tiles of this iteration and all of the next iteration's.
+      std::vector<int> streams;
+      for (size_t u = 0; u < tiles_.size(); ++u)
+        if (tiles_[u].stream_loop == t.stream_loop) streams.push_back(static_cast<int>(u));
+      int index =
+          static_cast<int>(std::find(streams.begin(), streams.end(), v.tile) - streams.begin());
+      int n = static_cast<int>(streams.size());
+      line("cp_async_wait_group<" + std::to_string(n - 1 - index + n) + ">();");
+      line("__syncthreads();");
+      return;
+    }
+    line("__syncthreads();");  // earlier readers of this tile (a loop's previous iteration)
+    line("{");
+    ++indent_;
+    copy_tile(t, "0");
+    --indent_;
+    line("}");
+    line("cp_async_commit();");
+    line("cp_async_wait_group<0>();");
+    line("__syncthreads();");
+    if (!t.a_operand) return;
+    // A fragments (m16 x k16, ldmatrix.x4): lane l addresses row (l & 7) + 8 * ((l >> 3) & 1) of
+    // the warp's strip at chunk 2 kk + (l >> 4).
+    int64_t ksteps = t.cols / 16;
+    line("u32 " + t.a_fragments + "[" + std::to_string(ksteps) + "][4];");
+    line("#pragma unroll");
+    line("for (int ks_kk = 0; ks_kk < " + std::to_string(ksteps) + "; ++ks_kk) {");
+    ++indent_;
+    line("const int ks_r = ks_warp * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8;");
+    line("ldmatrix_x4(" + t.a_fragments + "[ks_kk], smem_addr(" + tile_base(t, "0") + " + " +
+         swizzled(t, "ks_r", "2 * ks_kk + (ks_lane >> 4)") + "));");
+    --indent_;
+    line("}");
+  }
+
+  void dot(const TileOp& o, const Val& v) {
+    const Val& a = val(o.args[0]);
+    const Val& b = val(o.args[1]);
+    const SmemTile& bt = tiles_[static_cast<size_t>(b.tile)];
+    int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+    line(frag_decl("float", v.name, N) + " = {};");
+    line("{");
+    ++indent_;
+    line("const u16* ks_b = " + tile_base(bt, stage_of(bt)) + ";");
+    line("#pragma unroll");
+    line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk) {");
+    ++indent_;
+    if (a.kind == Kind::Smem) {
+      line("const u32 (&ks_a)[4] = " + tiles_[static_cast<size_t>(a.tile)].a_fragments +
+           "[ks_kk];");
+    } else {
+      // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk.
+      auto pair = [&](const std::string& block, const std::string& s) {
+        return "pack_f16x2(" + a.name + "[" + block + "][" + s + "], " + a.name + "[" + block +
+               "][" + s + " + 1])";
+      };
+      internal_assert(a.kind == Kind::Frag) << "fragment codegen: A operand kind";
+      line("const u32 ks_a[4] = {" + pair("2 * ks_kk", "0") + ", " + pair("2 * ks_kk", "2") + ", " +
+           pair("2 * ks_kk + 1", "0") + ", " + pair("2 * ks_kk + 1", "2") + "};");
+    }
+    line("#pragma unroll");
+    line("for (int ks_np = 0; ks_np < " + std::to_string(N / 16) + "; ++ks_np) {");
+    ++indent_;
+    line("u32 ks_bq[4];");
+    if (b.transposed) {
+      // B[k][n] = tile[n][k]: ldmatrix without transpose; matrix j = l >> 3 covers tile rows
+      // n0 + 8 (j >> 1) and chunk 2 kk + (j & 1).
+      line("const int ks_r = ks_np * 16 + (ks_lane & 7) + ((ks_lane >> 4) & 1) * 8;");
+      line("ldmatrix_x4(ks_bq, smem_addr(ks_b + " +
+           swizzled(bt, "ks_r", "2 * ks_kk + ((ks_lane >> 3) & 1)") + "));");
+    } else {
+      // B[k][n] = tile[k][n]: ldmatrix.trans; matrix j covers tile rows 16 kk + 8 (j & 1) and
+      // chunk 2 np + (j >> 1).
+      line("const int ks_r = ks_kk * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8;");
+      line("ldmatrix_x4_trans(ks_bq, smem_addr(ks_b + " +
+           swizzled(bt, "ks_r", "2 * ks_np + (ks_lane >> 4)") + "));");
+    }
+    line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
+    line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np], ks_a, ks_b0);");
+    line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np + 1], ks_a, ks_b1);");
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+  }
+
+  void reduce(const TileOp& o, const Val& v) {
+    const Val& a = val(o.args[0]);
+    int64_t N = a.def->type.shape[1];
+    DType t = o.type.dtype;
+    std::string ty = ctype(t);
+    std::string identity = scalar(ir::reducer_identity_expr(o.reducer, t));
+    line(ty + " " + v.name + "[2];");
+    open_slots(Kind::Row, 0);
+    line(ty + " ks_acc = " + identity + ";");
+    line("#pragma unroll");
+    line("for (int ks_k2 = 0; ks_k2 < " + std::to_string(N / 4) + "; ++ks_k2) {");
+    ++indent_;
+    line("const int ks_k = (ks_k2 >> 1) * 4 + ks_h * 2 + (ks_k2 & 1);");
+    line("ks_acc = " + round_to(combine(o.reducer, t, "ks_acc", at(o.args[0], Kind::Frag)), t) +
+         ";");
+    --indent_;
+    line("}");
+    for (int m : row_shuffle_masks())
+      line("ks_acc = " +
+           round_to(combine(o.reducer, t, "ks_acc",
+                            "__shfl_xor_sync(0xffffffffu, ks_acc, " + std::to_string(m) + ")"),
+                    t) +
+           ";");
+    line(v.name + "[ks_h] = ks_acc;");
+    close_slots();
+  }
+
+  void store(const TileOp& o) {
+    line("{  // store " + o.buffer);
+    ++indent_;
+    Region reg = open_region(o);
+    const std::string& buf = buffer_ids_.at(o.buffer);
+    Kind ctx = data_kind(o.type.shape);
+    std::vector<std::string> ix;
+    std::string guard = "true";
+    if (ctx == Kind::Frag) {
+      open_slots(Kind::Frag, o.type.shape[1]);
+      ix = {frag_row(), frag_col()};
+    } else if (ctx == Kind::Row) {
+      open_slots(Kind::Row, 0);
+      ix = {row_row()};
+      guard = "(ks_lane & 3) == 0";
+    } else {
+      guard = "ks_tid == 0";
+    }
+    std::string offset, inside;
+    element(reg, ix, &offset, &inside);
+    std::string value = ctx == Kind::Uniform ? val(o.args[0]).name : at(o.args[0], ctx);
+    std::string mask;
+    if (o.args.size() > 1)
+      mask = " && " + (ctx == Kind::Uniform ? val(o.args[1]).name : at(o.args[1], ctx));
+    line("if (" + guard + " && " + inside + mask + ") " + buf + "[" + offset +
+         "] = " + store_value(o.buffer, value) + ";");
+    if (ctx != Kind::Uniform) close_slots();
+    --indent_;
+    line("}");
+  }
+
+  void op(const TileOp& o) {
+    if (o.kind == OpKind::Store) {
+      store(o);
+      return;
+    }
+    if (o.kind == OpKind::Write) {
+      Kind ctx = data_kind(o.type.shape);
+      std::string reg = ident("r", o.buffer);
+      if (ctx == Kind::Uniform) {
+        line(reg + " = " + val(o.args[0]).name + ";");
+        return;
+      }
+      open_slots(ctx, ctx == Kind::Frag ? o.type.shape[1] : 0);
+      line(slot(Val{ctx, nullptr, reg}) + " = " + at(o.args[0], ctx) + ";");
+      close_slots();
+      return;
+    }
+    const Val& v = val(o.result);
+    switch (v.kind) {
+      case Kind::Lazy:
+      case Kind::RowBcast:
+        return;  // spelled at the uses
+      case Kind::Smem:
+        if (o.kind == OpKind::Load) load_smem(v);
+        return;
+      case Kind::Uniform:
+        uniform(o, v);
+        return;
+      default:
+        break;
+    }
+    if (o.kind == OpKind::Read) return;  // aliases the register
+    if (o.kind == OpKind::Dot) return dot(o, v);
+    if (o.kind == OpKind::Reduce) return reduce(o, v);
+    declare(v, o.type);
+    if (o.kind == OpKind::Load) {
+      line("{");
+      ++indent_;
+      Region reg = open_region(o);
+      open_slots(v.kind, v.kind == Kind::Frag ? o.type.shape[1] : 0);
+      std::string offset, inside;
+      element(reg,
+              v.kind == Kind::Frag ? std::vector<std::string>{frag_row(), frag_col()}
+                                   : std::vector<std::string>{row_row()},
+              &offset, &inside);
+      line(slot(v) + " = (" + inside + ") ? " +
+           load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
+           " : 0;");
+      close_slots();
+      --indent_;
+      line("}");
+      return;
+    }
+    open_slots(v.kind, v.kind == Kind::Frag ? o.type.shape[1] : 0);
+    {
+      std::vector<std::string> a;
+      for (int x : o.args) a.push_back(at(x, v.kind));
+      line(slot(v) + " = " + elementwise(o, a) + ";");
+    }
+    close_slots();
+  }
+
+  void uniform(const TileOp& o, const Val& v) {
+    std::string ty = ctype(o.type.dtype);
+    switch (o.kind) {
+      case OpKind::Read:
+        return;  // aliases the register
+      case OpKind::Full:
+        line("const " + ty + " " + v.name + " = " + scalar(o.scalar) + ";");
+        return;
+      case OpKind::Load: {
+        Region reg = open_region(o);
+        std::string offset, inside;
+        element(reg, {}, &offset, &inside);
+        line("const " + ty + " " + v.name + " = (" + inside + ") ? " +
+             load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
+             " : 0;");
+        return;
+      }
+      default: {
+        std::vector<std::string> a;
+        for (int x : o.args) a.push_back(val(x).name);
+        line("const " + ty + " " + v.name + " = " + elementwise(o, a) + ";");
+      }
+    }
+  }
+
+  const tile::Kernel& k_;
+  int64_t rows_ = -1;
+  int64_t smem_total_ = 0;
+  std::vector<Val> vals_;
+  std::vector<const TileOp*> ops_;
+  std::map<const TileOp*, std::string> loop_of_;
+  std::map<int, std::vector<const TileOp*>> users_;
+  std::vector<std::string> stored_;
+  std::vector<SmemTile> tiles_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const tile::Kernel& k,
+                                              std::vector<std::string>& sites) {
+  auto w = std::make_unique<FragmentWriter>(p, k, sites);
+  if (!w->plan()) return nullptr;
+  return w;
+}
+
+}  // namespace kintsugi::cuda

@@ -1,0 +1,51 @@
+// \file Fragments.h
+// The tensor-core layout of the CUDA back end (FragmentCodegen.cpp) and the maps it is built on.
+//
+// A kernel whose dots all have R rows (the grid instance's row tile) runs on R / 16 warps, warp w
+// owning rows [16 w, 16 w + 16). A data tile [R, N] lives in the m16n8 accumulator layout of
+// mma.sync (AccumulatorLayout below) in every operation on it: dots accumulate into it,
+// elementwise work and row reductions run on it in place, and an f16-valued one is the A operand
+// of the next dot without leaving registers. A row vector [R] holds the two rows a lane owns. The
+// dots' other operands are tiles loaded from memory into shared memory by cp.async, stored with
+// the XOR swizzle below and read with ldmatrix; loads that walk a pipelined loop (the K/V stream)
+// are double-buffered. Values computable from indices alone (aranges, masks, constants) are never
+// stored: each use spells them at the element's coordinates.
+//
+// The layouts are explicit maps from (warp, lane, slot) to tile coordinates; the lanes a row
+// reduction shuffles with are derived from the map (row_shuffle_masks), and the swizzle is checked
+// against the ldmatrix access pattern by tests (no two lanes of one 8-lane phase share a bank).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "target/cuda/KernelWriter.h"
+
+namespace kintsugi::cuda {
+
+// mma.sync m16n8k16's accumulator: slot s of lane l in warp w holds element
+// (row(w, l, s), col(l, s)) of the warp's 16 x N strip; a tile of N columns has N / 2 slots
+// (N / 8 column blocks of 4 slots).
+struct AccumulatorLayout {
+  static constexpr int kRowsPerWarp = 16;
+  static int row(int warp, int lane, int slot) {
+    return kRowsPerWarp * warp + (lane >> 2) + 8 * ((slot >> 1) & 1);
+  }
+  static int col(int lane, int slot) { return 8 * (slot >> 2) + 2 * (lane & 3) + (slot & 1); }
+};
+
+// The lane xor distances that connect the lanes holding one row of an accumulator tile (the
+// partners of a row reduction), derived from AccumulatorLayout.
+std::vector<int> row_shuffle_masks();
+
+// The 16-byte chunk where logical chunk `chunk` of row `row` of a shared-memory tile with
+// `chunks_per_row` chunks a row is stored: XOR-swizzled so that the eight rows one ldmatrix
+// phase reads at the same logical chunk fall in eight distinct 16-byte bank groups.
+int swizzle_chunk(int row, int chunk, int chunks_per_row);
+
+// A writer for kernel `k` in the tensor-core layout, or null when the kernel has no dot or uses a
+// value in a way the layout does not cover (the element-cyclic writer then takes it).
+std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const tile::Kernel& k,
+                                              std::vector<std::string>& sites);
+
+}  // namespace kintsugi::cuda

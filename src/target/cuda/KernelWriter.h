@@ -1,0 +1,99 @@
+// \file KernelWriter.h
+// What the two CUDA kernel emitters share (CudaCodegen.cpp: the element-cyclic layout that is
+// correct for every tile kernel; FragmentCodegen.cpp: the tensor-core layout): the spelling of
+// types, literals and scalar expressions, the kernel prologue (sizes, params, buffer pointers and
+// extents, the grid instance decoded from blockIdx.x, zeroed registers), region addressing of
+// loads and stores, and the error sites.
+//
+// Invariant established: every kernel of one program reads its arguments from the same KsArgs
+// layout (CudaBackend.h), and every failed squeezed index or integer division records its site in
+// the program's one site table instead of touching memory.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "target/CSpelling.h"
+#include "target/cuda/CudaBackend.h"
+
+namespace kintsugi::cuda {
+
+const char* ctype(DType t);      // the C type a tile element of dtype t is computed in
+std::string storage(DType t);    // the C type of a buffer element in memory
+int64_t element_bytes(DType t);  // bytes of ctype(t)
+std::string ident(const std::string& prefix, const std::string& name);  // a C identifier
+std::string float_lit(double v);
+std::string round_to(const std::string& code, DType t);  // float code rounded to what t holds
+// `acc` combined with `x` by a reducer, in dtype t.
+std::string combine(ir::Reducer r, DType t, const std::string& acc, const std::string& x);
+
+// Whether every element of o's value is exactly an f16 number (then an f32 dot of such values
+// equals an f16 tensor-core dot with f32 accumulation), given which of its operands are.
+bool holds_f16_values(const tile::TileOp& o, const std::function<bool(int)>& exact_operand);
+
+// The generated file's preamble: device headers, KsArgs, the error and integer-division helpers.
+std::string program_preamble(const tile::TileProgram& p);
+
+class KernelWriter {
+ public:
+  KernelWriter(const tile::TileProgram& p, std::vector<std::string>& sites)
+      : p_(p), sites_(sites) {}
+  virtual ~KernelWriter() = default;
+
+  // The kernel's code; sets launch.threads and launch.dynamic_shared_bytes.
+  std::string write(const tile::Kernel& k, KernelLaunch& launch);
+
+ protected:
+  virtual int threads() const = 0;
+  virtual void declare_register(const tile::Register& r) = 0;
+  virtual void body(const tile::TileBody& b) = 0;
+
+  void line(const std::string& s);
+  std::string tmp() { return "ks_t" + std::to_string(tmp_++); }
+  int site(const std::string& text);
+
+  // A scalar expression over grid and loop variables, dims and params.
+  std::string scalar(const ir::Expr& e);
+  std::string call(ir::MathFn fn, const std::vector<std::string>& a, bool fl);
+  std::string spell(ir::Op op, const std::vector<std::string>& a, bool fl);
+
+  // Opens `{ for (v = min; v < min + extent; ++v) {`; returns the loop variable's identifier
+  // (the bounds are in `*lo`, `*hi`). close_loop closes both braces.
+  std::string open_loop(const tile::TileStmt& s, std::string* lo = nullptr,
+                        std::string* hi = nullptr);
+  void close_loop();
+
+  // Region addressing of a load or store: open_region emits the starts and the check of the
+  // squeezed indices; element() gives the linear offset and the in-buffer condition of the
+  // element at tile multi-index `ix`.
+  struct Region {
+    const tile::TileOp* op = nullptr;
+    std::vector<std::string> starts;
+    std::string ok;  // every squeezed index in range
+  };
+  Region open_region(const tile::TileOp& o);
+  void element(const Region& r, const std::vector<std::string>& ix, std::string* offset,
+               std::string* inside) const;
+  DType buffer_dtype(const std::string& name) const;
+  std::string load_value(const std::string& buffer, const std::string& raw, DType to) const;
+  std::string store_value(const std::string& buffer, const std::string& v) const;
+
+  const tile::TileProgram& p_;
+  std::vector<std::string>& sites_;
+  std::ostringstream body_;
+  int indent_ = 0;
+  int tmp_ = 0;
+  int64_t smem_bytes_ = 0;
+  std::map<std::string, std::string> buffer_ids_;
+  std::map<std::string, std::vector<std::string>> buffer_extents_;
+
+ private:
+  const target::CHelpers& helpers();
+  std::unique_ptr<target::CHelpers> helpers_;
+};
+
+}  // namespace kintsugi::cuda
