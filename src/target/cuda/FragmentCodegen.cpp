@@ -20,6 +20,7 @@
 // only after a barrier that follows the last read of that stage.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "target/cuda/Fragments.h"
 
@@ -74,16 +75,18 @@ struct SmemTile {
   int64_t rows = 0, cols = 0;  // f16 elements
   std::string stream_loop;     // double-buffered along this loop (empty: loaded where it stands)
   int stages = 1;
-  int64_t offset = 0;       // bytes into the dynamic shared memory
-  bool a_operand = false;   // its A fragments are loaded into registers once it has landed
-  std::string a_fragments;  // their name
+  int64_t offset = 0;  // bytes into the dynamic shared memory
   int64_t stage_bytes() const { return rows * cols * 2; }
 };
 
 class FragmentWriter : public KernelWriter {
  public:
   FragmentWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites)
-      : KernelWriter(p, sites), k_(k) {}
+      : KernelWriter(p, sites), k_(k) {
+    // Attention-class kernels spend their non-tensor-core issue slots on exp: one multiply and
+    // one MUFU.EX2 instead of expf's range reduction.
+    exp_function_ = "ks_exp";
+  }
 
   // Assigns a kind to every value; false when some value fits none.
   bool plan() {
@@ -276,8 +279,6 @@ class FragmentWriter : public KernelWriter {
     if (a.kind == Kind::Smem) {
       SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
       if (a.transposed || !t.stream_loop.empty() || t.rows != rows_) return false;
-      t.a_operand = true;
-      t.a_fragments = "ks_afrag" + std::to_string(a.tile);
       return true;
     }
     return a.kind == Kind::Frag && a.exact_f16;
@@ -327,10 +328,89 @@ class FragmentWriter : public KernelWriter {
     return "";
   }
 
+  // An index-computable integer value as `uniform` + coef . (tile coordinates), one coefficient
+  // per axis of its shape, when it has that form.
+  struct Affine {
+    std::string uniform;
+    std::vector<int64_t> coef;
+  };
+  std::optional<Affine> affine(int id) {
+    const Val& v = val(id);
+    const TileOp& o = *v.def;
+    size_t rank = o.type.shape.size();
+    if (is_float(o.type.dtype) || o.type.dtype == DType::Bool) return std::nullopt;
+    Affine r{"", std::vector<int64_t>(rank, 0)};
+    if (v.kind == Kind::Uniform) {
+      r.uniform = v.name;
+      return r;
+    }
+    if (v.kind != Kind::Lazy) return std::nullopt;
+    std::optional<Affine> a;
+    switch (o.kind) {
+      case OpKind::Full:
+        r.uniform = scalar(o.scalar);
+        return r;
+      case OpKind::Arange:
+        r.uniform = scalar(o.scalar);
+        r.coef[static_cast<size_t>(o.axis)] = 1;
+        return r;
+      case OpKind::Broadcast:
+      case OpKind::Permute:
+        if (!(a = affine(o.args[0]))) return std::nullopt;
+        r.uniform = a->uniform;
+        for (size_t k = 0; k < a->coef.size(); ++k) {
+          if (o.kind == OpKind::Broadcast)
+            r.coef[static_cast<size_t>(o.dims[k])] = a->coef[k];
+          else
+            r.coef[k] = a->coef[static_cast<size_t>(o.perm[k])];
+        }
+        return r;
+      case OpKind::Map: {
+        if (o.is_call || (o.op != Op::Add && o.op != Op::Sub)) return std::nullopt;
+        std::optional<Affine> b;
+        if (!(a = affine(o.args[0])) || !(b = affine(o.args[1]))) return std::nullopt;
+        int64_t sign = o.op == Op::Add ? 1 : -1;
+        r.uniform = "(" + a->uniform + (sign > 0 ? " + " : " - ") + b->uniform + ")";
+        for (size_t k = 0; k < rank; ++k)
+          r.coef[k] =
+              (a->coef.empty() ? 0 : a->coef[k]) + sign * (b->coef.empty() ? 0 : b->coef[k]);
+        return r;
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  // An integer comparison of two affine values becomes coef . (coordinates) OP limit, with the
+  // limit computed once where the comparison stands (32-bit, clamped beyond any tile
+  // coordinate), instead of 64-bit index arithmetic at every element.
+  void define_comparison(const TileOp& o) {
+    static const std::map<Op, std::string> kCompare = {
+        {Op::Lt, "<"}, {Op::Le, "<="}, {Op::Gt, ">"}, {Op::Ge, ">="}};
+    if (o.is_call || !kCompare.count(o.op)) return;
+    std::optional<Affine> a = affine(o.args[0]), b;
+    if (!a || !(b = affine(o.args[1]))) return;
+    size_t rank = o.type.shape.size();
+    Comparison c{std::vector<int64_t>(rank, 0), val(o.result).name + "_lim", kCompare.at(o.op)};
+    for (size_t k = 0; k < rank; ++k)
+      c.coef[k] = (a->coef.empty() ? 0 : a->coef[k]) - (b->coef.empty() ? 0 : b->coef[k]);
+    line("const int " + c.limit + " = (int)max(-65536LL, min(65536LL, (long long)(" + b->uniform +
+         " - " + a->uniform + ")));");
+    comparisons_[o.result] = c;
+  }
+
   // The code of index-computable value `id` at coordinates `ix` (one per axis).
   std::string lazy(int id, const std::vector<std::string>& ix) {
     const Val& v = val(id);
     if (v.kind == Kind::Uniform) return v.name;
+    auto cmp = comparisons_.find(id);
+    if (cmp != comparisons_.end()) {
+      std::string term = "0";
+      for (size_t k = 0; k < ix.size(); ++k)
+        if (cmp->second.coef[k] != 0)
+          term += " + " + std::to_string(cmp->second.coef[k]) + " * " + ix[k];
+      return "((" + term + ") " + cmp->second.op + " " + cmp->second.limit + ")";
+    }
     const TileOp& o = *v.def;
     switch (o.kind) {
       case OpKind::Full:
@@ -375,10 +455,12 @@ class FragmentWriter : public KernelWriter {
   }
 
   // Opens the loop over the slots of a Frag of `cols` columns (`ks_k`) or of a Row (`ks_h`).
-  void open_slots(Kind k, int64_t cols) {
+  void open_slots(Kind k, int64_t cols, const std::string& first = "0",
+                  const std::string& last = "") {
     line("#pragma unroll");
     if (k == Kind::Frag)
-      line("for (int ks_k = 0; ks_k < " + std::to_string(cols / 2) + "; ++ks_k) {");
+      line("for (int ks_k = " + first + "; ks_k < " +
+           (last.empty() ? std::to_string(cols / 2) : last) + "; ++ks_k) {");
     else
       line("for (int ks_h = 0; ks_h < 2; ++ks_h) {");
     ++indent_;
@@ -402,11 +484,22 @@ class FragmentWriter : public KernelWriter {
       line("const int ks_row0 = ks_warp * 16 + (ks_lane >> 2), ks_col0 = 2 * (ks_lane & 3);");
       smem_bytes_ = smem_total_;
     }
-    for (const tile::TileStmt& s : b) {
-      if (s.kind == tile::StmtKind::For)
-        loop(s);
-      else
-        op(s.op);
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b[i].kind == tile::StmtKind::For) {
+        loop(b[i]);
+        continue;
+      }
+      const TileOp& o = b[i].op;
+      if (o.kind != OpKind::Dot) {
+        op(o);
+        continue;
+      }
+      size_t last = i + 1;
+      while (last < b.size() && b[last].kind == tile::StmtKind::Op &&
+             slot_local(b[last].op, o.type.shape[1]))
+        ++last;
+      dot_region(b, i, last);
+      i = last - 1;
     }
   }
 
@@ -487,7 +580,9 @@ class FragmentWriter : public KernelWriter {
     Region reg = open_region(*t.load);
     int64_t chunks = t.rows * t.cols / 8, cpr = t.cols / 8;
     line("u16* ks_dst = " + tile_base(t, stage) + ";");
-    line("#pragma unroll");
+    // A stream's copies are not unrolled: unrolled, the compiler keeps every chunk's 64-bit
+    // address live across the loop it prefetches for (about 80 registers).
+    line(t.stream_loop.empty() ? "#pragma unroll" : "#pragma unroll 1");
     line("for (int ks_q = ks_tid; ks_q < " + std::to_string(chunks) +
          "; ks_q += " + std::to_string(threads()) + ") {");
     ++indent_;
@@ -532,51 +627,81 @@ class FragmentWriter : public KernelWriter {
     line("cp_async_commit();");
     line("cp_async_wait_group<0>();");
     line("__syncthreads();");
-    if (!t.a_operand) return;
-    // A fragments (m16 x k16, ldmatrix.x4): lane l addresses row (l & 7) + 8 * ((l >> 3) & 1) of
-    // the warp's strip at chunk 2 kk + (l >> 4).
-    int64_t ksteps = t.cols / 16;
-    line("u32 " + t.a_fragments + "[" + std::to_string(ksteps) + "][4];");
-    line("#pragma unroll");
-    line("for (int ks_kk = 0; ks_kk < " + std::to_string(ksteps) + "; ++ks_kk) {");
-    ++indent_;
-    line("const int ks_r = ks_warp * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8;");
-    line("ldmatrix_x4(" + t.a_fragments + "[ks_kk], smem_addr(" + tile_base(t, "0") + " + " +
-         swizzled(t, "ks_r", "2 * ks_kk + (ks_lane >> 4)") + "));");
-    --indent_;
-    line("}");
   }
 
-  void dot(const TileOp& o, const Val& v) {
+  // Whether `o` works slot by slot on [R, n] accumulator tiles (or emits nothing), so that it can
+  // run column block by column block right after the dot that feeds it.
+  bool slot_local(const TileOp& o, int64_t n) const {
+    if (o.kind == OpKind::Read) return true;
+    if (o.kind == OpKind::Write)
+      return data_kind(o.type.shape) == Kind::Frag && o.type.shape[1] == n;
+    if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Broadcast &&
+        o.kind != OpKind::Full && o.kind != OpKind::Arange)
+      return false;
+    Kind k = val(o.result).kind;
+    return hoistable(k) || k == Kind::RowBcast || (k == Kind::Frag && o.type.shape[1] == n);
+  }
+  // Kinds of values in a dot region that depend on nothing the region computes (no reduction
+  // runs in it): they are emitted in front of it.
+  static bool hoistable(Kind k) { return k == Kind::Lazy || k == Kind::Uniform || k == Kind::Row; }
+
+  // A dot and the slot-local operations after it (b[first], ..., b[last - 1]), interleaved by
+  // 16-column blocks: block np's accumulators are finished and consumed (the repaired o update)
+  // before the next block's mma, so the dot's result never lives in registers whole.
+  void dot_region(const tile::TileBody& b, size_t first, size_t last) {
+    const TileOp& o = b[first].op;
+    const Val& v = val(o.result);
     const Val& a = val(o.args[0]);
-    const Val& b = val(o.args[1]);
-    const SmemTile& bt = tiles_[static_cast<size_t>(b.tile)];
+    const Val& bv = val(o.args[1]);
+    const SmemTile& bt = tiles_[static_cast<size_t>(bv.tile)];
     int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+    for (size_t i = first + 1; i < last; ++i) {
+      const TileOp& c = b[i].op;
+      if (c.result >= 0 && c.kind != OpKind::Read && hoistable(val(c.result).kind)) op(c);
+    }
     line(frag_decl("float", v.name, N) + " = {};");
+    for (size_t i = first + 1; i < last; ++i) {
+      const TileOp& c = b[i].op;
+      if (c.result >= 0 && val(c.result).kind == Kind::Frag && c.kind != OpKind::Read)
+        declare(val(c.result), c.type);
+    }
     line("{");
     ++indent_;
     line("const u16* ks_b = " + tile_base(bt, stage_of(bt)) + ";");
-    line("#pragma unroll");
-    line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk) {");
-    ++indent_;
-    if (a.kind == Kind::Smem) {
-      line("const u32 (&ks_a)[4] = " + tiles_[static_cast<size_t>(a.tile)].a_fragments +
-           "[ks_kk];");
-    } else {
+    if (a.kind == Kind::Frag) {
       // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk.
       auto pair = [&](const std::string& block, const std::string& s) {
         return "pack_f16x2(" + a.name + "[" + block + "][" + s + "], " + a.name + "[" + block +
                "][" + s + " + 1])";
       };
-      internal_assert(a.kind == Kind::Frag) << "fragment codegen: A operand kind";
-      line("const u32 ks_a[4] = {" + pair("2 * ks_kk", "0") + ", " + pair("2 * ks_kk", "2") + ", " +
-           pair("2 * ks_kk + 1", "0") + ", " + pair("2 * ks_kk + 1", "2") + "};");
+      line("u32 ks_pa[" + std::to_string(K / 16) + "][4];");
+      line("#pragma unroll");
+      line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk) {");
+      ++indent_;
+      line("ks_pa[ks_kk][0] = " + pair("2 * ks_kk", "0") + ";");
+      line("ks_pa[ks_kk][1] = " + pair("2 * ks_kk", "2") + ";");
+      line("ks_pa[ks_kk][2] = " + pair("2 * ks_kk + 1", "0") + ";");
+      line("ks_pa[ks_kk][3] = " + pair("2 * ks_kk + 1", "2") + ";");
+      --indent_;
+      line("}");
     }
+    // Column-blocked when the whole accumulator would take more than 32 registers a thread and
+    // the region consumes it; otherwise k-steps outermost, so that consecutive mma.sync write
+    // independent accumulators.
+    bool blocked = N / 2 > 32 && last > first + 1;
+    std::string ksteps = std::to_string(K / 16), npairs = std::to_string(N / 16);
     line("#pragma unroll");
-    line("for (int ks_np = 0; ks_np < " + std::to_string(N / 16) + "; ++ks_np) {");
+    line(blocked ? "for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {"
+                 : "for (int ks_kk = 0; ks_kk < " + ksteps + "; ++ks_kk) {");
     ++indent_;
+    if (!blocked) a_fragment(a);
+    line("#pragma unroll");
+    line(blocked ? "for (int ks_kk = 0; ks_kk < " + ksteps + "; ++ks_kk) {"
+                 : "for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {");
+    ++indent_;
+    if (blocked) a_fragment(a);
     line("u32 ks_bq[4];");
-    if (b.transposed) {
+    if (bv.transposed) {
       // B[k][n] = tile[n][k]: ldmatrix without transpose; matrix j = l >> 3 covers tile rows
       // n0 + 8 (j >> 1) and chunk 2 kk + (j & 1).
       line("const int ks_r = ks_np * 16 + (ks_lane & 7) + ((ks_lane >> 4) & 1) * 8;");
@@ -594,8 +719,38 @@ class FragmentWriter : public KernelWriter {
     line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np + 1], ks_a, ks_b1);");
     --indent_;
     line("}");
+    if (!blocked) {
+      --indent_;
+      line("}");
+    }
+    for (size_t i = first + 1; i < last; ++i) {
+      const TileOp& c = b[i].op;
+      if (c.kind == OpKind::Write || (c.result >= 0 && val(c.result).kind == Kind::Frag))
+        frag_slots(c, blocked ? "ks_np * 8" : "0", blocked ? "ks_np * 8 + 8" : "");
+    }
+    if (blocked) {
+      --indent_;
+      line("}");
+    }
     --indent_;
     line("}");
+  }
+
+  // `ks_a`, the A fragment of k-step ks_kk: packed from the accumulator (ks_pa), or read from the
+  // shared tile with ldmatrix.x4 (lane l addresses row (l & 7) + 8 ((l >> 3) & 1) of the warp's
+  // strip at chunk 2 kk + (l >> 4)).
+  void a_fragment(const Val& a) {
+    if (a.kind == Kind::Frag) {
+      line("const u32 (&ks_a)[4] = ks_pa[ks_kk];");
+      return;
+    }
+    const SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
+    line("u32 ks_a[4];");
+    line("{");
+    ++indent_;
+    line("const int ks_r = ks_warp * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8;");
+    line("ldmatrix_x4(ks_a, smem_addr(" + tile_base(t, "0") + " + " +
+         swizzled(t, "ks_r", "2 * ks_kk + (ks_lane >> 4)") + "));");
     --indent_;
     line("}");
   }
@@ -670,16 +825,16 @@ class FragmentWriter : public KernelWriter {
         line(reg + " = " + val(o.args[0]).name + ";");
         return;
       }
-      open_slots(ctx, ctx == Kind::Frag ? o.type.shape[1] : 0);
-      line(slot(Val{ctx, nullptr, reg}) + " = " + at(o.args[0], ctx) + ";");
-      close_slots();
+      frag_slots(o, "0", "");
       return;
     }
     const Val& v = val(o.result);
     switch (v.kind) {
       case Kind::Lazy:
-      case Kind::RowBcast:
+        if (o.kind == OpKind::Map) define_comparison(o);
         return;  // spelled at the uses
+      case Kind::RowBcast:
+        return;
       case Kind::Smem:
         if (o.kind == OpKind::Load) load_smem(v);
         return;
@@ -690,7 +845,6 @@ class FragmentWriter : public KernelWriter {
         break;
     }
     if (o.kind == OpKind::Read) return;  // aliases the register
-    if (o.kind == OpKind::Dot) return dot(o, v);
     if (o.kind == OpKind::Reduce) return reduce(o, v);
     declare(v, o.type);
     if (o.kind == OpKind::Load) {
@@ -711,11 +865,21 @@ class FragmentWriter : public KernelWriter {
       line("}");
       return;
     }
-    open_slots(v.kind, v.kind == Kind::Frag ? o.type.shape[1] : 0);
-    {
+    frag_slots(o, "0", "");
+  }
+
+  // A register write or an elementwise operation over slots [first, last) (last empty: all) of
+  // its Frag or Row result; values are declared by the caller.
+  void frag_slots(const TileOp& o, const std::string& first, const std::string& last) {
+    if (o.kind == OpKind::Read || (o.result >= 0 && val(o.result).kind == Kind::RowBcast)) return;
+    Kind ctx = data_kind(o.type.shape);
+    open_slots(ctx, ctx == Kind::Frag ? o.type.shape[1] : 0, first, last);
+    if (o.kind == OpKind::Write) {
+      line(slot(Val{ctx, nullptr, ident("r", o.buffer)}) + " = " + at(o.args[0], ctx) + ";");
+    } else {
       std::vector<std::string> a;
-      for (int x : o.args) a.push_back(at(x, v.kind));
-      line(slot(v) + " = " + elementwise(o, a) + ";");
+      for (int x : o.args) a.push_back(at(x, ctx));
+      line(slot(val(o.result)) + " = " + elementwise(o, a) + ";");
     }
     close_slots();
   }
@@ -754,6 +918,11 @@ class FragmentWriter : public KernelWriter {
   std::map<int, std::vector<const TileOp*>> users_;
   std::vector<std::string> stored_;
   std::vector<SmemTile> tiles_;
+  struct Comparison {
+    std::vector<int64_t> coef;
+    std::string limit, op;
+  };
+  std::map<int, Comparison> comparisons_;
 };
 
 }  // namespace

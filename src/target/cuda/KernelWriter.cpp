@@ -113,7 +113,10 @@ std::string program_preamble(const tile::TileProgram& p) {
          "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n";
   src << "__device__ __forceinline__ long long ks_fmod(long long a, long long b, int* err, int "
          "site) {\n  if (b == 0) { ks_fail(err, site); return 0; }\n  long long r = a % b;\n"
-         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n\n";
+         "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n";
+  // e^x on the approximate exp2 unit: relative error about 2^-21 plus the rounding of x log2 e.
+  src << "__device__ __forceinline__ float ks_exp(float x) { return ex2_approx(x * "
+         "1.4426950408889634f); }\n\n";
   return src.str();
 }
 
@@ -169,7 +172,7 @@ std::string KernelWriter::scalar(const Expr& e) {
 const target::CHelpers& KernelWriter::helpers() {
   if (!helpers_)
     helpers_ = std::make_unique<target::CHelpers>(target::CHelpers{
-        "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", "expf",
+        "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_,
         [this](Op op, const std::string& x, const std::string& y) {
           return std::string(op == Op::Div ? "ks_fdiv(" : "ks_fmod(") + x + ", " + y +
                  ", ks_err, " + std::to_string(site(op == Op::Div ? "/" : "%")) + ")";

@@ -88,6 +88,7 @@ class KernelWriter {
   int indent_ = 0;
   int tmp_ = 0;
   int64_t smem_bytes_ = 0;
+  std::string exp_function_ = "expf";  // how e^x is spelled (ks_exp: the approximate unit)
   std::map<std::string, std::string> buffer_ids_;
   std::map<std::string, std::vector<std::string>> buffer_extents_;
 

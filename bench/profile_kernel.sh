@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Profiles one compiled kernel with Nsight Compute on the GPU: the example's first launch at the
+# given shape, with the sections that explain a compute-bound kernel's time (occupancy, warp
+# stalls, issue slots). It reports no timing of record: bench/attention_bench.py does, verified.
+#   bench/profile_kernel.sh EXAMPLE.te SHAPE [KINTSUGI_BINARY]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+te="$1" shape="$2" bin="${3:-$root/build/bin/kintsugi}"
+ncu --launch-count 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section LaunchStats --section ComputeWorkloadAnalysis --section InstructionStats \
+    "$bin" run "$te" --target cuda --shape "$shape" --bench
