@@ -3,14 +3,18 @@
 //
 // Printed form, one operation a line:
 //   %3 = load K[b, h, j0 * 64:+64?, 0:+128] : f16[64, 128]
+// A register prints with its type and, when it is scratch of one loop iteration, that loop:
+//   reg s : f32[64, 64] in j0
 // A region dimension prints as `start:+extent` when a tile axis spans it (`?` marks a tail that
 // may run past the buffer) and as its start alone when it is squeezed.
 #include "tile/TileIR.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "support/Error.h"
 
 namespace kintsugi::tile {
@@ -19,7 +23,13 @@ bool is_register(const TileProgram& p, const std::string& name) {
   for (const Kernel& k : p.kernels)
     for (const Register& r : k.registers)
       if (r.name == name) return true;
-  return false;
+  bool allocated = false;
+  if (p.source.body)
+    ir::visit(p.source.body, [&](const ir::Stmt& s) {
+      allocated = allocated || (s->kind == ir::StmtKind::Allocate && s->buffer == name);
+      return !allocated;
+    });
+  return allocated;
 }
 
 void check_specialised(const std::map<std::string, int64_t>& specialised, const std::string& kernel,
@@ -194,7 +204,8 @@ std::string to_string(const TileProgram& p) {
       os << (a ? ", " : "") << k.grid[a].var << ": " << ir::to_string(k.grid[a].extent);
     os << "):\n";
     for (const Register& r : k.registers)
-      os << "  reg " << r.name << " : " << to_string(r.type) << "\n";
+      os << "  reg " << r.name << " : " << to_string(r.type)
+         << (r.scope_loop.empty() ? "" : " in " + r.scope_loop) << "\n";
     printer.body(k.body, 1);
   }
   return os.str();
@@ -208,7 +219,7 @@ namespace {
 class Verifier {
  public:
   explicit Verifier(const Kernel& k) : kernel_(k), types_(static_cast<size_t>(k.num_values)) {
-    for (const Register& r : k.registers) registers_[r.name] = r.type;
+    for (const Register& r : k.registers) registers_[r.name] = r;
   }
 
   void body(const TileBody& b) {
@@ -220,7 +231,9 @@ class Verifier {
         writes_in(s.body, &written);
         for (const auto& [id, reg] : read_of_)
           if (written.count(reg)) stale_.insert(id);
+        loops_.push_back(s.var);
         body(s.body);
+        loops_.pop_back();
       } else {
         op(s.op);
       }
@@ -290,7 +303,12 @@ class Verifier {
       case OpKind::Write: {
         auto it = registers_.find(o.buffer);
         internal_assert(it != registers_.end()) << "unknown register " << o.buffer;
-        internal_assert(it->second.shape == o.type.shape) << "register " << o.buffer << " shape";
+        const Register& r = it->second;
+        internal_assert(r.type.shape == o.type.shape) << "register " << o.buffer << " shape";
+        internal_assert(r.scope_loop.empty() ||
+                        std::find(loops_.begin(), loops_.end(), r.scope_loop) != loops_.end())
+            << "register " << o.buffer << " of kernel " << kernel_.name
+            << " is accessed outside its loop " << r.scope_loop;
         if (o.kind == OpKind::Write) {
           same_shape(o, arg(o, 0));
           for (const auto& [id, reg] : read_of_)
@@ -359,7 +377,8 @@ class Verifier {
   const Kernel& kernel_;
   std::vector<TileType> types_;
   std::set<int> defined_;
-  std::map<std::string, TileType> registers_;
+  std::map<std::string, Register> registers_;
+  std::vector<std::string> loops_;      // variables of the loops around the current operation
   std::map<int, std::string> read_of_;  // value -> the register it was read from
   std::set<int> stale_;                 // reads invalidated by a later write
 };

@@ -95,6 +95,11 @@ struct GridAxis {
 struct Register {
   std::string name;
   TileType type;
+  // The serial loop whose body holds the allocation: the register is scratch of one iteration of
+  // that loop (the loop program reads no element of it that the same iteration did not write
+  // first), and every read and write of it is inside that loop. Empty: it lives for the whole
+  // grid instance.
+  std::string scope_loop;
 };
 
 // One kernel: every grid instance runs `body` independently.
@@ -112,7 +117,9 @@ struct TileProgram {
   std::vector<Kernel> kernels;                 // run in order
 };
 
-// Whether `name` is a register of some kernel (else it is a buffer in memory).
+// Whether `name` is a register (else it is a buffer in memory): an allocation of the source
+// program, which translation turns into a register of its kernel. A pass may have dropped the
+// register since (nothing read it); it is still no buffer in memory.
 bool is_register(const TileProgram& p, const std::string& name);
 // Throws RuntimeArgError when `dim`, specialised as a tile extent, is run at another size.
 void check_specialised(const std::map<std::string, int64_t>& specialised, const std::string& kernel,
@@ -122,9 +129,9 @@ std::string to_string(const TileType& t);
 std::string to_string(const TileOp& o);  // one line of the printed form
 std::string to_string(const TileProgram& p);
 
-// Checks shapes, dtypes, dot operand ranks, SSA order, and that no value read from a register is
-// used after a write to it (back ends may alias reads to the register); throws InternalError on
-// a violation.
+// Checks shapes, dtypes, dot operand ranks, SSA order, that no value read from a register is used
+// after a write to it (back ends may alias reads to the register), and that a register scoped to
+// a loop is read and written only inside that loop; throws InternalError on a violation.
 void verify(const TileProgram& p);
 
 }  // namespace kintsugi::tile

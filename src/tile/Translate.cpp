@@ -584,7 +584,8 @@ class KernelTranslator {
         const ir::Buffer* b = ctx_.program->find_buffer(s->buffer);
         internal_assert(b) << "allocation of unknown buffer " << s->buffer;
         ctx_.registers.insert(s->buffer);
-        Register r{s->buffer, TileType{b->dtype, {}}};
+        Register r{s->buffer, TileType{b->dtype, {}},
+                   enclosing_loops_.empty() ? std::string() : enclosing_loops_.back()};
         for (const Expr& d : b->shape) {
           int64_t n = ctx_.tile_extent(d);
           if (n < 0)
@@ -645,7 +646,9 @@ class KernelTranslator {
     TileBody* saved = em_.body();
     saved->push_back(std::move(f));
     em_.set_body(&saved->back().body);
+    enclosing_loops_.push_back(loop.var);
     body();
+    enclosing_loops_.pop_back();
     em_.set_body(saved);
   }
 
@@ -688,6 +691,7 @@ class KernelTranslator {
 
   Context& ctx_;
   Emitter em_;
+  std::vector<std::string> enclosing_loops_;  // serial loops around the current statement
 };
 
 // Dims that some loop runs over whole while driving a reduction: the schedule keeps them as one

@@ -2,10 +2,11 @@
 // Loop IR -> tile IR (Neptune's loop-to-tile translation).
 //
 // Each root-level statement of a scheduled program becomes a kernel. Its outer data-parallel
-// loops become the grid; allocations become registers; loops that hold more than one nest stay
-// serial loops; every leaf nest (loops around one block) becomes tile operations over the
-// nest's tile axes: its innermost loops of constant extent, or of a dimension that the schedule
-// leaves whole as a reduction (which is then specialised). Inside a leaf nest:
+// loops become the grid; allocations become registers (scoped to the innermost serial loop around
+// the allocation, if any); loops that hold more than one nest stay serial loops; every leaf nest
+// (loops around one block) becomes tile operations over the nest's tile axes: its innermost loops
+// of constant extent, or of a dimension that the schedule leaves whole as a reduction (which is
+// then specialised). Inside a leaf nest:
 //   - a buffer access whose indices are a start plus at most one tile axis each is a region
 //     (load/store) or a whole register (read/write);
 //   - the order of a value's axes follows the buffer it came from; operands are reconciled to

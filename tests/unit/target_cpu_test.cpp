@@ -15,6 +15,7 @@
 
 #include "ir/Printer.h"
 #include "target/cpu/CpuBackend.h"
+#include "tile/TileIR.h"
 
 using namespace kintsugi;
 using namespace kintsugi::ir;
@@ -366,6 +367,49 @@ TEST(TargetCpu, RowSumWithInit) {
   fset(y0, 1, 5.0f);
   k->run({&x0, &y0}, {{"M", 3}, {"N", 0}}, {});
   EXPECT_EQ(fget(y0, 1), 5.0f);  // the block never runs, so init does not either
+}
+
+TEST(TargetCpu, TileLoadRowsPastTheEndReadZero) {
+  // Y = f32(load X[0, 0:+4?, 0:+8]) with X: f16[2, N, 8] and N = 3: the f16 rows of the tile are
+  // contiguous, and row 3 lies past the end of X[0] (where X[1] starts): it must read 0.
+  tile::TileProgram tp;
+  tp.source.name = "tile_tail_rows";
+  tp.source.dims = {"N"};
+  tp.source.buffers = {buf("X", DType::F16, {I(2), dim("N"), I(8)}, In),
+                       buf("Y", DType::F32, {I(4), I(8)}, Out)};
+  tile::Kernel k;
+  k.name = "tile_tail_rows.0";
+  k.grid = {tile::GridAxis{"g", I(1)}};
+  tile::TileStmt load, cast, store;
+  load.op.kind = tile::OpKind::Load;
+  load.op.result = 0;
+  load.op.buffer = "X";
+  load.op.starts = {I(0), I(0), I(0)};
+  load.op.axis_of_dim = {-1, 0, 1};
+  load.op.bounds_checked = {false, true, false};
+  load.op.type = tile::TileType{DType::F16, {4, 8}};
+  cast.op.kind = tile::OpKind::Cast;
+  cast.op.result = 1;
+  cast.op.args = {0};
+  cast.op.type = tile::TileType{DType::F32, {4, 8}};
+  store.op.kind = tile::OpKind::Store;
+  store.op.buffer = "Y";
+  store.op.args = {1};
+  store.op.starts = {I(0), I(0)};
+  store.op.axis_of_dim = {0, 1};
+  store.op.bounds_checked = {false, false};
+  store.op.type = tile::TileType{DType::F32, {4, 8}};
+  k.body = {load, cast, store};
+  k.num_values = 2;
+  tp.kernels.push_back(k);
+  tile::verify(tp);
+  auto kernel = cpu::compile(tp, options());
+  Tensor x(DType::F16, {2, 3, 8}), y(DType::F32, {4, 8});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, 1.0);
+  kernel->run({&x, &y}, {{"N", 3}}, {});
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 8; ++c)
+      EXPECT_EQ(fget(y, r * 8 + c), r < 3 ? 1.0f : 0.0f) << "row " << r << ", column " << c;
 }
 
 TEST(TargetCpu, ArgumentChecks) {

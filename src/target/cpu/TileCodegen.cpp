@@ -298,8 +298,16 @@ class TileEmitter : public Codegen {
     if (offset.empty()) offset = "0";
     std::string lin = target::spell_linear_index(ix, shape);
     if (contiguous_f16) {
-      line("ks_h2f_row(" + val(o.result).name + " + " + lin + ", " + b.id + " + " + offset + ", " +
-           std::to_string(shape.back()) + ");");
+      // A row past the buffer's end along an outer tile axis reads 0.
+      std::string row = val(o.result).name + " + " + lin, n = std::to_string(shape.back());
+      std::string convert_row =
+          "ks_h2f_row(" + row + ", " + b.id + " + " + offset + ", " + n + ");";
+      if (inside.empty()) {
+        line(convert_row);
+      } else {
+        line("if (" + inside + ") " + convert_row);
+        line("else memset(" + row + ", 0, " + n + " * sizeof(float));");
+      }
     } else if (is_store) {
       std::string cond = inside;
       if (o.args.size() > 1) cond += (cond.empty() ? "" : " && ") + at(o.args[1], lin);

@@ -44,6 +44,12 @@ void pipeline_streams(TileProgram& p) {
 void optimize(TileProgram& p) {
   cse(p);
   verify(p);
+  forward_registers(p);
+  verify(p);
+  drop_redundant_tail_selects(p);
+  verify(p);
+  cse(p);
+  verify(p);
   hoist_invariants(p);
   verify(p);
   eliminate_dead(p);

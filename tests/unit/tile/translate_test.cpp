@@ -75,7 +75,7 @@ TEST(TileVerify, RegisterReadUsedAfterWrite) {
   tile::TileProgram tp;
   tile::Kernel k;
   k.name = "k";
-  k.registers.push_back({"r", tile::TileType{DType::F32, {4}}});
+  k.registers.push_back({"r", tile::TileType{DType::F32, {4}}, ""});
   auto op = [&](tile::OpKind kind, std::vector<int> args, int result) {
     tile::TileStmt s;
     s.op.kind = kind;
