@@ -14,12 +14,6 @@ using namespace pybind11::literals;
 
 namespace {
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // float16, bfloat16, int64, uint8, bool, ... as NumPy and PyTorch users know them.
 std::string dtype_text(const dlpack::DataType& t) {
   std::string bits = std::to_string(t.bits), name;
@@ -80,29 +74,23 @@ dlpack::DataType dlpack_dtype(DType t) {
   return {};
 }
 
-// Throws: the memory is not host memory.
-void wrong_device(const std::string& what, int32_t type, int32_t id) {
+// Throws unless the target reads memory on this device.
+void check_device(const std::string& what, int32_t type, int32_t id, const ImportOptions& options) {
+  if (type == dlpack::kCPU || (options.cuda && type == dlpack::kCUDA)) return;
+  if (options.cuda)
+    arg_error << what << " is on device " << device_name(type, id)
+              << "; target='cuda' reads CUDA device memory (DLPack kDLCUDA) or host memory: "
+                 "move it there first (e.g. tensor.cuda() in PyTorch)";
   arg_error << what << " is on device " << device_name(type, id)
             << "; the cpu target reads host memory (DLPack kDLCPU): copy it to the CPU first "
-               "(e.g. tensor.cpu())";
-}
-
-// Row-major and compact; size-1 dimensions may carry any stride.
-bool c_contiguous(const dlpack::Tensor& t) {
-  if (!t.strides) return true;
-  int64_t expected = 1;
-  for (int k = t.ndim - 1; k >= 0; --k) {
-    if (t.shape[k] == 0) return true;  // no element is ever addressed
-    if (t.shape[k] != 1 && t.strides[k] != expected) return false;
-    expected *= t.shape[k];
-  }
-  return true;
+               "(e.g. tensor.cpu())"
+            << (type == dlpack::kCUDA ? ", or compile with target='cuda'" : "");
 }
 
 // The exported tensor: the storage it keeps alive, its shape and strides, and both managed
 // structs (only the one in the capsule is handed out).
 struct ExportContext {
-  std::shared_ptr<runtime::Tensor> storage;
+  OwnedTensor storage;
   std::vector<int64_t> shape, strides;
   dlpack::ManagedTensor legacy{};
   dlpack::ManagedTensorVersioned versioned{};
@@ -203,14 +191,22 @@ ImportedTensor::Owner::~Owner() {
   if (versioned && versioned->deleter) versioned->deleter(versioned);
 }
 
-ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, bool writable) {
-  if (py::isinstance<HostTensor>(obj)) {
-    const HostTensor& h = obj.cast<const HostTensor&>();
-    view_.dtype = h.tensor->dtype;
-    view_.dtype_name = array_dtype_name(h.tensor->dtype);
-    view_.shape = h.tensor->shape;
-    view_.data = h.tensor->ptr();
-    view_.storage = h.tensor;
+ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, bool writable,
+                               const ImportOptions& options) {
+  if (py::isinstance<OwnedTensor>(obj)) {
+    const OwnedTensor& h = obj.cast<const OwnedTensor&>();
+    view_.dtype = h.dtype();
+    view_.dtype_name = array_dtype_name(h.dtype());
+    view_.shape = h.shape();
+    if (h.host) {
+      view_.data = h.host->ptr();
+      view_.storage = h.host;
+    } else {
+      check_device(what, dlpack::kCUDA, h.device->device, options);
+      view_.data = reinterpret_cast<void*>(h.device->buffer.address());
+      view_.memory = Memory::Cuda;
+      view_.device = h.device->device;
+    }
     return;
   }
   if (!py::hasattr(obj, "__dlpack__"))
@@ -219,24 +215,29 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
                          "such as numpy.ndarray or torch.Tensor), got " +
                          std::string(py::str(py::type::of(obj).attr("__name__"))));
   // Where it lives, before asking for a capsule (which may synchronise a device stream).
+  bool on_cuda = false;
   if (py::hasattr(obj, "__dlpack_device__")) {
     py::tuple dev = obj.attr("__dlpack_device__")();
     if (dev.size() == 2) {
       auto type = dev[0].cast<int32_t>(), id = dev[1].cast<int32_t>();
-      if (type != dlpack::kCPU) wrong_device(what, type, id);
+      check_device(what, type, id, options);
+      on_cuda = type == dlpack::kCUDA;
     }
   }
 
   // Ask for a versioned capsule (it says whether the memory is read-only); producers that do not
-  // know the keyword (NumPy < 2.1, older PyTorch) raise TypeError and get the plain call.
+  // know the keyword (NumPy < 2.1, older PyTorch) raise TypeError and get the plain call. A CUDA
+  // producer also gets the stream the kernels run on (host producers take no stream).
+  py::dict kwargs;
+  if (on_cuda) kwargs["stream"] = options.cuda_stream;
   py::object capsule;
   try {
     try {
       capsule = obj.attr("__dlpack__")(
-          "max_version"_a = py::make_tuple(dlpack::kMajorVersion, dlpack::kMinorVersion));
+          **kwargs, "max_version"_a = py::make_tuple(dlpack::kMajorVersion, dlpack::kMinorVersion));
     } catch (py::error_already_set& e) {
       if (!e.matches(PyExc_TypeError)) throw;
-      capsule = obj.attr("__dlpack__")();
+      capsule = obj.attr("__dlpack__")(**kwargs);
     }
   } catch (py::error_already_set& e) {
     // A ValueError that names the argument, with the producer's error as its __cause__.
@@ -277,41 +278,66 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
                          ", not an unconsumed DLPack capsule");
   }
 
-  if (t->device.device_type != dlpack::kCPU)
-    wrong_device(what, t->device.device_type, t->device.device_id);
+  check_device(what, t->device.device_type, t->device.device_id, options);
   if (t->ndim < 0 || (t->ndim > 0 && !t->shape))
     arg_error << what << ": malformed DLPack tensor (ndim " << t->ndim << ")";
   view_.shape.assign(t->shape, t->shape + t->ndim);
   for (int64_t d : view_.shape)
     if (d < 0)
-      arg_error << what << ": malformed DLPack tensor (shape " << shape_text(view_.shape) << ")";
+      arg_error << what << ": malformed DLPack tensor (shape " << runtime::shape_string(view_.shape)
+                << ")";
   view_.dtype = kintsugi_dtype(t->dtype);
   view_.dtype_name = dtype_text(t->dtype);
-  if (!c_contiguous(*t)) {
-    std::vector<int64_t> strides(t->strides, t->strides + t->ndim);
-    arg_error << what << " is not C-contiguous (shape " << shape_text(view_.shape) << ", strides "
-              << shape_text(strides)
+  std::vector<int64_t> strides;  // empty: compact row-major
+  if (t->strides) strides.assign(t->strides, t->strides + t->ndim);
+  if (!runtime::is_row_major(view_.shape, strides)) {
+    arg_error << what << " is not C-contiguous (shape " << runtime::shape_string(view_.shape)
+              << ", strides " << runtime::shape_string(strides)
               << " elements); pass a contiguous copy: x.contiguous() (PyTorch) or "
                  "numpy.ascontiguousarray(x) (NumPy)";
   }
   if (writable && (flags & dlpack::kFlagReadOnly))
     arg_error << what << " is read-only; pass a writable array";
   view_.data = static_cast<char*>(t->data) + t->byte_offset;
+  if (t->device.device_type == dlpack::kCUDA) {
+    view_.memory = Memory::Cuda;
+    view_.device = t->device.device_id;
+  }
 }
 
-py::object export_capsule(const std::shared_ptr<runtime::Tensor>& tensor, bool versioned,
-                          bool copy) {
+py::object export_capsule(const OwnedTensor& tensor, bool versioned, bool copy, bool to_host) {
   auto ctx = std::make_unique<ExportContext>();
-  ctx->storage = copy ? std::make_shared<runtime::Tensor>(*tensor) : tensor;
-  ctx->shape = tensor->shape;
-  ctx->strides.assign(tensor->shape.size(), 1);
-  for (size_t k = tensor->shape.size(); k-- > 1;)
-    ctx->strides[k - 1] = ctx->strides[k] * tensor->shape[k];
+  ctx->storage = tensor;
+  bool copied = copy || (to_host && !tensor.host);
+  if (to_host || tensor.host) {
+    std::shared_ptr<runtime::Tensor> host = tensor.to_host();  // a copy when on the device
+    if (copy && tensor.host) host = std::make_shared<runtime::Tensor>(*host);
+    ctx->storage = {host, nullptr};
+  } else if (copy) {  // device to device, through host memory
+    auto d = std::make_shared<DeviceTensor>();
+    d->dtype = tensor.device->dtype;
+    d->shape = tensor.device->shape;
+    d->device = tensor.device->device;
+    d->buffer = cuda::DeviceBuffer(tensor.device->buffer.size());
+    std::shared_ptr<runtime::Tensor> staged = tensor.to_host();
+    d->buffer.upload(staged->ptr(), staged->data.size());
+    ctx->storage.device = d;
+  }
+  const OwnedTensor& s = ctx->storage;
+  ctx->shape = s.shape();
+  ctx->strides.assign(ctx->shape.size(), 1);
+  for (size_t k = ctx->shape.size(); k-- > 1;)
+    ctx->strides[k - 1] = ctx->strides[k] * ctx->shape[k];
   dlpack::Tensor t{};
-  t.data = ctx->storage->ptr();
-  t.device = {dlpack::kCPU, 0};
+  if (s.host) {
+    t.data = s.host->ptr();
+    t.device = {dlpack::kCPU, 0};
+  } else {
+    t.data = reinterpret_cast<void*>(s.device->buffer.address());
+    t.device = {dlpack::kCUDA, s.device->device};
+  }
   t.ndim = static_cast<int32_t>(ctx->shape.size());
-  t.dtype = dlpack_dtype(tensor->dtype);
+  t.dtype = dlpack_dtype(s.dtype());
   t.shape = ctx->shape.data();
   t.strides = ctx->strides.data();
   t.byte_offset = 0;
@@ -322,7 +348,7 @@ py::object export_capsule(const std::shared_ptr<runtime::Tensor>& tensor, bool v
     raw->versioned.version = {dlpack::kMajorVersion, dlpack::kMinorVersion};
     raw->versioned.manager_ctx = raw;
     raw->versioned.deleter = delete_versioned;
-    raw->versioned.flags = copy ? dlpack::kFlagIsCopied : 0;
+    raw->versioned.flags = copied ? dlpack::kFlagIsCopied : 0;
     raw->versioned.dl_tensor = t;
     capsule =
         PyCapsule_New(&raw->versioned, dlpack::kVersionedCapsuleName, destroy_versioned_capsule);

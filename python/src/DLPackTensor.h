@@ -5,13 +5,16 @@
 // holds the producer's managed tensor for the duration of a call, following the capsule
 // protocol: it renames the capsule to "used_dltensor" (or "used_dltensor_versioned") when it
 // takes ownership and calls the producer's deleter when destroyed. It accepts host memory
-// (kDLCPU) only, C-contiguous, with one lane per element; anything else is a RuntimeArgError that
-// names the argument and says what to do. Kintsugi's own tensors are taken without DLPack.
+// (kDLCPU) and, for target cuda, CUDA device memory (kDLCUDA; the producer is handed the stream
+// the call runs on, so that its pending work on the tensor is ordered before the kernels), always
+// C-contiguous with one lane per element; anything else is a RuntimeArgError that names the
+// argument and says what to do. Kintsugi's own tensors are taken without DLPack.
 //
-// Out: HostTensor (Python `kintsugi.Tensor`) owns a runtime::Tensor and exports it with
-// `__dlpack__`: a capsule "dltensor" (or "dltensor_versioned" when the consumer asks for
+// Out: OwnedTensor (Python `kintsugi.Tensor`, Kernel.h) owns host or device memory and exports it
+// with `__dlpack__`: a capsule "dltensor" (or "dltensor_versioned" when the consumer asks for
 // DLPack >= 1.0) whose destructor frees the managed tensor if no consumer took it. The managed
-// tensor keeps the storage alive through a shared_ptr, so its deleter needs no GIL.
+// tensor keeps the storage alive through a shared_ptr, so its deleter needs no GIL. Device
+// memory is complete when the kernel call that wrote it returned, so export waits on no stream.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -26,18 +29,20 @@ namespace kintsugi::python {
 
 namespace py = pybind11;
 
-// `kintsugi.Tensor`: a host tensor that Kintsugi allocated (a kernel output).
-struct HostTensor {
-  std::shared_ptr<runtime::Tensor> tensor;
-};
-
 // "cpu", "cuda:0", ...
 std::string device_name(int32_t device_type, int32_t device_id);
+
+// What a call imports.
+struct ImportOptions {
+  bool cuda = false;        // accept CUDA device memory (target cuda)
+  int64_t cuda_stream = 1;  // the DLPack stream passed to a CUDA producer (1: legacy default)
+};
 
 class ImportedTensor {
  public:
   // `what` names the argument in messages ("input 'Q'"); `writable`: the call writes into it.
-  ImportedTensor(const py::handle& obj, const std::string& what, bool writable);
+  ImportedTensor(const py::handle& obj, const std::string& what, bool writable,
+                 const ImportOptions& options);
   ImportedTensor(ImportedTensor&&) noexcept = default;
   ImportedTensor(const ImportedTensor&) = delete;
   ImportedTensor& operator=(const ImportedTensor&) = delete;
@@ -67,8 +72,8 @@ class ImportedTensor {
 };
 
 // The capsule `tensor.__dlpack__(max_version=..., copy=...)` returns: versioned when
-// `versioned`; a copy of the data when `copy`.
-py::object export_capsule(const std::shared_ptr<runtime::Tensor>& tensor, bool versioned,
-                          bool copy);
+// `versioned`; a copy of the data when `copy` (in the tensor's memory, or in host memory when
+// `to_host`).
+py::object export_capsule(const OwnedTensor& tensor, bool versioned, bool copy, bool to_host);
 
 }  // namespace kintsugi::python

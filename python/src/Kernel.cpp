@@ -1,5 +1,6 @@
 // \file Kernel.cpp
-// The compiled-kernel object of the Python module (see Kernel.h).
+// The compiled-kernel object of the Python module (see Kernel.h): options, per-size variants for
+// the cpu and cuda targets, argument binding and checks, and the host and device call paths.
 #include "Kernel.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "ir/Printer.h"
 #include "schedule/AutoSchedule.h"
 #include "support/Error.h"
+#include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
 #include "te/Program.h"
 #include "tile/Translate.h"
@@ -24,20 +26,8 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::vector<std::string> parts;
-  for (int64_t d : s) parts.push_back(std::to_string(d));
-  return "[" + join(parts) + "]";
-}
-
-std::string symbolic_shape(const ir::Buffer& b) {
-  std::vector<std::string> parts;
-  for (const ir::Expr& e : b.shape) parts.push_back(ir::to_string(e));
-  return "[" + join(parts) + "]";
-}
-
 std::string declaration(const ir::Buffer& b) {
-  return b.name + ": " + dtype_name(b.dtype) + symbolic_shape(b);
+  return b.name + ": " + dtype_name(b.dtype) + ir::shape_to_string(b.shape);
 }
 
 std::string sizes_text(const runtime::SizeMap& sizes) {
@@ -52,7 +42,57 @@ int64_t bytes_of(const ArgView& v) {
   return n * dtype_bytes(v.dtype);
 }
 
+std::string memory_text(const ArgView& v) {
+  return v.memory == Memory::Host ? std::string("host memory")
+                                  : "CUDA device memory (cuda:" + std::to_string(v.device) + ")";
+}
+
+// "sm_90a" -> {9, 0, true}; false when `arch` is not sm_<major><minor>[a].
+bool parse_arch(const std::string& arch, int& major, int& minor, bool& specific) {
+  if (arch.rfind("sm_", 0) != 0) return false;
+  std::string digits = arch.substr(3);
+  specific = !digits.empty() && digits.back() == 'a';
+  if (specific) digits.pop_back();
+  if (digits.size() < 2 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  major = std::stoi(digits.substr(0, digits.size() - 1));
+  minor = digits.back() - '0';
+  return true;
+}
+
+// Throws unless code compiled for `arch` loads on the device (a cubin runs on the major version
+// it targets, at that minor version or later; an "a" target only on exactly its version).
+void check_arch(const std::string& arch) {
+  const cuda::DeviceInfo& d = cuda::device();
+  int major = 0, minor = 0;
+  bool specific = false;
+  if (!parse_arch(arch, major, minor, specific))
+    arg_error << "arch='" << arch << "' is not an NVRTC target; use the form sm_80 or sm_90a, or "
+              << "arch=None for this GPU's own (" << d.arch() << ")";
+  bool runs = major == d.cc_major && (specific ? minor == d.cc_minor : minor <= d.cc_minor);
+  if (!runs)
+    arg_error << "arch='" << arch << "' does not run on " << d.name << " (compute capability "
+              << d.cc_major << "." << d.cc_minor << "); use arch=None for this GPU's own ("
+              << d.arch() << ")";
+}
+
 }  // namespace
+
+std::shared_ptr<runtime::Tensor> OwnedTensor::to_host() const {
+  if (host) return host;
+  auto t = std::make_shared<runtime::Tensor>(device->dtype, device->shape);
+  device->buffer.download(t->ptr(), t->data.size());
+  return t;
+}
+
+std::string Kernel::cuda_unavailable_reason() {
+  if (!cuda::nvrtc_available())
+    return "this build of Kintsugi has no NVRTC (the CUDA toolkit was not found when it was "
+           "configured): install the CUDA toolkit and rebuild";
+  std::string why;
+  if (!cuda::driver_available(&why)) return "no usable NVIDIA GPU here: " + why;
+  return "";
+}
 
 std::string array_dtype_name(DType t) {
   switch (t) {
@@ -78,12 +118,24 @@ bool Kernel::is_source_text(const std::string& text) {
 
 Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
     : options_(std::move(options)) {
-  if (options_.target == "cuda")
-    arg_error << "the CUDA target is not available in this build yet; use target='cpu'";
-  if (options_.target != "cpu")
-    arg_error << "unknown target '" << options_.target << "'; use target='cpu'";
+  if (options_.target != "cpu" && options_.target != "cuda")
+    arg_error << "unknown target '" << options_.target << "'; use target='cpu' or 'cuda'";
   if (options_.schedule != "auto" && options_.schedule != "none")
     arg_error << "unknown schedule '" << options_.schedule << "'; use schedule='auto' or 'none'";
+  if (options_.target == "cpu" && !options_.arch.empty())
+    arg_error << "arch='" << options_.arch << "' applies to target='cuda' only; leave it out";
+  if (options_.target == "cuda") {
+    if (std::string why = cuda_unavailable_reason(); !why.empty())
+      throw TargetUnavailable("kintsugi.compile(..., target='cuda'): " + why +
+                              ". Run on a machine with an NVIDIA GPU and its driver, or use "
+                              "target='cpu'");
+    if (options_.schedule != "auto")
+      arg_error << "target='cuda' runs scheduled programs only; use schedule='auto'";
+    if (options_.arch.empty())
+      options_.arch = cuda::device().arch();
+    else
+      check_arch(options_.arch);
+  }
 
   te::Program p = is_source ? te::parse("<string>", text) : te::parse_file(text);
   if (is_source) p.name = options_.name.empty() ? "program" : options_.name;
@@ -135,6 +187,21 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
     schedule::Schedule s = schedule::auto_schedule(program_, auto_options, &v->notes);
     v->scheduled = s.program();
     v->schedule = s.primitive_names();
+  }
+  if (options_.target == "cuda") {  // tile form only (the constructor requires schedule auto)
+    tile::TileProgram tp;
+    try {
+      tp = tile::translate(v->scheduled, sizes);
+    } catch (const tile::NotTileForm& e) {
+      arg_error << "target='cuda': " << program_.name << " is not in tile form at "
+                << sizes_text(sizes) << " (" << e.what()
+                << "); the GPU runs tile programs only: use target='cpu'";
+    }
+    v->gpu = std::make_shared<cuda::CudaKernel>(tp, options_.arch);
+    v->form = "tile";
+    return v;
+  }
+  if (options_.schedule == "auto") {
     try {
       v->kernel = cpu::compile(tile::translate(v->scheduled, sizes));
       v->form = "tile";
@@ -203,27 +270,44 @@ std::string Kernel::signature() const {
          (outs.size() == 1 ? outs[0] : "(" + join(outs) + ")");
 }
 
-runtime::SizeMap Kernel::bind(const std::vector<ArgView>& inputs,
-                              const std::vector<ArgView>* outs) const {
+std::vector<Kernel::NamedArg> Kernel::named_args(const std::vector<ArgView>& inputs,
+                                                 const std::vector<ArgView>* outs) const {
   std::vector<const ir::Buffer*> in_bufs = program_.inputs(), out_bufs = program_.outputs();
   internal_assert(inputs.size() == in_bufs.size()) << "input count checked by the caller";
   internal_assert(!outs || outs->size() == out_bufs.size()) << "output count checked by caller";
-
-  // The tensors in order, with what to call them in messages.
-  struct Arg {
-    const ir::Buffer* buffer;
-    const ArgView* view;
-    std::string what;
-  };
-  std::vector<Arg> args;
+  std::vector<NamedArg> args;
   for (size_t i = 0; i < in_bufs.size(); ++i)
     args.push_back({in_bufs[i], &inputs[i], "input '" + in_bufs[i]->name + "'"});
   if (outs)
     for (size_t i = 0; i < out_bufs.size(); ++i)
       args.push_back({out_bufs[i], &(*outs)[i], "out '" + out_bufs[i]->name + "'"});
+  return args;
+}
+
+Memory Kernel::call_memory(const std::vector<NamedArg>& args) const {
+  if (args.empty()) return Memory::Host;
+  for (const NamedArg& a : args) {
+    if (options_.target == "cpu" && a.view->memory != Memory::Host)
+      arg_error << a.what << " is in " << memory_text(*a.view)
+                << "; the cpu target reads host memory: copy it to the CPU first (e.g. t.cpu()), "
+                   "or compile with target='cuda'";
+    const ArgView& first = *args.front().view;
+    if (a.view->memory != first.memory)
+      arg_error << a.what << " is in " << memory_text(*a.view) << ", but " << args.front().what
+                << " is in " << memory_text(first)
+                << "; target='cuda' takes either every tensor in device memory (used in place) "
+                   "or every tensor in host memory (copied to the GPU and back): move them to "
+                   "one place, e.g. x.cuda() for each tensor in PyTorch";
+  }
+  return args.front().view->memory;
+}
+
+runtime::SizeMap Kernel::bind(const std::vector<ArgView>& inputs,
+                              const std::vector<ArgView>* outs) const {
+  std::vector<NamedArg> args = named_args(inputs, outs);
 
   // Dtypes and ranks first: they do not depend on the sizes.
-  for (const Arg& a : args) {
+  for (const NamedArg& a : args) {
     const ir::Buffer& b = *a.buffer;
     if (a.view->dtype != b.dtype)
       arg_error << a.what << " has dtype " << a.view->dtype_name << ", expected "
@@ -231,14 +315,15 @@ runtime::SizeMap Kernel::bind(const std::vector<ArgView>& inputs,
                 << declaration(b) << ")";
     if (a.view->shape.size() != b.shape.size())
       arg_error << a.what << " has " << a.view->shape.size() << " dimension"
-                << (a.view->shape.size() == 1 ? "" : "s") << " (shape " << shape_text(a.view->shape)
-                << "), expected " << b.shape.size() << " (" << declaration(b) << ")";
+                << (a.view->shape.size() == 1 ? "" : "s") << " (shape "
+                << runtime::shape_string(a.view->shape) << "), expected " << b.shape.size() << " ("
+                << declaration(b) << ")";
   }
 
   // Dims that appear whole in a tensor's shape are bound by it; they must agree.
   runtime::SizeMap sizes;
   std::map<std::string, std::string> bound_by;
-  for (const Arg& a : args) {
+  for (const NamedArg& a : args) {
     for (size_t k = 0; k < a.buffer->shape.size(); ++k) {
       const ir::Expr& e = a.buffer->shape[k];
       bool is_dim = e->op == ir::Op::Var && std::find(program_.dims.begin(), program_.dims.end(),
@@ -274,18 +359,19 @@ runtime::SizeMap Kernel::bind(const std::vector<ArgView>& inputs,
   }
 
   // Every tensor's whole shape, now that every dim has a value.
-  for (const Arg& a : args) {
+  for (const NamedArg& a : args) {
     std::vector<int64_t> want = ir::eval_shape(a.buffer->shape, sizes, params_);
     if (a.view->shape != want)
-      arg_error << a.what << " has shape " << shape_text(a.view->shape) << ", expected "
-                << symbolic_shape(*a.buffer) << " = " << shape_text(want) << " (with "
-                << sizes_text(sizes) << ")";
+      arg_error << a.what << " has shape " << runtime::shape_string(a.view->shape) << ", expected "
+                << ir::shape_to_string(a.buffer->shape) << " = " << runtime::shape_string(want)
+                << " (with " << sizes_text(sizes) << ")";
   }
   return sizes;
 }
 
-std::vector<std::shared_ptr<runtime::Tensor>> Kernel::run(const std::vector<ArgView>& inputs,
-                                                          const std::vector<ArgView>* outs) {
+std::vector<OwnedTensor> Kernel::run(const std::vector<ArgView>& inputs,
+                                     const std::vector<ArgView>* outs, cuda::StreamHandle stream) {
+  Memory memory = call_memory(named_args(inputs, outs));
   runtime::SizeMap sizes = bind(inputs, outs);
   std::vector<const ir::Buffer*> in_bufs = program_.inputs(), out_bufs = program_.outputs();
 
@@ -309,6 +395,7 @@ std::vector<std::shared_ptr<runtime::Tensor>> Kernel::run(const std::vector<ArgV
   }
 
   std::shared_ptr<const Variant> v = variant(sizes);
+  if (memory == Memory::Cuda) return run_device(*v, sizes, inputs, outs, stream);
 
   // Kintsugi's own tensors are used in place; other memory goes through a host tensor (the CPU
   // back end takes runtime::Tensor, which owns its storage). A tensor given twice is copied the
@@ -362,12 +449,60 @@ std::vector<std::shared_ptr<runtime::Tensor>> Kernel::run(const std::vector<ArgV
     used.push_back(args.back()->ptr());
   }
 
-  v->kernel->run(args, sizes, params_);
+  if (v->gpu)
+    v->gpu->run(args, sizes, params_);  // copies to the GPU and back
+  else
+    v->kernel->run(args, sizes, params_);
 
   for (const auto& [t, view] : copy_back) std::memcpy(view->data, t->ptr(), t->data.size());
-  std::vector<std::shared_ptr<runtime::Tensor>> out;
+  std::vector<OwnedTensor> out;
   if (!outs)
-    for (const ir::Buffer* b : out_bufs) out.push_back(allocated.at(b->name));
+    for (const ir::Buffer* b : out_bufs) out.push_back({allocated.at(b->name), nullptr});
+  return out;
+}
+
+std::vector<OwnedTensor> Kernel::run_device(const Variant& v, const runtime::SizeMap& sizes,
+                                            const std::vector<ArgView>& inputs,
+                                            const std::vector<ArgView>* outs,
+                                            cuda::StreamHandle stream) const {
+  internal_assert(v.gpu) << "device memory reaches the cuda target only";
+  std::vector<const ir::Buffer*> in_bufs = program_.inputs(), out_bufs = program_.outputs();
+  std::map<std::string, const ArgView*> given;
+  for (size_t i = 0; i < in_bufs.size(); ++i) given[in_bufs[i]->name] = &inputs[i];
+  if (outs)
+    for (size_t i = 0; i < out_bufs.size(); ++i) given[out_bufs[i]->name] = &(*outs)[i];
+
+  // The caller's tensors by address; outputs not given are allocated on the device.
+  std::map<std::string, std::shared_ptr<DeviceTensor>> allocated;
+  std::vector<cuda::CudaKernel::DeviceTensorRef> args;
+  for (const ir::Buffer& b : v.scheduled.buffers) {
+    if (b.role != ir::BufferRole::Input && b.role != ir::BufferRole::Output) continue;
+    cuda::CudaKernel::DeviceTensorRef& ref = args.emplace_back();
+    if (auto it = given.find(b.name); it != given.end()) {
+      const ArgView& view = *it->second;
+      ref.dtype = view.dtype;
+      ref.shape = view.shape;
+      ref.address = reinterpret_cast<uint64_t>(view.data);
+      ref.device = view.device;
+    } else {
+      auto t = std::make_shared<DeviceTensor>();
+      t->dtype = b.dtype;
+      t->shape = ir::eval_shape(b.shape, sizes, params_);
+      t->device = cuda::device().ordinal;
+      t->buffer = cuda::DeviceBuffer(static_cast<size_t>(
+          runtime::checked_numel(t->shape, "output " + b.name) * dtype_bytes(b.dtype)));
+      ref.dtype = t->dtype;
+      ref.shape = t->shape;
+      ref.address = t->buffer.address();
+      ref.device = t->device;
+      allocated[b.name] = t;
+    }
+  }
+  v.gpu->run_device(args, sizes, params_, stream);
+
+  std::vector<OwnedTensor> out;
+  if (!outs)
+    for (const ir::Buffer* b : out_bufs) out.push_back({nullptr, allocated.at(b->name)});
   return out;
 }
 

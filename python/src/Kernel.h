@@ -3,15 +3,22 @@
 // DLPack tensors to ArgViews and back).
 //
 // A Kernel holds one lowered program and compiles it per size binding: schedule (auto or none),
-// loop-to-tile translation (the scalar loop path when the program has no tile form), CPU code
-// generation and the host compiler (whose disk cache makes a binding seen before cheap). A call
-// binds every dim from the shapes of its tensors, checks dtypes, ranks and shapes against the
-// program's declarations, and runs the variant compiled for exactly those sizes, compiling it
-// first if needed.
+// loop-to-tile translation (the scalar loop path when the program has no tile form), then for
+// target cpu CPU code generation and the host compiler, for target cuda CUDA code generation and
+// NVRTC (both with disk caches that make a binding seen before cheap). A call binds every dim
+// from the shapes of its tensors, checks dtypes, ranks and shapes against the program's
+// declarations, and runs the variant compiled for exactly those sizes, compiling it first if
+// needed.
 //
-// Invariant: the CPU kernel only ever runs on tensors whose dtype and shape match the buffers of
-// the program it was compiled from, at the sizes it was compiled for; every mismatch is a
-// RuntimeArgError that names the tensor, what it expected and what it got.
+// Memory: target cpu reads and writes host memory. Target cuda takes either every tensor in
+// device memory, passed to the kernels by address without a copy (CudaKernel::run_device), or
+// every tensor in host memory, copied to the GPU and back (CudaKernel::run); a call that mixes
+// the two is refused.
+//
+// Invariant: a kernel only ever runs on tensors whose dtype and shape match the buffers of the
+// program it was compiled from, at the sizes it was compiled for, all in the memory its path
+// reads; every mismatch is a RuntimeArgError that names the tensor, what it expected and what it
+// got.
 #pragma once
 
 #include <map>
@@ -23,20 +30,55 @@
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
 #include "target/cpu/CpuBackend.h"
+#include "target/cuda/CudaBackend.h"
+#include "target/cuda/Driver.h"
 
 namespace kintsugi::python {
+
+// Where a tensor's elements are: host memory, or the memory of a CUDA device.
+enum class Memory { Host, Cuda };
 
 // A caller's tensor, contiguous row-major, as the binding sees it.
 struct ArgView {
   DType dtype = DType::Unknown;  // Unknown: not a Kintsugi storage type (see dtype_name)
   std::string dtype_name;        // the producer's dtype: float16, bfloat16, float64, int64, ...
   std::vector<int64_t> shape;
-  void* data = nullptr;                      // first element
-  std::shared_ptr<runtime::Tensor> storage;  // set for Kintsugi's own tensors (used in place)
+  void* data = nullptr;  // first element (a device address for Memory::Cuda)
+  Memory memory = Memory::Host;
+  int device = 0;                            // the CUDA device ordinal (Memory::Cuda)
+  std::shared_ptr<runtime::Tensor> storage;  // set for Kintsugi's own host tensors (used in place)
+};
+
+// A tensor in device memory that Kintsugi allocated (an output of target cuda).
+struct DeviceTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int device = 0;  // CUDA device ordinal
+  cuda::DeviceBuffer buffer;
+};
+
+// A tensor that Kintsugi allocated: exactly one of `host` and `device` is set.
+struct OwnedTensor {
+  std::shared_ptr<runtime::Tensor> host;
+  std::shared_ptr<DeviceTensor> device;
+
+  DType dtype() const { return host ? host->dtype : device->dtype; }
+  const std::vector<int64_t>& shape() const { return host ? host->shape : device->shape; }
+  size_t nbytes() const { return host ? host->data.size() : device->buffer.size(); }
+  // The elements in host memory: this tensor's own storage, or a copy of the device's.
+  std::shared_ptr<runtime::Tensor> to_host() const;
+};
+
+// The target cannot run on this machine (target cuda without NVRTC in the build, a driver or a
+// device). Not a UserError: no argument is wrong (Python: RuntimeError, not ValueError).
+class TargetUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 struct KernelOptions {
-  std::string target = "cpu";
+  std::string target = "cpu";     // "cpu" or "cuda"
+  std::string arch;               // cuda: the NVRTC arch; empty: the device's own (sm_90a on 9.0)
   std::string schedule = "auto";  // "auto" or "none"
   runtime::SizeMap shape;         // size hints (kintsugi.compile(shape=...))
   runtime::ParamMap params;       // param overrides
@@ -47,10 +89,14 @@ struct KernelOptions {
 struct Variant {
   runtime::SizeMap sizes;
   ir::LoopProgram scheduled;
-  std::shared_ptr<cpu::CpuKernel> kernel;
-  std::vector<std::string> schedule;  // primitive names, in order
-  std::vector<std::string> notes;     // the auto-scheduler's notes, and why not tile form
-  std::string form;                   // "tile" or "loop"
+  std::shared_ptr<cpu::CpuKernel> kernel;  // target cpu
+  std::shared_ptr<cuda::CudaKernel> gpu;   // target cuda
+  std::vector<std::string> schedule;       // primitive names, in order
+  std::vector<std::string> notes;          // the auto-scheduler's notes, and why not tile form
+  std::string form;                        // "tile" or "loop"
+
+  // The generated C++ (cpu) or CUDA C++ (cuda).
+  const std::string& source() const { return gpu ? gpu->source() : kernel->source(); }
 };
 
 // DLPack/NumPy spelling of a Kintsugi storage type: f16 -> float16, bf16 -> bfloat16, ...
@@ -67,11 +113,16 @@ class Kernel {
   // not end in ".te", else a path.
   static bool is_source_text(const std::string& text);
 
+  // Why target cuda cannot run here, or "" when it can (NVRTC in this build, a driver, a device).
+  static std::string cuda_unavailable_reason();
+
   // Runs on `inputs` (in the program's input order). With `outs` null the outputs are allocated
-  // and returned; otherwise the results are written into `outs` (one per output, in order) and
-  // nothing is returned. Thread-safe; compiles when the sizes are new.
-  std::vector<std::shared_ptr<runtime::Tensor>> run(const std::vector<ArgView>& inputs,
-                                                    const std::vector<ArgView>* outs);
+  // (in the memory of the inputs) and returned; otherwise the results are written into `outs`
+  // (one per output, in order) and nothing is returned. Target cuda queues the launches on
+  // `stream` (a CUstream; nullptr: the legacy default stream) when the tensors are in device
+  // memory; they have finished when run returns. Thread-safe; compiles when the sizes are new.
+  std::vector<OwnedTensor> run(const std::vector<ArgView>& inputs, const std::vector<ArgView>* outs,
+                               cuda::StreamHandle stream = nullptr);
 
   // The sizes a call with these tensors binds (checks dtypes, ranks, consistency and shapes).
   runtime::SizeMap bind(const std::vector<ArgView>& inputs, const std::vector<ArgView>* outs) const;
@@ -90,7 +141,23 @@ class Kernel {
   std::string signature() const;
 
  private:
+  // A tensor of the call with what messages call it ("input 'Q'", "out 'O'").
+  struct NamedArg {
+    const ir::Buffer* buffer;
+    const ArgView* view;
+    std::string what;
+  };
+  std::vector<NamedArg> named_args(const std::vector<ArgView>& inputs,
+                                   const std::vector<ArgView>* outs) const;
+  // The memory every tensor of the call is in; throws when the target cannot read it or the
+  // tensors disagree.
+  Memory call_memory(const std::vector<NamedArg>& args) const;
   std::shared_ptr<const Variant> compile_variant(const runtime::SizeMap& sizes) const;
+  // The call on device memory (target cuda): outputs in `outs`, else allocated and returned.
+  std::vector<OwnedTensor> run_device(const Variant& v, const runtime::SizeMap& sizes,
+                                      const std::vector<ArgView>& inputs,
+                                      const std::vector<ArgView>* outs,
+                                      cuda::StreamHandle stream) const;
 
   ir::LoopProgram program_;
   KernelOptions options_;

@@ -1,10 +1,11 @@
 // \file Module.cpp
 // The extension module `kintsugi._core` (re-exported by the package `kintsugi`): compile, Kernel,
-// Tensor, CompileError and the mapping of Kintsugi's errors to Python exceptions:
+// Tensor, CompileError, cuda_available and the mapping of Kintsugi's errors to Python exceptions:
 //   CompileError (a located source error)    -> kintsugi.CompileError, a ValueError with
 //                                               filename, lineno, offset, text and msg
 //   UserError, RuntimeArgError, ScheduleError -> ValueError
 //   InternalError                             -> RuntimeError
+//   TargetUnavailable (no GPU for 'cuda')     -> RuntimeError
 // Calls release the GIL while they compile and run.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,11 +20,13 @@
 namespace py = pybind11;
 using namespace pybind11::literals;
 using kintsugi::python::ArgView;
-using kintsugi::python::HostTensor;
 using kintsugi::python::ImportedTensor;
+using kintsugi::python::ImportOptions;
 using kintsugi::python::Kernel;
 using kintsugi::python::KernelOptions;
+using kintsugi::python::OwnedTensor;
 using kintsugi::python::Variant;
+namespace dlpack = kintsugi::python::dlpack;
 
 namespace {
 
@@ -88,8 +91,43 @@ std::string names(const std::vector<const kintsugi::ir::Buffer*>& buffers) {
   return out;
 }
 
-py::object call_kernel(Kernel& k, const py::args& args, const py::object& out) {
+// A call's stream=: the handle the kernels are launched on and the DLPack stream number that CUDA
+// producers are asked to order their pending work before.
+struct CallStream {
+  kintsugi::cuda::StreamHandle handle = nullptr;  // the legacy default stream
+  int64_t dlpack = 1;                             // DLPack's name for the legacy default stream
+};
+
+CallStream call_stream(const Kernel& k, const py::object& stream) {
+  if (stream.is_none()) return {};
+  if (k.options().target != "cuda")
+    throw py::value_error("stream= applies to target='cuda' only; leave it out for target='" +
+                          k.options().target + "'");
+  py::object value = py::hasattr(stream, "cuda_stream") ? stream.attr("cuda_stream") : stream;
+  if (!py::isinstance<py::int_>(value) || value.cast<py::int_>() < py::int_(0))
+    throw py::type_error(
+        "stream= takes a CUstream handle (a non-negative int, such as "
+        "torch.cuda.current_stream().cuda_stream) or an object with .cuda_stream (such as a "
+        "torch.cuda.Stream), got " +
+        std::string(py::str(py::repr(stream))));
+  auto raw = value.cast<unsigned long long>();
+  CallStream s;
+  s.handle = reinterpret_cast<kintsugi::cuda::StreamHandle>(static_cast<uintptr_t>(raw));
+  s.dlpack = raw == 0 ? 1 : static_cast<int64_t>(raw);  // DLPack reserves 0 for CUDA
+  return s;
+}
+
+py::object wrap(const OwnedTensor& t) {
+  return py::cast(t);
+}
+
+py::object call_kernel(Kernel& k, const py::args& args, const py::object& out,
+                       const py::object& stream) {
   const auto& program = k.program();
+  CallStream s = call_stream(k, stream);
+  ImportOptions import_options;
+  import_options.cuda = k.options().target == "cuda";
+  import_options.cuda_stream = s.dlpack;
   std::vector<const kintsugi::ir::Buffer*> in_bufs = program.inputs(), out_bufs = program.outputs();
   if (args.size() != in_bufs.size())
     throw py::type_error(program.name + " takes " + plural(in_bufs.size(), "input") + " (" +
@@ -113,30 +151,30 @@ py::object call_kernel(Kernel& k, const py::args& args, const py::object& out) {
   std::vector<ImportedTensor> imported;
   imported.reserve(in_bufs.size() + out_objects.size());
   for (size_t i = 0; i < in_bufs.size(); ++i)
-    imported.emplace_back(args[i], "input '" + in_bufs[i]->name + "'", false);
+    imported.emplace_back(args[i], "input '" + in_bufs[i]->name + "'", false, import_options);
   for (size_t i = 0; i < out_objects.size(); ++i)
-    imported.emplace_back(out_objects[i], "out '" + out_bufs[i]->name + "'", true);
+    imported.emplace_back(out_objects[i], "out '" + out_bufs[i]->name + "'", true, import_options);
   std::vector<ArgView> in_views, out_views;
   for (size_t i = 0; i < imported.size(); ++i)
     (i < in_bufs.size() ? in_views : out_views).push_back(imported[i].view());
 
-  std::vector<std::shared_ptr<kintsugi::runtime::Tensor>> results;
+  std::vector<OwnedTensor> results;
   {
     py::gil_scoped_release release;
-    results = k.run(in_views, out.is_none() ? nullptr : &out_views);
+    results = k.run(in_views, out.is_none() ? nullptr : &out_views, s.handle);
   }
   if (!out.is_none()) return out;
-  if (results.size() == 1) return py::cast(HostTensor{results[0]});
+  if (results.size() == 1) return wrap(results[0]);
   py::tuple t(results.size());
-  for (size_t i = 0; i < results.size(); ++i) t[i] = py::cast(HostTensor{results[i]});
+  for (size_t i = 0; i < results.size(); ++i) t[i] = wrap(results[i]);
   return t;
 }
 
 std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::string& target,
                                 const std::optional<std::map<std::string, int64_t>>& shape,
                                 const std::optional<std::map<std::string, double>>& params,
-                                const std::string& schedule,
-                                const std::optional<std::string>& name) {
+                                const std::string& schedule, const std::optional<std::string>& name,
+                                const std::optional<std::string>& arch) {
   std::string text;
   bool is_source = false;
   if (py::isinstance<py::str>(path_or_source)) {
@@ -156,6 +194,7 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
   if (shape) options.shape = *shape;
   if (params) options.params = *params;
   if (name) options.name = *name;
+  if (arch) options.arch = *arch;
   py::gil_scoped_release release;  // compiles when `shape` binds every size
   return std::make_shared<Kernel>(text, is_source, std::move(options));
 }
@@ -179,22 +218,36 @@ PYBIND11_MODULE(_core, m) {
   m.attr("CompileError") = py::handle(compile_error_type);
   py::register_exception_translator(translate_error);
 
-  py::class_<HostTensor>(m, "Tensor", R"doc(
-A tensor in host memory that Kintsugi allocated: a kernel's output. It owns its memory and
-exports it through DLPack, so numpy.from_dlpack(t) and torch.from_dlpack(t) view it without a
-copy; it can also be passed back to a kernel (as an input or in out=) without a copy.)doc")
+  py::class_<OwnedTensor>(m, "Tensor", R"doc(
+A tensor that Kintsugi allocated: a kernel's output, in host memory (target 'cpu', or 'cuda'
+called with host tensors) or in CUDA device memory (target 'cuda' called with device tensors).
+It owns its memory and exports it through DLPack, so numpy.from_dlpack(t) (host) and
+torch.from_dlpack(t) (host or device) view it without a copy; it can also be passed back to a
+kernel (as an input or in out=) without a copy. t.cpu() copies device memory to the host.)doc")
       .def(
           "__dlpack__",
-          [](const HostTensor& self, const py::object& stream, const py::object& max_version,
+          [](const OwnedTensor& self, const py::object& stream, const py::object& max_version,
              const py::object& dl_device, const py::object& copy) {
-            // Host memory, complete when the kernel call returned: no stream to synchronise.
+            // Complete when the kernel call returned (calls wait for their kernels): no stream
+            // to order after.
             (void)stream;
+            bool to_host = false;
             if (!dl_device.is_none()) {
               py::tuple dev = dl_device.cast<py::tuple>();
-              if (dev.size() != 2 || dev[0].cast<int32_t>() != kintsugi::python::dlpack::kCPU)
+              bool cpu = dev.size() == 2 && dev[0].cast<int32_t>() == dlpack::kCPU;
+              bool same = self.host ? cpu
+                                    : dev.size() == 2 && dev[0].cast<int32_t>() == dlpack::kCUDA &&
+                                          dev[1].cast<int32_t>() == self.device->device;
+              to_host = cpu && !self.host;
+              if (!same && !to_host)
+                throw py::buffer_error("kintsugi.Tensor lives in " +
+                                       std::string(self.host ? "host memory" : "device memory") +
+                                       " and cannot be exported to " +
+                                       std::string(py::str(dl_device)));
+              if (to_host && !copy.is_none() && !copy.cast<bool>())
                 throw py::buffer_error(
-                    "kintsugi.Tensor lives in host memory and cannot be exported to " +
-                    std::string(py::str(dl_device)));
+                    "kintsugi.Tensor lives in device memory: exporting it to the CPU copies it, "
+                    "and copy=False forbids that (use t.cpu())");
             }
             bool versioned = false;
             if (!max_version.is_none()) {
@@ -202,51 +255,85 @@ copy; it can also be passed back to a kernel (as an input or in out=) without a 
               versioned = v.size() >= 1 && v[0].cast<int64_t>() >= 1;
             }
             bool do_copy = !copy.is_none() && copy.cast<bool>();
-            return kintsugi::python::export_capsule(self.tensor, versioned, do_copy);
+            return kintsugi::python::export_capsule(self, versioned, do_copy, to_host);
           },
           py::kw_only(), "stream"_a = py::none(), "max_version"_a = py::none(),
           "dl_device"_a = py::none(), "copy"_a = py::none(),
           "A DLPack capsule of this tensor (versioned when max_version >= (1, 0)).")
       .def("__dlpack_device__",
-           [](const HostTensor&) {
-             return py::make_tuple(static_cast<int>(kintsugi::python::dlpack::kCPU), 0);
+           [](const OwnedTensor& self) {
+             if (self.host) return py::make_tuple(static_cast<int>(dlpack::kCPU), 0);
+             return py::make_tuple(static_cast<int>(dlpack::kCUDA), self.device->device);
            })
+      .def(
+          "cpu",
+          [](const py::object& self) -> py::object {
+            const OwnedTensor& t = self.cast<const OwnedTensor&>();
+            if (t.host) return self;
+            OwnedTensor copy;
+            {
+              py::gil_scoped_release release;
+              copy.host = t.to_host();
+            }
+            return py::cast(copy);
+          },
+          "This tensor in host memory: itself when it is there, else a copy.")
       .def_property_readonly(
-          "shape", [](const HostTensor& self) { return py::tuple(py::cast(self.tensor->shape)); })
+          "device",
+          [](const OwnedTensor& self) {
+            return self.host ? std::string("cpu") : "cuda:" + std::to_string(self.device->device);
+          },
+          "Where the elements are: 'cpu' or 'cuda:<ordinal>'.")
       .def_property_readonly(
-          "dtype", [](const HostTensor& self) { return kintsugi::dtype_name(self.tensor->dtype); },
+          "shape", [](const OwnedTensor& self) { return py::tuple(py::cast(self.shape())); })
+      .def_property_readonly(
+          "dtype", [](const OwnedTensor& self) { return kintsugi::dtype_name(self.dtype()); },
           "The element type as in .te sources: f16, bf16, f32, i32 or i8.")
-      .def_property_readonly("ndim",
-                             [](const HostTensor& self) { return self.tensor->shape.size(); })
-      .def_property_readonly("nbytes",
-                             [](const HostTensor& self) { return self.tensor->data.size(); })
-      .def("__repr__", [](const HostTensor& self) {
-        std::string s =
-            "kintsugi.Tensor(" + std::string(kintsugi::dtype_name(self.tensor->dtype)) + "[";
-        for (size_t i = 0; i < self.tensor->shape.size(); ++i)
-          s += (i ? ", " : "") + std::to_string(self.tensor->shape[i]);
-        return s + "])";
+      .def_property_readonly("ndim", [](const OwnedTensor& self) { return self.shape().size(); })
+      .def_property_readonly("nbytes", &OwnedTensor::nbytes)
+      .def("__repr__", [](const OwnedTensor& self) {
+        std::string s = "kintsugi.Tensor(" + std::string(kintsugi::dtype_name(self.dtype())) + "[";
+        for (size_t i = 0; i < self.shape().size(); ++i)
+          s += (i ? ", " : "") + std::to_string(self.shape()[i]);
+        s += "]";
+        if (self.device) s += ", device='cuda:" + std::to_string(self.device->device) + "'";
+        return s + ")";
       });
 
   py::class_<Kernel, std::shared_ptr<Kernel>>(m, "Kernel", R"doc(
 A compiled program (made by kintsugi.compile). Call it with the program's inputs, in declaration
-order, as DLPack tensors on the CPU (numpy arrays, torch tensors, kintsugi.Tensor). The sizes are
+order, as C-contiguous DLPack tensors (numpy arrays, torch tensors, kintsugi.Tensor): in host
+memory for target 'cpu'; for target 'cuda' either all in CUDA device memory (torch CUDA tensors:
+used in place, no copies) or all in host memory (copied to the GPU and back). The sizes are
 bound from the inputs' shapes; a call with sizes not seen before compiles the program for them
 first (once: variants are cached in the Kernel, and generated code on disk).)doc")
-      .def("__call__", &call_kernel, "out"_a = py::none(), R"doc(
-kernel(*inputs, out=None)
+      .def("__call__", &call_kernel, "out"_a = py::none(), "stream"_a = py::none(), R"doc(
+kernel(*inputs, out=None, stream=None)
 
 Runs the kernel. Returns the outputs as kintsugi.Tensor (one object for one output, else a tuple
-in declaration order), or with out= (an array, or a tuple with one array per output) writes the
-results into those arrays and returns out.)doc")
+in declaration order), in the memory of the inputs, or with out= (an array, or a tuple with one
+array per output) writes the results into those arrays and returns out.
+
+stream (target 'cuda', device tensors): the CUDA stream to launch on, a CUstream handle (int) or
+an object with .cuda_stream such as torch.cuda.current_stream(); None is the legacy default
+stream. Producers are asked (DLPack) to order their pending work on the inputs before it. The
+call returns when the kernels have finished, so the results can be used on any stream.)doc")
       .def_property_readonly(
           "program", [](const Kernel& k) { return k.program().name; }, "The program's name.")
       .def_property_readonly(
-          "target", [](const Kernel& k) { return k.options().target; }, "The target: cpu.")
+          "target", [](const Kernel& k) { return k.options().target; },
+          "The target: 'cpu' or 'cuda'.")
       .def_property_readonly(
-          "source", [](Kernel& k) { return current_variant(k)->kernel->source(); },
-          "The generated C++ of the current variant (the last call's sizes; before any call, the "
-          "size hints: shape=, then the source's sizes line).")
+          "arch",
+          [](const Kernel& k) -> py::object {
+            if (k.options().arch.empty()) return py::none();
+            return py::str(k.options().arch);
+          },
+          "The GPU architecture the kernels are compiled for ('sm_90a', ...); None for 'cpu'.")
+      .def_property_readonly(
+          "source", [](Kernel& k) { return current_variant(k)->source(); },
+          "The generated code of the current variant, C++ (cpu) or CUDA C++ (cuda): the last "
+          "call's sizes; before any call, the size hints (shape=, then the source's sizes line).")
       .def_property_readonly(
           "schedule", [](Kernel& k) { return current_variant(k)->schedule; },
           "The schedule primitives applied to the current variant, in order.")
@@ -298,14 +385,29 @@ results into those arrays and returns out.)doc")
       });
 
   m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
-        "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(), R"doc(
+        "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(),
+        "arch"_a = py::none(), R"doc(
 Compiles a tensor-expression program. path_or_source is .te source text when it contains a
 newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
-shape: size hints {dim: size}; when they bind every dim the program is compiled now, otherwise
-on the first call (whose inputs bind the sizes). params: {param: value} overrides of the
-source's defaults. schedule: "auto" (fused, the default) or "none". name: the program's name
-(source text is called "program" otherwise). target="cuda" is not available yet.
+target: "cpu" (the default) or "cuda" (an NVIDIA GPU, device 0; tile programs with
+schedule="auto" only). shape: size hints {dim: size}; when they bind every dim the program is
+compiled now, otherwise on the first call (whose inputs bind the sizes). params: {param: value}
+overrides of the source's defaults. schedule: "auto" (fused, the default) or "none". name: the
+program's name (source text is called "program" otherwise). arch (target "cuda"): the GPU
+architecture to compile for, e.g. "sm_80" or "sm_90a"; None (the default) asks the device
+(sm_90a for compute capability 9.0).
 
 Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
-arguments.)doc");
+arguments, RuntimeError for target="cuda" where no GPU can be used (see cuda_available()).)doc");
+
+  m.def(
+      "cuda_available",
+      [](bool explain) -> py::object {
+        std::string why = Kernel::cuda_unavailable_reason();
+        if (explain) return py::str(why);
+        return py::bool_(why.empty());
+      },
+      "explain"_a = false, R"doc(
+Whether target="cuda" can compile and run here: this build has NVRTC, the NVIDIA driver loads
+and reports a device. With explain=True, the reason it cannot ("" when it can).)doc");
 }

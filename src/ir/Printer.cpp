@@ -286,4 +286,10 @@ std::string to_string(const LoopProgram& p) {
   return out.str();
 }
 
+std::string shape_to_string(const std::vector<Expr>& shape) {
+  std::string out = "[";
+  for (size_t k = 0; k < shape.size(); ++k) out += (k ? ", " : "") + to_string(shape[k]);
+  return out + "]";
+}
+
 }  // namespace kintsugi::ir

@@ -15,6 +15,8 @@ enum class ExprStyle { Exact, Math };
 std::string to_string(const Expr& e, ExprStyle style = ExprStyle::Exact);
 std::string to_string(const Stmt& s, int indent = 0);
 std::string to_string(const LoopProgram& p);
+// A symbolic shape: "[B, H, S, D]".
+std::string shape_to_string(const std::vector<Expr>& shape);
 // Shortest text that reads back to the same double ("inf", "-inf", "nan" for the specials).
 std::string format_double(double v);
 

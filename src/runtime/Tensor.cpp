@@ -19,6 +19,24 @@ int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what
   return n;
 }
 
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t k = 0; k < shape.size(); ++k) out += (k ? ", " : "") + std::to_string(shape[k]);
+  return out + "]";
+}
+
+bool is_row_major(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (strides.empty()) return true;
+  if (strides.size() != shape.size()) return false;
+  int64_t expected = 1;
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (shape[k] == 0) return true;  // no element is ever addressed
+    if (shape[k] != 1 && strides[k] != expected) return false;
+    expected *= shape[k];
+  }
+  return true;
+}
+
 Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_)
     : dtype(dtype_), shape(std::move(shape_)) {
   internal_assert(is_storage(dtype)) << "tensor of non-storage type " << dtype_name(dtype);

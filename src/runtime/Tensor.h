@@ -36,4 +36,12 @@ using ParamMap = std::map<std::string, double>;
 // Checked product of a shape: throws RuntimeArgError on a negative size or overflow past 2^62.
 int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what);
 
+// A shape (or strides) as messages print it: "[2, 3, 4]".
+std::string shape_string(const std::vector<int64_t>& shape);
+
+// Whether elements laid out with `strides` (in elements, one per dimension) are compact and
+// row-major; a dimension of extent 1 may carry any stride, and a shape with no element is always
+// row-major. Empty strides mean row-major.
+bool is_row_major(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+
 }  // namespace kintsugi::runtime

@@ -260,8 +260,10 @@ def test_type_error_in_source_located():
 
 
 def test_compile_errors():
-    with pytest.raises(ValueError, match="the CUDA target is not available in this build yet"):
-        kintsugi.compile(SOFTMAX_SRC, target="cuda")
+    with pytest.raises(ValueError, match="unknown target 'gpu'; use target='cpu' or 'cuda'"):
+        kintsugi.compile(SOFTMAX_SRC, target="gpu")
+    with pytest.raises(ValueError, match="arch='sm_90a' applies to target='cuda' only"):
+        kintsugi.compile(SOFTMAX_SRC, arch="sm_90a")
     with pytest.raises(ValueError, match="cannot open 'no/such/file.te'"):
         kintsugi.compile("no/such/file.te")
     with pytest.raises(ValueError, match=r"shape names 'Q', which is not a size of program"):
@@ -330,6 +332,7 @@ def test_from_dlpack_shares_memory_and_outlives_the_tensor(softmax):
 def test_capsules(softmax):
     y = softmax(np.ones((7, 45), np.float32))
     assert y.__dlpack_device__() == (1, 0)
+    assert y.device == "cpu" and y.cpu() is y
     assert "dltensor" in repr(y.__dlpack__())  # unconsumed: freed by the capsule's destructor
     assert "dltensor_versioned" in repr(y.__dlpack__(max_version=(1, 0)))
     assert "dltensor_versioned" not in repr(y.__dlpack__(max_version=(0, 8)))

@@ -2,11 +2,10 @@
 // The CUDA back end: tile IR -> CUDA C++ (CudaCodegen.cpp) -> NVRTC -> a module launched through
 // the driver (CudaKernel.cpp).
 //
-// First-light code generation: one CTA of kThreads threads per grid instance, every tile value
-// spread over the CTA element-cyclically (thread t holds elements t, t + kThreads, ...), in
-// registers; operations that move elements between threads (broadcast, permute, reduce, dot)
-// go through shared memory. Correct for every tile program; the tensor-core path (MMA layouts,
-// ldmatrix, cp.async pipelines) replaces the data movement later without changing this ABI.
+// Code generation: one CTA per grid instance. Kernels with tensor-core dots get the accumulator
+// layout (Fragments.h: R / 16 warps, cp.async + ldmatrix operand tiles, double-buffered streams);
+// every other kernel runs on kThreads threads with every tile value spread element-cyclically
+// (thread t holds elements t, t + kThreads, ...) and shared memory for data movement.
 //
 // Generated kernel ABI: `extern "C" __global__ void <kernel name>(KsArgs args, int* err)` per
 // tile kernel, launched in order with a 1-D grid over the flattened grid axes (the last axis
@@ -45,6 +44,16 @@ CudaSource generate_cuda_source(const tile::TileProgram& program);
 
 class CudaKernel {
  public:
+  // A tensor in device memory that the caller owns (run_device): contiguous row-major, on the
+  // device whose primary context Kintsugi uses (Driver.h), starting at a 16-byte boundary.
+  struct DeviceTensorRef {
+    DType dtype = DType::Unknown;
+    std::vector<int64_t> shape;
+    std::vector<int64_t> strides;  // in elements; empty means contiguous row-major
+    uint64_t address = 0;          // CUdeviceptr of the first element
+    int device = 0;                // CUDA device ordinal
+  };
+
   // Generates and compiles for `arch` (e.g. "sm_90a"); NVRTC errors throw.
   CudaKernel(const tile::TileProgram& program, const std::string& arch);
   ~CudaKernel();
@@ -57,12 +66,34 @@ class CudaKernel {
   double run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
              const runtime::ParamMap& params);
 
+  // The same on device memory the caller owns, without copies: `args` are the inputs and outputs
+  // in the order run() takes them. Every tensor is checked before any launch (count, dtype,
+  // shape, contiguity, 16-byte alignment, device); each check names the buffer and says how to
+  // fix the tensor. Intermediates are allocated for the run; outputs are written in place and
+  // not poisoned. The launches are queued on `stream` (a CUstream; nullptr: the legacy default
+  // stream) and have finished when this returns. Returns their device time in milliseconds.
+  double run_device(const std::vector<DeviceTensorRef>& args, const runtime::SizeMap& sizes,
+                    const runtime::ParamMap& params, void* stream = nullptr);
+
   const std::string& source() const { return source_.code; }
   bool from_cache() const { return from_cache_; }
   double compile_seconds() const { return compile_seconds_; }
 
  private:
   struct Impl;
+  struct Launch;  // one run's parameter block and buffers (CudaKernel.cpp)
+
+  // The parameter block with the sizes and params of a run, and the buffers it addresses;
+  // throws unless `given` tensors are exactly the inputs and outputs.
+  Launch prepare(const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+                 size_t given) const;
+  // Throws unless a caller's tensor has the dtype and shape of operand `i` of `launch`.
+  void check_operand(const Launch& launch, size_t i, DType dtype,
+                     const std::vector<int64_t>& shape) const;
+  // Allocates the intermediates, launches every kernel on `stream`, waits, and throws when a
+  // kernel reported a failed index or division check; returns the event-timed milliseconds.
+  double launch_all(Launch& launch, const runtime::SizeMap& sizes, void* stream) const;
+
   std::unique_ptr<Impl> impl_;
   tile::TileProgram program_;
   CudaSource source_;

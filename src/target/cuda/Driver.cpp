@@ -51,6 +51,7 @@ struct Api {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, Handle);
   CUresult (*cuEventCreate)(Handle*, unsigned);
   CUresult (*cuEventRecord)(Handle, Handle);
   CUresult (*cuEventSynchronize)(Handle);
@@ -109,6 +110,7 @@ Api load() {
   resolve(api.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
   resolve(api.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
   resolve(api.cuMemsetD8, {"cuMemsetD8_v2"});
+  resolve(api.cuMemsetD8Async, {"cuMemsetD8Async"});
   resolve(api.cuEventCreate, {"cuEventCreate"});
   resolve(api.cuEventRecord, {"cuEventRecord"});
   resolve(api.cuEventSynchronize, {"cuEventSynchronize"});
@@ -279,9 +281,12 @@ void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
   check(ready().cuMemcpyDtoH(host, address() + offset, bytes), "cuMemcpyDtoH_v2");
 }
 
-void DeviceBuffer::fill(uint8_t value) {
+void DeviceBuffer::fill(uint8_t value, StreamHandle stream) {
   if (size() == 0) return;
-  check(ready().cuMemsetD8(address(), value, size()), "cuMemsetD8_v2");
+  if (stream)
+    check(ready().cuMemsetD8Async(address(), value, size(), stream), "cuMemsetD8Async");
+  else
+    check(ready().cuMemsetD8(address(), value, size()), "cuMemsetD8_v2");
 }
 
 int Function::attribute(FunctionAttribute attribute) const {
@@ -300,7 +305,7 @@ void Function::set_max_dynamic_shared_bytes(int bytes) {
 
 void Function::launch_with_params(const LaunchConfig& c, void** params) const {
   check(ready().cuLaunchKernel(handle_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
-                               c.block.z, c.dynamic_shared_bytes, nullptr, params, nullptr),
+                               c.block.z, c.dynamic_shared_bytes, c.stream, params, nullptr),
         "cuLaunchKernel(" + name_ + ")");
 }
 
@@ -323,8 +328,8 @@ Event::Event() {
   handle_ = decltype(handle_)(event);
 }
 
-void Event::record() {
-  check(ready().cuEventRecord(handle_.get(), nullptr), "cuEventRecord");
+void Event::record(StreamHandle stream) {
+  check(ready().cuEventRecord(handle_.get(), stream), "cuEventRecord");
 }
 
 void Event::synchronize() const {

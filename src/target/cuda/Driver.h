@@ -3,9 +3,12 @@
 // so Kintsugi builds, links and runs its tests on machines without a GPU. Device memory, modules,
 // kernel launches and event timing are small move-only RAII types.
 //
-// All work goes to device 0 through its primary context (made current on each calling thread)
-// and the legacy default stream. Launches are asynchronous: a failure inside a kernel is reported
-// by the next synchronizing call (download, synchronize, Event::synchronize), whose error says so.
+// All work goes to device 0 through its primary context (made current on each calling thread),
+// the context that the CUDA runtime (and so PyTorch) uses for device 0 as well, so device pointers
+// pass between them. Work goes to the legacy default stream unless a call names a stream (a
+// CUstream, e.g. one that PyTorch owns). Launches are asynchronous: a failure inside a kernel is
+// reported by the next synchronizing call (download, synchronize, Event::synchronize), whose
+// error says so.
 //
 // Invariant established: no driver function is called unless the driver loaded, every entry point
 // resolved and cuInit found a device; every failing driver call throws a CudaDriverError that
@@ -96,6 +99,11 @@ const DeviceInfo& device();
 // Waits until all work on the device has finished (cuCtxSynchronize).
 void synchronize();
 
+// A CUstream handle: nullptr is the default stream, (CUstream)0x1 (CU_STREAM_LEGACY) names the
+// legacy default stream explicitly. The caller keeps any other stream alive while work is queued
+// on it.
+using StreamHandle = void*;
+
 // A device allocation (cuMemAlloc); size 0 allocates nothing. Move-only.
 class DeviceBuffer {
  public:
@@ -110,8 +118,9 @@ class DeviceBuffer {
   // A range outside the buffer throws RuntimeArgError.
   void upload(const void* host, size_t bytes, size_t offset = 0);
   void download(void* host, size_t bytes, size_t offset = 0) const;
-  // Sets every byte to `value` (cuMemsetD8).
-  void fill(uint8_t value);
+  // Sets every byte to `value`: cuMemsetD8 on the default stream, or cuMemsetD8Async ordered on
+  // `stream`.
+  void fill(uint8_t value, StreamHandle stream = nullptr);
 
  private:
   detail::Owned<detail::Allocation, detail::free_allocation> allocation_;
@@ -124,6 +133,7 @@ struct Dim3 {
 struct LaunchConfig {
   Dim3 grid, block;
   unsigned dynamic_shared_bytes = 0;
+  StreamHandle stream = nullptr;  // the stream the launch is queued on
 };
 
 // The attributes cuFuncGetAttribute reports (values are CUfunction_attribute's).
@@ -143,7 +153,7 @@ class Function {
   // Allows launches with up to `bytes` of dynamic shared memory (needed above 48 KiB).
   void set_max_dynamic_shared_bytes(int bytes);
 
-  // Launches on the default stream; params[i] points to the value of kernel parameter i.
+  // Launches on config.stream; params[i] points to the value of kernel parameter i.
   void launch_with_params(const LaunchConfig& config, void** params) const;
 
   // Launches with `args` as the kernel's parameters, in order: each must have exactly the
@@ -176,12 +186,13 @@ class Module {
   detail::Owned<void*, detail::unload_module> handle_;
 };
 
-// A timing event on the default stream. Move-only.
+// A timing event. Move-only.
 class Event {
  public:
   Event();
 
-  void record();
+  // Records the event on `stream` (the default stream unless given).
+  void record(StreamHandle stream = nullptr);
   void synchronize() const;
   // Milliseconds between two recorded events; waits for `end` first.
   static float elapsed_ms(const Event& start, const Event& end);
