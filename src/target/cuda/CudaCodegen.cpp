@@ -1,5 +1,7 @@
 // \file CudaCodegen.cpp
-// Tile IR -> CUDA C++ (generate_cuda_source in CudaBackend.h), first-light layout.
+// Tile IR -> CUDA C++ (generate_cuda_source in CudaBackend.h): each kernel goes to the
+// tensor-core writer (FragmentCodegen.cpp) when it takes it, else to the element-cyclic writer
+// below, which is correct for every tile kernel.
 //
 // Layout: an array-valued tile of E elements is a per-thread register array of
 // ceil(E / kThreads) entries, entry k of thread t holding element t + k * kThreads (row-major

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "target/cuda/Fragments.h"
 
@@ -173,7 +174,11 @@ class FragmentWriter : public KernelWriter {
     if (extent->op == Op::Var && p_.specialised.count(extent->name))
       n = p_.specialised.at(extent->name);
     int64_t rows = o.type.shape[0], cols = o.type.shape[1];
-    return n > 0 && n % 8 == 0 && rows % 16 == 0 && cols % 16 == 0;
+    // Whole 16-byte chunks a row, a power of two of them (the swizzle), split evenly over the
+    // threads.
+    int64_t cpr = cols / 8, threads = rows_ / 16 * 32;
+    return n > 0 && n % 8 == 0 && rows % 16 == 0 && cols % 16 == 0 && (cpr & (cpr - 1)) == 0 &&
+           threads % cpr == 0 && rows * cpr % threads == 0;
   }
 
   bool assign(const TileOp& o) {
@@ -341,6 +346,12 @@ class FragmentWriter : public KernelWriter {
     if (is_float(o.type.dtype) || o.type.dtype == DType::Bool) return std::nullopt;
     Affine r{"", std::vector<int64_t>(rank, 0)};
     if (v.kind == Kind::Uniform) {
+      // A constant is spelled in place, so that the comparison can move to its loop's top.
+      if (o.kind == OpKind::Full) {
+        r.uniform = scalar(o.scalar);
+        return r;
+      }
+      if (hoisting_) return std::nullopt;
       r.uniform = v.name;
       return r;
     }
@@ -387,11 +398,12 @@ class FragmentWriter : public KernelWriter {
   void define_comparison(const TileOp& o) {
     static const std::map<Op, std::string> kCompare = {
         {Op::Lt, "<"}, {Op::Le, "<="}, {Op::Gt, ">"}, {Op::Ge, ">="}};
-    if (o.is_call || !kCompare.count(o.op)) return;
+    if (o.is_call || !kCompare.count(o.op) || comparisons_.count(o.result)) return;
     std::optional<Affine> a = affine(o.args[0]), b;
     if (!a || !(b = affine(o.args[1]))) return;
     size_t rank = o.type.shape.size();
-    Comparison c{std::vector<int64_t>(rank, 0), val(o.result).name + "_lim", kCompare.at(o.op)};
+    Comparison c{std::vector<int64_t>(rank, 0), val(o.result).name + "_lim", kCompare.at(o.op),
+                 o.type.shape};
     for (size_t k = 0; k < rank; ++k)
       c.coef[k] = (a->coef.empty() ? 0 : a->coef[k]) - (b->coef.empty() ? 0 : b->coef[k]);
     line("const int " + c.limit + " = (int)max(-65536LL, min(65536LL, (long long)(" + b->uniform +
@@ -405,6 +417,7 @@ class FragmentWriter : public KernelWriter {
     if (v.kind == Kind::Uniform) return v.name;
     auto cmp = comparisons_.find(id);
     if (cmp != comparisons_.end()) {
+      if (assumed_true_.count(id)) return "true";
       std::string term = "0";
       for (size_t k = 0; k < ix.size(); ++k)
         if (cmp->second.coef[k] != 0)
@@ -511,12 +524,73 @@ class FragmentWriter : public KernelWriter {
     return out;
   }
 
+  // The index-only values `id` reads, transitively (itself included).
+  void lazy_closure(int id, std::set<int>& out) const {
+    const Val& v = val(id);
+    if (v.kind != Kind::Lazy || !out.insert(id).second) return;
+    for (int a : v.def->args) lazy_closure(a, out);
+  }
+  void used_comparisons(const tile::TileBody& b, std::set<int>& out) const {
+    for (const tile::TileStmt& st : b) {
+      if (st.kind == tile::StmtKind::For) {
+        used_comparisons(st.body, out);
+        continue;
+      }
+      for (int a : st.op.args) lazy_closure(a, out);
+    }
+  }
+
+  // The loop body, in two versions when it uses tile comparisons: one for iterations where every
+  // such comparison holds over the whole tile (interior tiles: no tail, no diagonal), where they
+  // fold to true and their selects disappear, and the general one. The choice is uniform over the
+  // CTA, so both versions keep their barriers.
+  void versioned_body(const tile::TileStmt& s) {
+    hoisting_ = true;
+    for (const tile::TileStmt& st : s.body)
+      if (st.kind == tile::StmtKind::Op && st.op.kind == OpKind::Map && st.op.result >= 0 &&
+          val(st.op.result).kind == Kind::Lazy)
+        define_comparison(st.op);
+    hoisting_ = false;
+    std::set<int> used, versioned;
+    used_comparisons(s.body, used);
+    std::string all = "true";
+    for (int id : used) {
+      auto it = comparisons_.find(id);
+      if (it == comparisons_.end() || assumed_true_.count(id)) continue;
+      const Comparison& c = it->second;
+      // The largest (for < and <=) or smallest (for > and >=) value of coef . coordinates.
+      bool upper = c.op[0] == '<';
+      int64_t bound = 0;
+      for (size_t k = 0; k < c.coef.size(); ++k)
+        if ((c.coef[k] > 0) == upper && c.coef[k] != 0) bound += c.coef[k] * (c.extents[k] - 1);
+      all += " && (" + std::to_string(bound) + " " + c.op + " " + c.limit + ")";
+      versioned.insert(id);
+    }
+    if (versioned.empty()) {
+      body(s.body);
+      return;
+    }
+    std::string flag = "ks_full_" + s.var;
+    line("const bool " + flag + " = " + all + ";");
+    line("if (" + flag + ") {");
+    ++indent_;
+    for (int id : versioned) assumed_true_.insert(id);
+    body(s.body);
+    for (int id : versioned) assumed_true_.erase(id);
+    --indent_;
+    line("} else {");
+    ++indent_;
+    body(s.body);
+    --indent_;
+    line("}");
+  }
+
   void loop(const tile::TileStmt& s) {
     std::vector<int> streams = streams_of(s);
     std::string lo, hi;
     if (streams.empty()) {
       open_loop(s);
-      body(s.body);
+      versioned_body(s);
       close_loop();
       return;
     }
@@ -535,7 +609,7 @@ class FragmentWriter : public KernelWriter {
     // Every warp is done with the previous iteration's stage before it is refilled.
     line("__syncthreads();");
     issue_streams(streams, var + " + 1", hi, "ks_stage_" + s.var + " ^ 1");
-    body(s.body);
+    versioned_body(s);
     close_loop();
   }
 
@@ -570,30 +644,57 @@ class FragmentWriter : public KernelWriter {
   std::string swizzled(const SmemTile& t, const std::string& row, const std::string& chunk) const {
     int64_t cpr = t.cols / 8;
     int64_t per_line = std::max<int64_t>(1, 8 / cpr), span = std::min<int64_t>(cpr, 8);
-    std::string line_index = per_line == 1 ? row : "(" + row + ") / " + std::to_string(per_line);
-    return "(" + row + ") * " + std::to_string(t.cols) + " + (((" + chunk + ") ^ ((" + line_index +
-           ") % " + std::to_string(span) + ")) * 8)";
+    // swizzle_chunk spelled on non-negative int coordinates (shifts and masks).
+    int shift = 0;
+    while ((int64_t{1} << shift) < per_line) ++shift;
+    std::string line_index =
+        per_line == 1 ? "(" + row + ")" : "((" + row + ") >> " + std::to_string(shift) + ")";
+    return "(" + row + ") * " + std::to_string(t.cols) + " + (((" + chunk + ") ^ (" + line_index +
+           " & " + std::to_string(span - 1) + ")) * 8)";
   }
 
   // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
   void copy_tile(const SmemTile& t, const std::string& stage) {
-    Region reg = open_region(*t.load);
-    int64_t chunks = t.rows * t.cols / 8, cpr = t.cols / 8;
+    const TileOp& o = *t.load;
+    Region reg = open_region(o);
+    int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
+    // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
+    // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
+    internal_assert(threads() % cpr == 0 && chunks % threads() == 0)
+        << "fragment codegen: tile " << o.buffer << " does not split evenly over the threads";
+    int64_t rows_per_pass = threads() / cpr;
+    size_t row_dim = 0;
+    for (size_t d = 0; d < o.axis_of_dim.size(); ++d)
+      if (o.axis_of_dim[d] == 0) row_dim = d;
+    const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+    std::string stride = "1LL";
+    for (size_t d = row_dim + 1; d < ext.size(); ++d) stride += " * " + ext[d];
+    std::string origin, inside;
+    element(reg, {"0", "0"}, &origin, &inside);
+    const std::string& buf = buffer_ids_.at(o.buffer);
+    std::string rows = std::to_string(t.rows);
     line("u16* ks_dst = " + tile_base(t, stage) + ";");
-    // A stream's copies are not unrolled: unrolled, the compiler keeps every chunk's 64-bit
-    // address live across the loop it prefetches for (about 80 registers).
-    line(t.stream_loop.empty() ? "#pragma unroll" : "#pragma unroll 1");
-    line("for (int ks_q = ks_tid; ks_q < " + std::to_string(chunks) +
-         "; ks_q += " + std::to_string(threads()) + ") {");
-    ++indent_;
-    line("const int ks_r = ks_q / " + std::to_string(cpr) + ", ks_c = ks_q % " +
+    line("const long long ks_stride = " + stride + ";");
+    if (o.bounds_checked[row_dim]) {
+      const std::string& start = reg.starts[row_dim];
+      line("const int ks_rlo = " + reg.ok + " ? (int)min(" + rows + "LL, max(0LL, -" + start +
+           ")) : " + rows + ";");
+      line("const int ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " + ext[row_dim] +
+           " - " + start + ")) : 0;");
+    } else {
+      line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? " + rows + " : 0;");
+    }
+    line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
          std::to_string(cpr) + ";");
-    std::string offset, inside;
-    element(reg, {"ks_r", "ks_c * 8"}, &offset, &inside);
-    const std::string& buf = buffer_ids_.at(t.load->buffer);
-    line("const bool ks_in = " + inside + ";");
-    line("cp_async_cg16(smem_addr(ks_dst + " + swizzled(t, "ks_r", "ks_c") + "), ks_in ? " + buf +
-         " + (" + offset + ") : " + buf + ", ks_in ? 16 : 0);");
+    line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
+    line("#pragma unroll");
+    line("for (int ks_i = 0; ks_i < " + std::to_string(chunks / threads()) + "; ++ks_i) {");
+    ++indent_;
+    line("const int ks_r = ks_r0 + ks_i * " + std::to_string(rows_per_pass) + ";");
+    line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
+    line("cp_async_cg16(smem_addr(ks_dst + " + swizzled(t, "ks_r", "ks_c") +
+         "), ks_in ? ks_src : " + buf + ", ks_in ? 16 : 0);");
+    line("ks_src += " + std::to_string(rows_per_pass) + " * ks_stride;");
     --indent_;
     line("}");
   }
@@ -921,7 +1022,10 @@ class FragmentWriter : public KernelWriter {
   struct Comparison {
     std::vector<int64_t> coef;
     std::string limit, op;
+    std::vector<int64_t> extents;  // of the compared tile's axes
   };
+  bool hoisting_ = false;       // defining comparisons at a loop's top: no names of its body
+  std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
   std::map<int, Comparison> comparisons_;
 };
 
