@@ -47,8 +47,8 @@ TEST(CudaLayout, SwizzleIsConflictFreeForLdmatrixPhases) {
           ASSERT_LT(physical, chunks_per_row);
           groups.insert((r * chunks_per_row + physical) % 8);
         }
-        EXPECT_EQ(groups.size(), 8u) << chunks_per_row << " chunks a row, rows " << row0
-                                     << ", chunk " << chunk;
+        EXPECT_EQ(groups.size(), 8u)
+            << chunks_per_row << " chunks a row, rows " << row0 << ", chunk " << chunk;
       }
     // A bijection within each row: every chunk has its own place.
     for (int r = 0; r < 16; ++r) {
