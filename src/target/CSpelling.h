@@ -2,7 +2,7 @@
 // How the C-family back ends (the CPU's C++ and CUDA C++) spell an elementwise operation, a math
 // call on already-spelled operands, and a linear index into a tile. The languages agree on
 // everything but the helpers for NaN-propagating min/max, floor division and modulo of integers,
-// and exp; a back end names those in CHelpers.
+// exp and tanh; a back end names those in CHelpers.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,7 @@ struct CHelpers {
   std::string imin, imax, iabs;
   std::string fmodf;  // float remainder with the IR's sign convention
   std::string expf;   // exp of a float
+  std::string tanhf;  // tanh of a float
   // Integer floor division / modulo (with the back end's divisor check).
   std::function<std::string(ir::Op, const std::string&, const std::string&)> int_divmod;
 };
@@ -36,7 +37,7 @@ inline std::string spell_call(ir::MathFn fn, const std::vector<std::string>& a, 
     case ir::MathFn::Log2:
       return "log2f(" + a[0] + ")";
     case ir::MathFn::Tanh:
-      return "tanhf(" + a[0] + ")";
+      return h.tanhf + "(" + a[0] + ")";
     case ir::MathFn::Sqrt:
       return "sqrtf(" + a[0] + ")";
     case ir::MathFn::Rsqrt:

@@ -51,16 +51,18 @@ TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
 
 // The fused prefill kernels (tensor-core dots, masks, the running max and repairs) take the
 // tensor-core layout (operands staged by cp.async and read by ldmatrix, V with .trans, 128
-// threads for the 64-row tile) and compile for both architectures. A few bytes of spills at
-// 255 registers are reported, not failed.
+// threads for the 64-row tile, K double-buffered and V single-buffered, as many CTAs an SM as
+// their shared memory allows) and compile for both architectures. The spills of the register
+// budget that occupancy leaves (168 at head size 128) are reported, not failed (docs/perf.md:
+// three CTAs with them beat two without).
 TEST(CudaCodegen, PrefillKernelsCompile) {
   for (const std::string example :
        {"attention/prefill_global.te", "attention/prefill_causal.te", "attention/prefill_gqa.te",
         "attention/prefill_alibi.te", "attention/prefill_softcap.te",
         "attention/prefill_windowed.te"}) {
     cuda::CudaSource src = cuda_source_of(example);
-    for (const char* primitive :
-         {"mma_m16n8k16_f16", "cp_async_cg16", "ldmatrix_x4_trans", "cp_async_wait_group<3>"})
+    for (const char* primitive : {"mma_m16n8k16_f16", "cp_async_cg16", "ldmatrix_x4_trans",
+                                  "cp_async_wait_group<2>", "__launch_bounds__(128, "})
       EXPECT_NE(src.code.find(primitive), std::string::npos) << example << ": " << primitive;
     EXPECT_EQ(src.launches.size(), 1u) << example;
     EXPECT_EQ(src.launches[0].threads, 128) << example;

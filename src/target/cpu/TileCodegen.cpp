@@ -249,6 +249,7 @@ class TileEmitter : public Codegen {
                        "ks_iabs",
                        "ks_fmodf",
                        "ks_expf",
+                       "tanhf",
                        [this](Op op, const std::string& x, const std::string& y) {
                          return std::string(op == Op::Div ? "ks_fdiv" : "ks_fmod") + "(ks_l, " + x +
                                 ", " + y + ", " + std::to_string(site(op == Op::Div ? "/" : "%")) +

@@ -19,6 +19,7 @@
 // double-buffered tile is read only after its copy group completed and a barrier, and refilled
 // only after a barrier that follows the last read of that stage.
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -74,8 +75,12 @@ struct Val {
 struct SmemTile {
   const TileOp* load = nullptr;
   int64_t rows = 0, cols = 0;  // f16 elements
-  std::string stream_loop;     // double-buffered along this loop (empty: loaded where it stands)
+  std::string stream_loop;     // streamed along this loop (empty: loaded where it stands)
+  // Streamed tiles: the first one the loop body uses has two stages, its next copy issued at the
+  // top of each iteration; each later one has one stage, its next copy issued right after its
+  // last use (the dot `last_use`), so that it overlaps the work in between.
   int stages = 1;
+  const TileOp* last_use = nullptr;
   int64_t offset = 0;  // bytes into the dynamic shared memory
   int64_t stage_bytes() const { return rows * cols * 2; }
 };
@@ -84,9 +89,10 @@ class FragmentWriter : public KernelWriter {
  public:
   FragmentWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites)
       : KernelWriter(p, sites), k_(k) {
-    // Attention-class kernels spend their non-tensor-core issue slots on exp: one multiply and
-    // one MUFU.EX2 instead of expf's range reduction.
+    // Attention-class kernels spend their non-tensor-core issue slots on exp (and tanh for
+    // softcapping): the approximate MUFU units instead of the libm-accurate sequences.
     exp_function_ = "ks_exp";
+    tanh_function_ = "ks_tanh";
   }
 
   // Assigns a kind to every value; false when some value fits none.
@@ -106,6 +112,14 @@ class FragmentWriter : public KernelWriter {
       if (o->kind == OpKind::Store) stored_.push_back(o->buffer);
     for (const TileOp* o : ops_)
       if (!assign(*o)) return false;
+    for (const TileOp* o : ops_) order_[o] = static_cast<int>(order_.size());
+    std::set<std::string> first_seen;
+    for (SmemTile& t : tiles_) {
+      if (t.stream_loop.empty()) continue;
+      bool first = first_seen.insert(t.stream_loop).second;
+      bool reissuable = t.last_use && loop_of_.at(t.last_use) == t.stream_loop;
+      t.stages = first || !reissuable ? 2 : 1;
+    }
     int64_t offset = 0;
     for (SmemTile& t : tiles_) {
       t.offset = offset;
@@ -211,7 +225,6 @@ class FragmentWriter : public KernelWriter {
           t.cols = o.type.shape[1];
           if (!o.stream_loop.empty() && loop_of_.at(&o) == o.stream_loop) {
             t.stream_loop = o.stream_loop;
-            t.stages = 2;
           }
           v.kind = Kind::Smem;
           v.tile = static_cast<int>(tiles_.size());
@@ -281,9 +294,11 @@ class FragmentWriter : public KernelWriter {
     const Val& b = val(o.args[1]);
     int64_t K = val(o.args[0]).def->type.shape[1], N = o.type.shape[1];
     if (K % 16 != 0 || N % 16 != 0 || b.kind != Kind::Smem) return false;
+    tiles_[static_cast<size_t>(b.tile)].last_use = &o;
     if (a.kind == Kind::Smem) {
       SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
       if (a.transposed || !t.stream_loop.empty() || t.rows != rows_) return false;
+      t.last_use = &o;
       return true;
     }
     return a.kind == Kind::Frag && a.exact_f16;
@@ -291,6 +306,11 @@ class FragmentWriter : public KernelWriter {
 
   // --- emission
   int threads() const override { return static_cast<int>(rows_ / 16) * 32; }
+  // As many CTAs an SM as its shared memory holds (228 KB, 1 KB of it reserved per CTA), up to
+  // four: registers are budgeted for that occupancy.
+  int min_blocks() const override {
+    return static_cast<int>(std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, 4));
+  }
 
   std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) {
     return type + " " + name + "[" + std::to_string(cols / 8) + "][4]";
@@ -459,6 +479,11 @@ class FragmentWriter : public KernelWriter {
       code = "(" + std::string(ctype(o.type.dtype)) + ")(" + a[0] + ")";
     } else if (o.is_call) {
       code = call(o.fn, a, is_float(o.type.dtype));
+    } else if (o.op == Op::Div && o.type.dtype == DType::F32) {
+      // Division on the approximate units too: by a uniform divisor, one reciprocal the compiler
+      // computes once and a multiply an element; otherwise __fdividef (2 ulp).
+      code = val(o.args[1]).kind == Kind::Uniform ? "(" + a[0] + " * (1.0f / " + a[1] + "))"
+                                                  : "__fdividef(" + a[0] + ", " + a[1] + ")";
     } else {
       bool fl = false;
       for (int id : o.args) fl = fl || is_float(val(id).def ? val(id).def->type.dtype : DType::F32);
@@ -495,7 +520,15 @@ class FragmentWriter : public KernelWriter {
     if (&b == &k_.body) {
       line("const int ks_lane = ks_tid & 31, ks_warp = ks_tid >> 5;");
       line("const int ks_row0 = ks_warp * 16 + (ks_lane >> 2), ks_col0 = 2 * (ks_lane & 3);");
+      line("const u32 ks_smem_u32 = smem_addr(ks_smem);");
       smem_bytes_ = smem_total_;
+      for (const TileOp* o : ops_)
+        if (o->kind == OpKind::Dot) {
+          const Val& a = val(o->args[0]);
+          const Val& b = val(o->args[1]);
+          if (a.kind == Kind::Smem) define_lane_offsets(a.tile, Access::A);
+          define_lane_offsets(b.tile, b.transposed ? Access::B : Access::BTrans);
+        }
     }
     for (size_t i = 0; i < b.size(); ++i) {
       if (b[i].kind == tile::StmtKind::For) {
@@ -512,15 +545,24 @@ class FragmentWriter : public KernelWriter {
              slot_local(b[last].op, o.type.shape[1]))
         ++last;
       dot_region(b, i, last);
+      reissue_after(o);
       i = last - 1;
     }
   }
 
-  // The streamed tiles loaded directly in loop `s`, in program order.
-  std::vector<int> streams_of(const tile::TileStmt& s) const {
+  // The tiles streamed along loop `var` in the order their copies are committed: the
+  // two-stage ones (program order), then the one-stage ones in the order of their last uses.
+  std::vector<int> streams_of(const std::string& var) const {
     std::vector<int> out;
-    for (size_t t = 0; t < tiles_.size(); ++t)
-      if (tiles_[t].stream_loop == s.var) out.push_back(static_cast<int>(t));
+    for (int stages : {2, 1})
+      for (size_t t = 0; t < tiles_.size(); ++t)
+        if (tiles_[t].stream_loop == var && tiles_[t].stages == stages)
+          out.push_back(static_cast<int>(t));
+    std::stable_sort(out.begin(), out.end(), [&](int a, int b) {
+      const SmemTile &x = tiles_[static_cast<size_t>(a)], &y = tiles_[static_cast<size_t>(b)];
+      if (x.stages != y.stages) return x.stages > y.stages;
+      return x.stages == 1 && order_.at(x.last_use) < order_.at(y.last_use);
+    });
     return out;
   }
 
@@ -566,7 +608,20 @@ class FragmentWriter : public KernelWriter {
       all += " && (" + std::to_string(bound) + " " + c.op + " " + c.limit + ")";
       versioned.insert(id);
     }
-    if (versioned.empty()) {
+    // Uniform conditions comparing the loop variable with a loop-invariant bound (j0 > 0: "not
+    // the first iteration") are assumed at the value they keep once the variable has grown past
+    // the bound, and checked like the masks.
+    std::map<int, bool> steady;
+    for (const tile::TileStmt& st : s.body) {
+      if (st.kind != tile::StmtKind::Op || st.op.kind != OpKind::Full ||
+          st.op.type.dtype != DType::Bool || !st.op.type.shape.empty())
+        continue;
+      std::optional<bool> value = steady_value(st.op.scalar, s.var);
+      if (!value) continue;
+      steady[st.op.result] = *value;
+      all += " && ((" + scalar(st.op.scalar) + ") == " + (*value ? "true" : "false") + ")";
+    }
+    if (versioned.empty() && steady.empty()) {
       body(s.body);
       return;
     }
@@ -575,8 +630,10 @@ class FragmentWriter : public KernelWriter {
     line("if (" + flag + ") {");
     ++indent_;
     for (int id : versioned) assumed_true_.insert(id);
+    for (auto [id, value] : steady) assumed_uniform_[id] = value;
     body(s.body);
     for (int id : versioned) assumed_true_.erase(id);
+    for (auto [id, value] : steady) assumed_uniform_.erase(id);
     --indent_;
     line("} else {");
     ++indent_;
@@ -585,8 +642,30 @@ class FragmentWriter : public KernelWriter {
     line("}");
   }
 
+  // The value `var OP bound` (or `bound OP var`) keeps once var exceeds the loop-invariant bound.
+  static std::optional<bool> steady_value(const ir::Expr& e, const std::string& var) {
+    static const std::map<Op, std::pair<bool, bool>> kSteady = {
+        // op -> (steady value with var on the left, with var on the right)
+        {Op::Gt, {true, false}}, {Op::Ge, {true, false}},  {Op::Lt, {false, true}},
+        {Op::Le, {false, true}}, {Op::Eq, {false, false}}, {Op::Ne, {true, true}}};
+    auto it = kSteady.find(e->op);
+    if (it == kSteady.end() || e->args.size() != 2) return std::nullopt;
+    auto is_var = [&](const ir::Expr& x) { return x->op == Op::Var && x->name == var; };
+    std::function<bool(const ir::Expr&)> mentions = [&](const ir::Expr& x) {
+      if (is_var(x)) return true;
+      for (const ir::Expr& a : x->args)
+        if (mentions(a)) return true;
+      return false;
+    };
+    if (is_var(e->args[0]) && !mentions(e->args[1])) return it->second.first;
+    if (is_var(e->args[1]) && !mentions(e->args[0])) return it->second.second;
+    return std::nullopt;
+  }
+
   void loop(const tile::TileStmt& s) {
-    std::vector<int> streams = streams_of(s);
+    std::vector<int> streams = streams_of(s.var), two_stage;
+    for (int t : streams)
+      if (tiles_[static_cast<size_t>(t)].stages == 2) two_stage.push_back(t);
     std::string lo, hi;
     if (streams.empty()) {
       open_loop(s);
@@ -602,13 +681,14 @@ class FragmentWriter : public KernelWriter {
     hi = tmp();
     line("const long long " + lo + " = " + scalar(s.min) + ";");
     line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
+    loop_hi_[s.var] = hi;
     issue_streams(streams, lo, hi, "0");
     line("for (long long " + var + " = " + lo + "; " + var + " < " + hi + "; ++" + var + ") {");
     ++indent_;
     line("const int ks_stage_" + s.var + " = (int)((" + var + " - " + lo + ") & 1);");
     // Every warp is done with the previous iteration's stage before it is refilled.
     line("__syncthreads();");
-    issue_streams(streams, var + " + 1", hi, "ks_stage_" + s.var + " ^ 1");
+    issue_streams(two_stage, var + " + 1", hi, "ks_stage_" + s.var + " ^ 1");
     versioned_body(s);
     close_loop();
   }
@@ -618,6 +698,7 @@ class FragmentWriter : public KernelWriter {
   // wait names is the same in every iteration).
   void issue_streams(const std::vector<int>& streams, const std::string& next,
                      const std::string& hi, const std::string& stage) {
+    if (streams.empty()) return;
     const std::string& var = tiles_[static_cast<size_t>(streams[0])].stream_loop;
     std::string at_next = tmp();
     line("const long long " + at_next + " = " + next + ";");
@@ -637,10 +718,6 @@ class FragmentWriter : public KernelWriter {
   }
 
   // The shared-memory element address (u16 units) of (row, chunk) of a tile.
-  std::string tile_base(const SmemTile& t, const std::string& stage) const {
-    return "((u16*)(ks_smem + " + std::to_string(t.offset) + " + (" + stage + ") * " +
-           std::to_string(t.stage_bytes()) + "))";
-  }
   std::string swizzled(const SmemTile& t, const std::string& row, const std::string& chunk) const {
     int64_t cpr = t.cols / 8;
     int64_t per_line = std::max<int64_t>(1, 8 / cpr), span = std::min<int64_t>(cpr, 8);
@@ -673,7 +750,6 @@ class FragmentWriter : public KernelWriter {
     element(reg, {"0", "0"}, &origin, &inside);
     const std::string& buf = buffer_ids_.at(o.buffer);
     std::string rows = std::to_string(t.rows);
-    line("u16* ks_dst = " + tile_base(t, stage) + ";");
     line("const long long ks_stride = " + stride + ";");
     if (o.bounds_checked[row_dim]) {
       const std::string& start = reg.starts[row_dim];
@@ -687,35 +763,133 @@ class FragmentWriter : public KernelWriter {
     line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
          std::to_string(cpr) + ";");
     line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
+    // The XOR term of the rows a thread copies is its first row's when the pass height is a
+    // multiple of the swizzle period: then one destination a thread, advanced by a constant.
+    Swizzle z = swizzle_of(t);
+    bool one_term = rows_per_pass % (z.span << z.shift) == 0;
+    std::string row_bytes = std::to_string(t.cols * 2);
+    if (one_term)
+      line("const u32 ks_dst = " + stage_address(t, stage) + " + (u32)(ks_r0 * " + row_bytes +
+           " + ((ks_c ^ ((ks_r0 >> " + std::to_string(z.shift) + ") & " +
+           std::to_string(z.span - 1) + ")) * 16));");
     line("#pragma unroll");
     line("for (int ks_i = 0; ks_i < " + std::to_string(chunks / threads()) + "; ++ks_i) {");
     ++indent_;
     line("const int ks_r = ks_r0 + ks_i * " + std::to_string(rows_per_pass) + ";");
     line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
-    line("cp_async_cg16(smem_addr(ks_dst + " + swizzled(t, "ks_r", "ks_c") +
-         "), ks_in ? ks_src : " + buf + ", ks_in ? 16 : 0);");
+    std::string dst =
+        one_term ? "ks_dst + ks_i * " + std::to_string(rows_per_pass * t.cols * 2)
+                 : stage_address(t, stage) + " + (u32)((" + swizzled(t, "ks_r", "ks_c") + ") * 2)";
+    line("cp_async_cg16(" + dst + ", ks_in ? ks_src : " + buf + ", ks_in ? 16 : 0);");
     line("ks_src += " + std::to_string(rows_per_pass) + " * ks_stride;");
     --indent_;
     line("}");
   }
 
+  // The three ldmatrix.x4 access patterns of the dots: each lane addresses one row of an 8 x 8
+  // matrix; `lane_row` is its row within the 16-row block (plus the warp's strip for A) and
+  // `lane_chunk` its 16-byte chunk within the two-chunk step.
+  enum class Access : uint8_t { A, B, BTrans };
+  struct AccessSpec {
+    std::string lane_row, lane_chunk;
+  };
+  static AccessSpec access_spec(Access a) {
+    switch (a) {
+      case Access::A:  // m16 x k16 of A: matrices (rows 0-7 | 8-15) x (chunk 0 | 1)
+        return {"ks_warp * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8", "(ks_lane >> 4)"};
+      case Access::B:  // B = tile^T, tile rows n: matrices (chunk 0 | 1) x (rows 0-7 | 8-15)
+        return {"(ks_lane & 7) + ((ks_lane >> 4) & 1) * 8", "((ks_lane >> 3) & 1)"};
+      case Access::BTrans:  // B = tile, rows k (.trans): matrices (rows 0-7 | 8-15) x (chunk 0 | 1)
+        return {"(ks_lane & 7) + ((ks_lane >> 3) & 1) * 8", "(ks_lane >> 4)"};
+    }
+    return {};
+  }
+  struct Swizzle {
+    int64_t span = 8;  // rows of one XOR period (and chunk positions it permutes)
+    int shift = 0;     // rows sharing a 128-byte line: row >> shift is the line
+  };
+  static Swizzle swizzle_of(const SmemTile& t) {
+    int64_t cpr = t.cols / 8, per_line = std::max<int64_t>(1, 8 / cpr);
+    Swizzle z;
+    z.span = std::min<int64_t>(cpr, 8);
+    while ((int64_t{1} << z.shift) < per_line) ++z.shift;
+    return z;
+  }
+  std::string lane_offsets_name(int tile, Access a) const {
+    return "ks_lane_off" + std::to_string(tile) + "_" + std::to_string(static_cast<int>(a));
+  }
+
+  // A lane's byte offsets into a tile for an access pattern, computed once: the rows of every
+  // 16-row block share the lane's XOR term (blocks start at multiples of 16), so the swizzled
+  // chunk of (block, even chunk c0 + lane chunk) depends on the lane and on c0 modulo the span
+  // only: one offset per even residue; the rest is a compile-time constant at each use.
+  void define_lane_offsets(int tile, Access a) {
+    std::string name = lane_offsets_name(tile, a);
+    if (!lane_offsets_.insert(name).second) return;
+    const SmemTile& t = tiles_[static_cast<size_t>(tile)];
+    Swizzle z = swizzle_of(t);
+    AccessSpec spec = access_spec(a);
+    int64_t n = z.span / 2;
+    line("u32 " + name + "[" + std::to_string(n) + "];");
+    line("{");
+    ++indent_;
+    line("const int ks_lr = " + spec.lane_row + ", ks_lc = " + spec.lane_chunk + ";");
+    line("const int ks_x = (ks_lr >> " + std::to_string(z.shift) + ") & " +
+         std::to_string(z.span - 1) + ";");
+    for (int64_t r = 0; r < n; ++r)
+      line(name + "[" + std::to_string(r) + "] = (u32)(ks_lr * " + std::to_string(t.cols * 2) +
+           " + (((" + std::to_string(2 * r) + " ^ (ks_x & ~1)) | ((ks_lc ^ ks_x) & 1)) * 16));");
+    --indent_;
+    line("}");
+  }
+
+  // The shared-window address of the ldmatrix of block row `r0` (a multiple of 16) and even
+  // chunk `c0` (compile-time after unrolling) of a tile whose stage starts at `base`.
+  std::string ldmatrix_address(int tile, Access a, const std::string& base, const std::string& r0,
+                               const std::string& c0) const {
+    const SmemTile& t = tiles_[static_cast<size_t>(tile)];
+    std::string mask = std::to_string(swizzle_of(t).span - 1);
+    return base + " + " + lane_offsets_name(tile, a) + "[((" + c0 + ") & " + mask + ") >> 1] + (" +
+           r0 + ") * " + std::to_string(t.cols * 2) + " + ((" + c0 + ") & ~" + mask + ") * 16";
+  }
+  std::string stage_address(const SmemTile& t, const std::string& stage) const {
+    return "(ks_smem_u32 + " + std::to_string(t.offset) + " + (" + stage + ") * " +
+           std::to_string(t.stage_bytes()) + ")";
+  }
+
   // The stage expression of a tile at its use.
   std::string stage_of(const SmemTile& t) const {
-    return t.stream_loop.empty() ? "0" : "ks_stage_" + t.stream_loop;
+    return t.stages == 1 ? "0" : "ks_stage_" + t.stream_loop;
+  }
+
+  // After the last use of one-stage streamed tiles: a barrier (every warp has read the stage),
+  // then the next iteration's copy.
+  void reissue_after(const TileOp& dot) {
+    for (size_t t = 0; t < tiles_.size(); ++t) {
+      const SmemTile& tile = tiles_[t];
+      if (tile.stream_loop.empty() || tile.stages != 1 || tile.last_use != &dot) continue;
+      line("__syncthreads();");
+      issue_streams({static_cast<int>(t)}, ident("v", tile.stream_loop) + " + 1",
+                    loop_hi_.at(tile.stream_loop), "0");
+    }
   }
 
   void load_smem(const Val& v) {
     const SmemTile& t = tiles_[static_cast<size_t>(v.tile)];
     if (!t.stream_loop.empty()) {
-      // Wait for this tile's group of this iteration: the groups committed after it are the
-      // loop's later tiles of this iteration and all of the next iteration's.
-      std::vector<int> streams;
-      for (size_t u = 0; u < tiles_.size(); ++u)
-        if (tiles_[u].stream_loop == t.stream_loop) streams.push_back(static_cast<int>(u));
+      // Wait for this tile's group of this iteration. Committed after it: the later groups of
+      // the previous iteration's sequence (two-stage tiles at its top, one-stage ones after their
+      // uses), then this iteration's two-stage tiles and the one-stage tiles already reissued.
+      std::vector<int> streams = streams_of(t.stream_loop);
       int index =
           static_cast<int>(std::find(streams.begin(), streams.end(), v.tile) - streams.begin());
-      int n = static_cast<int>(streams.size());
-      line("cp_async_wait_group<" + std::to_string(n - 1 - index + n) + ">();");
+      int n = static_cast<int>(streams.size()), two_stage = 0, reissued = 0;
+      for (int u : streams) {
+        const SmemTile& other = tiles_[static_cast<size_t>(u)];
+        if (other.stages == 2) ++two_stage;
+        if (other.stages == 1 && order_.at(other.last_use) < order_.at(t.load)) ++reissued;
+      }
+      line("cp_async_wait_group<" + std::to_string(n - 1 - index + two_stage + reissued) + ">();");
       line("__syncthreads();");
       return;
     }
@@ -768,12 +942,14 @@ class FragmentWriter : public KernelWriter {
     }
     line("{");
     ++indent_;
-    line("const u16* ks_b = " + tile_base(bt, stage_of(bt)) + ";");
+    line("const u32 ks_b = " + stage_address(bt, stage_of(bt)) + ";");
     if (a.kind == Kind::Frag) {
-      // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk.
+      // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk; the
+      // packing rounds to f16 itself, so an f16 round trip in front of it is skipped.
+      const std::string& src = val(unrounded(o.args[0])).name;
       auto pair = [&](const std::string& block, const std::string& s) {
-        return "pack_f16x2(" + a.name + "[" + block + "][" + s + "], " + a.name + "[" + block +
-               "][" + s + " + 1])";
+        return "pack_f16x2(" + src + "[" + block + "][" + s + "], " + src + "[" + block + "][" + s +
+               " + 1])";
       };
       line("u32 ks_pa[" + std::to_string(K / 16) + "][4];");
       line("#pragma unroll");
@@ -802,19 +978,12 @@ class FragmentWriter : public KernelWriter {
     ++indent_;
     if (blocked) a_fragment(a);
     line("u32 ks_bq[4];");
-    if (bv.transposed) {
-      // B[k][n] = tile[n][k]: ldmatrix without transpose; matrix j = l >> 3 covers tile rows
-      // n0 + 8 (j >> 1) and chunk 2 kk + (j & 1).
-      line("const int ks_r = ks_np * 16 + (ks_lane & 7) + ((ks_lane >> 4) & 1) * 8;");
-      line("ldmatrix_x4(ks_bq, smem_addr(ks_b + " +
-           swizzled(bt, "ks_r", "2 * ks_kk + ((ks_lane >> 3) & 1)") + "));");
-    } else {
-      // B[k][n] = tile[k][n]: ldmatrix.trans; matrix j covers tile rows 16 kk + 8 (j & 1) and
-      // chunk 2 np + (j >> 1).
-      line("const int ks_r = ks_kk * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8;");
-      line("ldmatrix_x4_trans(ks_bq, smem_addr(ks_b + " +
-           swizzled(bt, "ks_r", "2 * ks_np + (ks_lane >> 4)") + "));");
-    }
+    if (bv.transposed)  // B[k][n] = tile[n][k]: block rows n, chunks k; no transpose
+      line("ldmatrix_x4(ks_bq, " +
+           ldmatrix_address(bv.tile, Access::B, "ks_b", "ks_np * 16", "2 * ks_kk") + ");");
+    else  // B[k][n] = tile[k][n]: block rows k, chunks n; .trans
+      line("ldmatrix_x4_trans(ks_bq, " +
+           ldmatrix_address(bv.tile, Access::BTrans, "ks_b", "ks_kk * 16", "2 * ks_np") + ");");
     line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
     line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np], ks_a, ks_b0);");
     line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np + 1], ks_a, ks_b1);");
@@ -837,6 +1006,29 @@ class FragmentWriter : public KernelWriter {
     line("}");
   }
 
+  // Whether index-only value `id` is true everywhere in the current loop version.
+  bool known_true(int id) const {
+    if (assumed_true_.count(id)) return true;
+    const Val& v = val(id);
+    if (v.kind != Kind::Lazy) return false;
+    const TileOp& d = *v.def;
+    if (d.kind == OpKind::Broadcast || d.kind == OpKind::Permute) return known_true(d.args[0]);
+    return d.kind == OpKind::Map && !d.is_call && d.op == Op::And && known_true(d.args[0]) &&
+           known_true(d.args[1]);
+  }
+  // The Frag value whose f16 rounding is value `id` (through f32(f16(x)) and selects the current
+  // loop version decides), or `id` itself.
+  int unrounded(int id) const {
+    const TileOp& d = *val(id).def;
+    if (d.kind == OpKind::Map && !d.is_call && d.op == Op::Select && known_true(d.args[0]))
+      return unrounded(d.args[1]);
+    if (d.kind != OpKind::Cast || d.type.dtype != DType::F32) return id;
+    const TileOp& inner = *val(d.args[0]).def;
+    if (inner.kind != OpKind::Cast || inner.type.dtype != DType::F16) return id;
+    int x = inner.args[0];
+    return val(x).kind == Kind::Frag && val(x).def->type.dtype == DType::F32 ? x : id;
+  }
+
   // `ks_a`, the A fragment of k-step ks_kk: packed from the accumulator (ks_pa), or read from the
   // shared tile with ldmatrix.x4 (lane l addresses row (l & 7) + 8 ((l >> 3) & 1) of the warp's
   // strip at chunk 2 kk + (l >> 4)).
@@ -847,13 +1039,8 @@ class FragmentWriter : public KernelWriter {
     }
     const SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
     line("u32 ks_a[4];");
-    line("{");
-    ++indent_;
-    line("const int ks_r = ks_warp * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8;");
-    line("ldmatrix_x4(ks_a, smem_addr(" + tile_base(t, "0") + " + " +
-         swizzled(t, "ks_r", "2 * ks_kk + (ks_lane >> 4)") + "));");
-    --indent_;
-    line("}");
+    line("ldmatrix_x4(ks_a, " +
+         ldmatrix_address(a.tile, Access::A, stage_address(t, "0"), "0", "2 * ks_kk") + ");");
   }
 
   void reduce(const TileOp& o, const Val& v) {
@@ -990,9 +1177,14 @@ class FragmentWriter : public KernelWriter {
     switch (o.kind) {
       case OpKind::Read:
         return;  // aliases the register
-      case OpKind::Full:
-        line("const " + ty + " " + v.name + " = " + scalar(o.scalar) + ";");
+      case OpKind::Full: {
+        auto known = assumed_uniform_.find(o.result);
+        line("const " + ty + " " + v.name + " = " +
+             (known != assumed_uniform_.end() ? (known->second ? "true" : "false")
+                                              : scalar(o.scalar)) +
+             ";");
         return;
+      }
       case OpKind::Load: {
         Region reg = open_region(o);
         std::string offset, inside;
@@ -1019,6 +1211,9 @@ class FragmentWriter : public KernelWriter {
   std::map<int, std::vector<const TileOp*>> users_;
   std::vector<std::string> stored_;
   std::vector<SmemTile> tiles_;
+  std::set<std::string> lane_offsets_;          // defined at the kernel's start
+  std::map<const TileOp*, int> order_;          // program order of the ops
+  std::map<std::string, std::string> loop_hi_;  // a streamed loop's end bound, by variable
   struct Comparison {
     std::vector<int64_t> coef;
     std::string limit, op;
@@ -1026,6 +1221,7 @@ class FragmentWriter : public KernelWriter {
   };
   bool hoisting_ = false;       // defining comparisons at a loop's top: no names of its body
   std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
+  std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
   std::map<int, Comparison> comparisons_;
 };
 

@@ -116,7 +116,13 @@ std::string program_preamble(const tile::TileProgram& p) {
          "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n";
   // e^x on the approximate exp2 unit: relative error about 2^-21 plus the rounding of x log2 e.
   src << "__device__ __forceinline__ float ks_exp(float x) { return ex2_approx(x * "
-         "1.4426950408889634f); }\n\n";
+         "1.4426950408889634f); }\n";
+  // tanh(x) = 1 - 2 / (e^(2|x|) + 1) with the sign of x, on the approximate exp2 and reciprocal
+  // units: absolute error about 2^-22 (e^(2|x|) = inf gives 1; NaN stays NaN).
+  src << "__device__ __forceinline__ float ks_tanh(float x) {\n  const float e = "
+         "ex2_approx(fabsf(x) "
+         "* 2.8853900817779268f);\n  return copysignf(1.0f - 2.0f * rcp_approx(e + 1.0f), x);\n}"
+         "\n\n";
   return src.str();
 }
 
@@ -172,7 +178,7 @@ std::string KernelWriter::scalar(const Expr& e) {
 const target::CHelpers& KernelWriter::helpers() {
   if (!helpers_)
     helpers_ = std::make_unique<target::CHelpers>(target::CHelpers{
-        "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_,
+        "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_, tanh_function_,
         [this](Op op, const std::string& x, const std::string& y) {
           return std::string(op == Op::Div ? "ks_fdiv(" : "ks_fmod(") + x + ", " + y +
                  ", ks_err, " + std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
@@ -191,8 +197,10 @@ std::string KernelWriter::spell(Op op, const std::vector<std::string>& a, bool f
 std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   body_.str("");
   smem_bytes_ = 0;
-  line("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(threads()) + ") " +
-       launch.name + "(KsArgs ks_args, int* ks_err) {");
+  std::string bounds = std::to_string(threads());
+  if (min_blocks() > 1) bounds += ", " + std::to_string(min_blocks());
+  line("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + launch.name +
+       "(KsArgs ks_args, int* ks_err) {");
   ++indent_;
   line("extern __shared__ __align__(128) unsigned char ks_smem[];");
   line("const int ks_tid = threadIdx.x;");
@@ -217,12 +225,16 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
     }
     buffer_extents_[b.name] = extents;
   }
-  // The grid instance: the last axis varies fastest.
+  // The grid instance: the last axis varies fastest; walked backwards when a loop's bounds depend
+  // on it (a causal key loop grows with the query tile: the heavy instances start first and the
+  // last wave is made of light ones).
   line("long long ks_block = blockIdx.x;");
   for (auto it = k.grid.rbegin(); it != k.grid.rend(); ++it) {
     std::string ext = tmp();
     line("const long long " + ext + " = " + scalar(it->extent) + ";");
-    line("const long long " + ident("v", it->var) + " = ks_block % " + ext + ";");
+    bool backwards = it == k.grid.rbegin() && work_grows_along(k, it->var);
+    line("const long long " + ident("v", it->var) + " = " + (backwards ? ext + " - 1 - " : "") +
+         "ks_block % " + ext + ";");
     line("ks_block /= " + ext + ";");
   }
   for (const tile::Register& r : k.registers) declare_register(r);
@@ -232,6 +244,22 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   launch.threads = threads();
   launch.dynamic_shared_bytes = static_cast<int>(smem_bytes_);
   return body_.str();
+}
+
+bool KernelWriter::work_grows_along(const tile::Kernel& k, const std::string& var) {
+  std::function<bool(const ir::Expr&)> mentions = [&](const ir::Expr& e) {
+    if (e->op == Op::Var && e->name == var) return true;
+    for (const Expr& a : e->args)
+      if (mentions(a)) return true;
+    return false;
+  };
+  std::function<bool(const tile::TileBody&)> any = [&](const tile::TileBody& b) {
+    for (const tile::TileStmt& s : b)
+      if (s.kind == tile::StmtKind::For && (mentions(s.extent) || mentions(s.min) || any(s.body)))
+        return true;
+    return false;
+  };
+  return any(k.body);
 }
 
 std::string KernelWriter::open_loop(const tile::TileStmt& s, std::string* lo_out,

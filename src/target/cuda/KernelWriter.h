@@ -49,8 +49,13 @@ class KernelWriter {
 
  protected:
   virtual int threads() const = 0;
+  virtual int min_blocks() const { return 1; }  // CTAs an SM is meant to hold at once
   virtual void declare_register(const tile::Register& r) = 0;
   virtual void body(const tile::TileBody& b) = 0;
+
+  // Whether a serial loop's bounds depend on grid variable `var` (a causal key loop grows with the
+  // query tile): such instances differ in work.
+  static bool work_grows_along(const tile::Kernel& k, const std::string& var);
 
   void line(const std::string& s);
   std::string tmp() { return "ks_t" + std::to_string(tmp_++); }
@@ -88,7 +93,8 @@ class KernelWriter {
   int indent_ = 0;
   int tmp_ = 0;
   int64_t smem_bytes_ = 0;
-  std::string exp_function_ = "expf";  // how e^x is spelled (ks_exp: the approximate unit)
+  std::string exp_function_ = "expf";    // how e^x is spelled (ks_exp: the approximate unit)
+  std::string tanh_function_ = "tanhf";  // and tanh (ks_tanh)
   std::map<std::string, std::string> buffer_ids_;
   std::map<std::string, std::vector<std::string>> buffer_extents_;
 
