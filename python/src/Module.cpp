@@ -261,9 +261,10 @@ kernel (as an input or in out=) without a copy. t.cpu() copies device memory to 
           "dl_device"_a = py::none(), "copy"_a = py::none(),
           "A DLPack capsule of this tensor (versioned when max_version >= (1, 0)).")
       .def("__dlpack_device__",
-           [](const OwnedTensor& self) {
+           [](const OwnedTensor& self) -> py::tuple {
              if (self.host) return py::make_tuple(static_cast<int>(dlpack::kCPU), 0);
-             return py::make_tuple(static_cast<int>(dlpack::kCUDA), self.device->device);
+             return py::make_tuple(static_cast<int>(dlpack::kCUDA),
+                                   static_cast<int>(self.device->device));
            })
       .def(
           "cpu",

@@ -16,5 +16,6 @@ ext="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"
 g++ -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -w \
     -I"$root/include" -I"$root/src" -I"$build/src" -I"$build/deps/include" \
     $(python3 -m pybind11 --includes) "$root"/python/src/*.cpp \
-    "$build/src/libkintsugi.a" -ldl -lpthread -o "$out/_core$ext"
+    "$build/src/libkintsugi.a" -L"${CUDA_HOME:-/usr/local/cuda}/lib64" -lnvrtc -ldl -lpthread \
+    -Wl,-rpath,"${CUDA_HOME:-/usr/local/cuda}/lib64" -o "$out/_core$ext"
 echo "built $out/_core$ext"

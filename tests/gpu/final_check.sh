@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU acceptance run of the CUDA back end on one machine: every example verified on the GPU
+# (default, odd and fully masked sizes), compute-sanitizer memcheck and racecheck on the fused
+# prefill kernels at odd sizes, the device primitive tests, and the Python binding on PyTorch CUDA
+# tensors (the module built for this machine's interpreter by tests/gpu/build_python.sh).
+# Prints one summary line per part; exits non-zero if any part fails.
+#   tests/gpu/final_check.sh [BUILD_DIR]
+set -u
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$(realpath -m -- "${1:-$root/build}")"
+bin="$build/bin/kintsugi"
+export KINTSUGI_CACHE_DIR="${KINTSUGI_CACHE_DIR:-$(mktemp -d)}"
+status=0
+part() {  # name, command...
+  local name="$1"; shift
+  if "$@" > "/tmp/final_$name.log" 2>&1; then echo "$name: ok"; else echo "$name: FAILED"; tail -15 "/tmp/final_$name.log"; status=1; fi
+}
+part examples bash "$root/tests/gpu/run_examples.sh" "$bin"
+grep "gpu examples" /tmp/final_examples.log
+for tool in memcheck racecheck; do
+  for case in "prefill_causal.te --shape H=2,S=1000,T=1000" "prefill_windowed.te --shape S=48,T=80 --param W=16" \
+              "prefill_gqa.te --shape S=130,T=70" "decode_gqa.te --shape T=1000"; do
+    # shellcheck disable=SC2086
+    part "sanitizer_${tool}_${case%%.te*}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      "$bin" run "$root/examples/attention/"$case --target cuda --verify
+  done
+done
+part gpu_tests "$build/tests/kintsugi_gpu_tests" --gtest_brief=1
+part python_build bash "$root/tests/gpu/build_python.sh" "$build"
+part python_cuda env PYTHONPATH="$build/python-gpu" python3 -m pytest -q -p no:cacheprovider \
+  "$root/tests/python/test_cuda.py"
+grep -E "passed|failed|skipped" /tmp/final_python_cuda.log | tail -1
+exit $status
