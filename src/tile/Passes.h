@@ -2,22 +2,26 @@
 // The target-independent tile passes, in the order `optimize` runs them:
 //   1. cse              (passes/Cse.cpp)       identical operations computed once; register reads
 //                                              and loads are reused only until a write or store
-//   2. forward_registers (passes/Forward.cpp)
+//   2. promote_loop_buffers (passes/Promote.cpp)
+//                                              a buffer a loop loads and stores at one
+//                                              loop-invariant region lives in a register for the
+//                                              loop (the split-K combine's running state)
+//   3. forward_registers (passes/Forward.cpp)
 //                                              a register read after a write in the same code is
 //                                              the written value; a register scoped to a loop
 //                                              holds nothing at the start of an iteration, so a
 //                                              masked update of it is the new value alone; the
 //                                              per-iteration scratch registers (the score tiles
 //                                              of the key loop) disappear
-//   3. drop_redundant_tail_selects (passes/TailSelect.cpp)
+//   4. drop_redundant_tail_selects (passes/TailSelect.cpp)
 //                                              a select of a load against zero under the load's
 //                                              own bound is the load (the masked V tile)
-//   4. cse              again: forwarding makes reads of one value identical
-//   5. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//   5. cse              again: forwarding makes reads of one value identical
+//   6. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//   6. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//   7. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//   7. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//   8. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -32,6 +36,7 @@
 namespace kintsugi::tile {
 
 void cse(TileProgram& p);
+void promote_loop_buffers(TileProgram& p);
 void forward_registers(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
 void hoist_invariants(TileProgram& p);

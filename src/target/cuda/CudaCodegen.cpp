@@ -70,12 +70,40 @@ class CyclicWriter : public KernelWriter {
         op(s.op);
         continue;
       }
-      open_loop(s);
+      // A loop without barriers (a split-K combine: scalar loads and register updates) is
+      // unrolled by four, so that the loads of four iterations are in flight together.
+      open_loop(s, nullptr, nullptr, needs_barrier(s.body) ? "" : "#pragma unroll 4");
       body(s.body);
       close_loop();
     }
   }
 
+  // Whether the code of a body synchronises the CTA (stores, and the operations that stage an
+  // array through shared memory).
+  bool needs_barrier(const tile::TileBody& b) const {
+    for (const tile::TileStmt& s : b) {
+      if (s.kind == tile::StmtKind::For) {
+        if (needs_barrier(s.body)) return true;
+        continue;
+      }
+      const TileOp& o = s.op;
+      switch (o.kind) {
+        case OpKind::Store:
+        case OpKind::Reduce:
+        case OpKind::Dot:
+          return true;
+        case OpKind::Broadcast:  // of an array (a scalar broadcasts in registers)
+          if (!o.dims.empty()) return true;
+          break;
+        case OpKind::Permute:
+          if (!o.type.shape.empty()) return true;
+          break;
+        default:
+          break;
+      }
+    }
+    return false;
+  }
   const Value& val(int id) const { return values_[static_cast<size_t>(id)]; }
 
   // Operand `id` at the current element (entry ks_k) of an op whose result has `elements`.

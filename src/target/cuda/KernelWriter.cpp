@@ -263,12 +263,13 @@ bool KernelWriter::work_grows_along(const tile::Kernel& k, const std::string& va
 }
 
 std::string KernelWriter::open_loop(const tile::TileStmt& s, std::string* lo_out,
-                                    std::string* hi_out) {
+                                    std::string* hi_out, const std::string& pragma) {
   std::string lo = tmp(), hi = tmp(), id = ident("v", s.var);
   line("{");
   ++indent_;
   line("const long long " + lo + " = " + scalar(s.min) + ";");
   line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
+  if (!pragma.empty()) line(pragma);
   line("for (long long " + id + " = " + lo + "; " + id + " < " + hi + "; ++" + id + ") {");
   ++indent_;
   if (lo_out) *lo_out = lo;

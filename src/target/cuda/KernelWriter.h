@@ -66,10 +66,11 @@ class KernelWriter {
   std::string call(ir::MathFn fn, const std::vector<std::string>& a, bool fl);
   std::string spell(ir::Op op, const std::vector<std::string>& a, bool fl);
 
-  // Opens `{ for (v = min; v < min + extent; ++v) {`; returns the loop variable's identifier
-  // (the bounds are in `*lo`, `*hi`). close_loop closes both braces.
+  // Opens `{ for (v = min; v < min + extent; ++v) {`, the for preceded by `pragma` if given;
+  // returns the loop variable's identifier (the bounds are in `*lo`, `*hi`). close_loop closes
+  // both braces.
   std::string open_loop(const tile::TileStmt& s, std::string* lo = nullptr,
-                        std::string* hi = nullptr);
+                        std::string* hi = nullptr, const std::string& pragma = "");
   void close_loop();
 
   // Region addressing of a load or store: open_region emits the starts and the check of the

@@ -44,6 +44,8 @@ void pipeline_streams(TileProgram& p) {
 void optimize(TileProgram& p) {
   cse(p);
   verify(p);
+  promote_loop_buffers(p);
+  verify(p);
   forward_registers(p);
   verify(p);
   drop_redundant_tail_selects(p);

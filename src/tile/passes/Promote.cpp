@@ -1,0 +1,203 @@
+// \file Promote.cpp
+// Buffer promotion: a buffer that a serial loop both loads and stores at one loop-invariant
+// region (the running state of a split-K combine: `store m = ...; load m; ...; store m = ...`
+// every iteration) lives in a register for the loop instead, loaded into it once before the
+// loop and stored back once after it. Each iteration then costs no memory round trip (and, on
+// the GPU, no barrier to make a store visible to the next load).
+//
+// A loop qualifies for buffer B when, in the loop's own body (no nested loops there):
+//   - every access to B is a top-level load or store of the same region: equal starts that do
+//     not mention the loop variable, the same tile axes and shape, no tail bounds (so a load
+//     reads back exactly what the last store wrote), in B's own dtype (no rounding on store);
+//   - the kernel touches B nowhere else, and B is not an input;
+//   - a loaded value is used only before the next store to B (a register read may not outlive
+//     the next write to its register: TileIR.h's verifier rule).
+// The rewrite: `load B` becomes `read R`; `store B = v` becomes `write R = v`, and a masked
+// store `write R = select(mask, v, read R)`. A loop that never runs then loads and stores back
+// the same values, which changes nothing.
+//
+// Invariant established: the program computes the same values; after the pass, no loop both
+// loads and stores one loop-invariant region of a buffer.
+#include <map>
+
+#include "tile/Passes.h"
+#include "tile/passes/Walk.h"
+
+namespace kintsugi::tile {
+
+namespace {
+
+bool mentions(const ir::Expr& e, const std::string& var) {
+  if (e->op == ir::Op::Var && e->name == var) return true;
+  for (const ir::Expr& a : e->args)
+    if (mentions(a, var)) return true;
+  return false;
+}
+
+bool same_region(const TileOp& a, const TileOp& b) {
+  if (a.axis_of_dim != b.axis_of_dim || a.type.shape != b.type.shape ||
+      a.starts.size() != b.starts.size())
+    return false;
+  for (size_t d = 0; d < a.starts.size(); ++d)
+    if (!ir::equal(a.starts[d], b.starts[d])) return false;
+  return true;
+}
+
+class Promoter {
+ public:
+  Promoter(const TileProgram& p, Kernel& k) : p_(p), k_(k) {
+    for_each_op(k.body, [&](TileOp& o) {
+      if (o.kind == OpKind::Load || o.kind == OpKind::Store) ++accesses_[o.buffer];
+    });
+  }
+
+  void run(TileBody& b) {
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b[i].kind != StmtKind::For) continue;
+      run(b[i].body);
+      std::vector<std::string> buffers = candidates(b[i]);
+      for (const std::string& name : buffers) i = promote(b, i, name);
+    }
+  }
+
+ private:
+  std::vector<std::string> candidates(const TileStmt& loop) const {
+    std::map<std::string, std::vector<const TileOp*>> by_buffer;
+    for (const TileStmt& s : loop.body) {
+      if (s.kind == StmtKind::For) return {};
+      if (s.op.kind == OpKind::Load || s.op.kind == OpKind::Store)
+        by_buffer[s.op.buffer].push_back(&s.op);
+    }
+    std::vector<std::string> out;
+    for (const auto& [name, ops] : by_buffer) {
+      const ir::Buffer* b = p_.source.find_buffer(name);
+      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name) ||
+          accesses_.at(name) != static_cast<int>(ops.size()))
+        continue;
+      bool loads = false, stores = false, ok = true;
+      for (const TileOp* o : ops) {
+        loads = loads || o->kind == OpKind::Load;
+        stores = stores || o->kind == OpKind::Store;
+        ok = ok && same_region(*o, *ops[0]) && o->type.dtype == b->dtype && o->stream_loop.empty();
+        for (size_t d = 0; ok && d < o->starts.size(); ++d)
+          ok =
+              !mentions(o->starts[d], loop.var) && (o->axis_of_dim[d] < 0 || !o->bounds_checked[d]);
+      }
+      if (ok && loads && stores && loaded_values_die_before_stores(loop.body, name))
+        out.push_back(name);
+    }
+    return out;
+  }
+
+  // Every value loaded from `name` is used only before the next store to it.
+  static bool loaded_values_die_before_stores(const TileBody& body, const std::string& name) {
+    std::set<int> live;  // loaded since the last store
+    std::set<int> dead;  // loaded before a store that followed
+    for (const TileStmt& s : body) {
+      for (int a : s.op.args)
+        if (dead.count(a)) return false;
+      if (s.op.buffer != name) continue;
+      if (s.op.kind == OpKind::Load) live.insert(s.op.result);
+      if (s.op.kind == OpKind::Store) {
+        dead.insert(live.begin(), live.end());
+        live.clear();
+      }
+    }
+    return true;
+  }
+
+  int fresh() { return k_.num_values++; }
+
+  static TileStmt op_stmt(TileOp o) {
+    TileStmt s;
+    s.op = std::move(o);
+    return s;
+  }
+
+  // Rewrites loop b[i] for buffer `name`; returns the loop's new index in b.
+  size_t promote(TileBody& b, size_t i, const std::string& name) {
+    std::string reg = name + ".promoted";
+    TileOp region;
+    for (const TileStmt& s : b[i].body)
+      if (s.op.buffer == name) region = s.op;
+    TileType type{region.type.dtype, region.type.shape};
+    k_.registers.push_back(Register{reg, type, ""});
+
+    TileBody body;
+    for (TileStmt& s : b[i].body) {
+      TileOp& o = s.op;
+      if (o.buffer != name) {
+        body.push_back(std::move(s));
+        continue;
+      }
+      if (o.kind == OpKind::Load) {
+        TileOp read;
+        read.kind = OpKind::Read;
+        read.buffer = reg;
+        read.type = type;
+        read.result = o.result;
+        body.push_back(op_stmt(read));
+        continue;
+      }
+      int value = o.args[0];
+      if (o.args.size() > 1) {  // masked: keep the register where the mask is false
+        TileOp old;
+        old.kind = OpKind::Read;
+        old.buffer = reg;
+        old.type = type;
+        old.result = fresh();
+        TileOp merged;
+        merged.kind = OpKind::Map;
+        merged.op = ir::Op::Select;
+        merged.args = {o.args[1], value, old.result};
+        merged.type = type;
+        merged.result = fresh();
+        value = merged.result;
+        body.push_back(op_stmt(old));
+        body.push_back(op_stmt(merged));
+      }
+      TileOp write;
+      write.kind = OpKind::Write;
+      write.buffer = reg;
+      write.args = {value};
+      write.type = type;
+      body.push_back(op_stmt(write));
+    }
+    b[i].body = std::move(body);
+
+    TileOp load = region;
+    load.kind = OpKind::Load;
+    load.args.clear();
+    load.result = fresh();
+    TileOp init;
+    init.kind = OpKind::Write;
+    init.buffer = reg;
+    init.args = {load.result};
+    init.type = type;
+    TileOp last;
+    last.kind = OpKind::Read;
+    last.buffer = reg;
+    last.type = type;
+    last.result = fresh();
+    TileOp store = region;
+    store.kind = OpKind::Store;
+    store.result = -1;
+    store.args = {last.result};
+    b.insert(b.begin() + static_cast<std::ptrdiff_t>(i) + 1, {op_stmt(last), op_stmt(store)});
+    b.insert(b.begin() + static_cast<std::ptrdiff_t>(i), {op_stmt(load), op_stmt(init)});
+    accesses_[name] = 2;  // the load before and the store after the loop
+    return i + 2;
+  }
+
+  const TileProgram& p_;
+  Kernel& k_;
+  std::map<std::string, int> accesses_;
+};
+
+}  // namespace
+
+void promote_loop_buffers(TileProgram& p) {
+  for (Kernel& k : p.kernels) Promoter(p, k).run(k.body);
+}
+
+}  // namespace kintsugi::tile

@@ -1,0 +1,95 @@
+// Buffer promotion (tile/passes/Promote.cpp): a loop that loads and stores one loop-invariant,
+// untailed region of a buffer keeps it in a register (loaded before the loop, stored after);
+// a loop whose loaded value outlives the next store, whose region moves with the loop, or whose
+// region has a tail keeps its memory accesses. Then the split-K combine kernels of decode as
+// translated: no store is left inside their loops.
+#include <gtest/gtest.h>
+
+#include "../schedule/ScheduleTestUtil.h"
+#include "TileTestUtil.h"
+#include "schedule/AutoSchedule.h"
+#include "tile/Passes.h"
+#include "tile/Translate.h"
+
+using namespace kintsugi;
+using namespace kintsugi::tile_test;
+
+namespace {
+
+enum class Variant { Promotable, ValueOutlivesStore, RegionMoves, RegionHasTail };
+
+// for j: y = Y[row]; Y[row] = y + f32(X[4j]) (or the variant's change).
+tile::TileProgram accumulate_into_y(Variant v) {
+  Builder b;
+  TileType t = f32({4, 8});
+  b.open_loop("j");
+  ir::Expr row = v == Variant::RegionMoves ? times(index("j"), 4) : ir::make_int(0);
+  bool tail = v == Variant::RegionHasTail;
+  int y = b.load_y(row, tail);
+  int x = b.cast(b.load_x(times(index("j"), 4), true), t);
+  if (v == Variant::ValueOutlivesStore) b.store_y(row, x, tail);
+  b.store_y(row, b.map(ir::Op::Add, {y, x}, t), tail);
+  b.close_loop();
+  return b.program;
+}
+
+int memory_accesses_in_loops(tile::TileBody& body, const std::string& buffer) {
+  int n = 0;
+  for (tile::TileStmt& s : body)
+    if (s.kind == tile::StmtKind::For)
+      tile::for_each_op(s.body, [&](TileOp& o) {
+        n += (o.kind == OpKind::Load || o.kind == OpKind::Store) && o.buffer == buffer;
+      });
+  return n;
+}
+
+}  // namespace
+
+TEST(TilePromote, LoopInvariantRegionMovesToARegister) {
+  tile::TileProgram p = accumulate_into_y(Variant::Promotable);
+  tile::promote_loop_buffers(p);
+  tile::verify(p);
+  tile::Kernel& k = p.kernels[0];
+  ASSERT_EQ(k.registers.size(), 1u);
+  EXPECT_EQ(k.registers[0].name, "Y.promoted");
+  EXPECT_EQ(memory_accesses_in_loops(k.body, "Y"), 0);
+  // Loaded once in front of the loop, stored once after it.
+  ASSERT_EQ(k.body.size(), 5u);
+  EXPECT_EQ(k.body[0].op.kind, OpKind::Load);
+  EXPECT_EQ(k.body[1].op.kind, OpKind::Write);
+  EXPECT_EQ(k.body[2].kind, tile::StmtKind::For);
+  EXPECT_EQ(k.body[3].op.kind, OpKind::Read);
+  EXPECT_EQ(k.body[4].op.kind, OpKind::Store);
+  EXPECT_EQ(count(k.body, OpKind::Write), 2);
+}
+
+TEST(TilePromote, UnsafeLoopsKeepTheirMemoryAccesses) {
+  for (Variant v : {Variant::ValueOutlivesStore, Variant::RegionMoves, Variant::RegionHasTail}) {
+    tile::TileProgram p = accumulate_into_y(v);
+    int before = memory_accesses_in_loops(p.kernels[0].body, "Y");
+    tile::promote_loop_buffers(p);
+    tile::verify(p);
+    EXPECT_TRUE(p.kernels[0].registers.empty()) << static_cast<int>(v);
+    EXPECT_EQ(memory_accesses_in_loops(p.kernels[0].body, "Y"), before) << static_cast<int>(v);
+  }
+}
+
+TEST(TilePromote, DecodeCombineLoopsStoreNothing) {
+  runtime::SizeMap sizes = {{"B", 1}, {"H", 2}, {"S", 1}, {"T", 1000}, {"D", 16}};
+  ir::LoopProgram p = schedtest::example("attention/decode_causal.te");
+  schedule::AutoScheduleOptions o;
+  o.sizes = sizes;
+  std::vector<std::string> notes;
+  tile::TileProgram tp = tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+  int loops = 0, promoted = 0;
+  for (tile::Kernel& k : tp.kernels) {
+    for (tile::TileStmt& s : k.body) {
+      if (s.kind != tile::StmtKind::For) continue;
+      ++loops;
+      EXPECT_EQ(count(s.body, OpKind::Store), 0) << k.name;
+    }
+    for (const tile::Register& r : k.registers) promoted += r.name.ends_with(".promoted");
+  }
+  EXPECT_EQ(loops, 3);  // the running max, sum and output of the split-K combine
+  EXPECT_EQ(promoted, 3);
+}
