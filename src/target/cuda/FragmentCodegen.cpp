@@ -54,6 +54,13 @@ int swizzle_chunk(int row, int chunk, int chunks_per_row) {
   return chunk ^ ((row / rows_per_line) % span);
 }
 
+int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row) {
+  int rows_per_line = std::max(1, 8 / chunks_per_row);
+  int span = std::min(chunks_per_row, 8);
+  int x = (lane_row / rows_per_line) % span;
+  return (residue ^ (x & ~1)) | ((lane_chunk ^ x) & 1);
+}
+
 namespace {
 
 using ir::Op;

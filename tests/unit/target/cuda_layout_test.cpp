@@ -1,8 +1,9 @@
 // \file cuda_layout_test.cpp
 // The tensor-core layout's maps (target/cuda/Fragments.h): the accumulator layout covers a warp's
 // 16 x 8 block exactly once per slot set, the row-reduction partners derived from it are the
-// lanes of one row, and the shared-memory swizzle makes every 8-lane ldmatrix phase hit eight
-// distinct 16-byte bank groups for the tile widths the writer stages.
+// lanes of one row, the shared-memory swizzle makes every 8-lane ldmatrix phase hit eight
+// distinct 16-byte bank groups for the tile widths the writer stages, and the per-lane address
+// offsets the writer computes once give the swizzled chunk of every block and chunk step.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -56,5 +57,22 @@ TEST(CudaLayout, SwizzleIsConflictFreeForLdmatrixPhases) {
       for (int c = 0; c < chunks_per_row; ++c) places.insert(swizzle_chunk(r, c, chunks_per_row));
       EXPECT_EQ(places.size(), static_cast<size_t>(chunks_per_row));
     }
+  }
+}
+
+TEST(CudaLayout, LaneOffsetsGiveTheSwizzledChunkOfEveryBlock) {
+  for (int chunks_per_row : {2, 4, 8, 16, 32}) {
+    int span = std::min(chunks_per_row, 8);
+    for (int lane_row = 0; lane_row < 16; ++lane_row)
+      for (int lane_chunk = 0; lane_chunk < 2; ++lane_chunk)
+        for (int block = 0; block < 64; block += 16)
+          for (int c0 = 0; c0 + 1 < chunks_per_row; c0 += 2) {
+            int expected = swizzle_chunk(block + lane_row, c0 + lane_chunk, chunks_per_row);
+            int got = (c0 & ~(span - 1)) +
+                      swizzled_lane_chunk(lane_row, lane_chunk, c0 & (span - 1), chunks_per_row);
+            EXPECT_EQ(got, expected)
+                << chunks_per_row << " chunks a row, lane row " << lane_row << ", lane chunk "
+                << lane_chunk << ", block " << block << ", c0 " << c0;
+          }
   }
 }
