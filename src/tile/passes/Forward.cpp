@@ -19,8 +19,9 @@
 // crosses an iteration of the loop it was written in. A value read from another register is not
 // forwarded (the verifier's rule that a read is not used after a write to its register would no
 // longer be local to one register). Afterwards a write nothing can read is dropped: every write
-// of a register with no reads left, and a write that no later operation reads before the
-// register's life ends (the end of the kernel body, or of the body of its scope loop).
+// of a register with no reads left, a write the same code writes again before any read, and a
+// write that no later operation reads before the register's life ends (the end of the kernel
+// body, or of the body of its scope loop).
 // Registers without reads are removed from the kernel.
 //
 // Invariant established: a register read remains only where it may see a write of an earlier
@@ -202,17 +203,21 @@ class Forwarder {
     else if (auto it = scoped_to_.find(var); it != scoped_to_.end())
       scoped_here.insert(it->second.begin(), it->second.end());
     std::set<std::string> read_later;
+    std::set<std::string> overwritten;  // written again further down before any read
     TileBody out;
     for (auto it = b.rbegin(); it != b.rend(); ++it) {
       TileStmt& s = *it;
       if (s.kind == StmtKind::For) {
         reads_in(s.body, &read_later);
+        overwritten.clear();  // the loop may read, or may not run
       } else if (s.op.kind == OpKind::Read) {
         read_later.insert(s.op.buffer);
-      } else if (s.op.kind == OpKind::Write &&
-                 (!read.count(s.op.buffer) ||
-                  (scoped_here.count(s.op.buffer) && !read_later.count(s.op.buffer)))) {
-        continue;
+        overwritten.erase(s.op.buffer);
+      } else if (s.op.kind == OpKind::Write) {
+        if (!read.count(s.op.buffer) || overwritten.count(s.op.buffer) ||
+            (scoped_here.count(s.op.buffer) && !read_later.count(s.op.buffer)))
+          continue;
+        overwritten.insert(s.op.buffer);
       }
       out.push_back(std::move(s));
     }

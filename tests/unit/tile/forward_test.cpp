@@ -1,7 +1,8 @@
 // Register forwarding and redundant tail selects on hand-built tile programs: a register scoped
 // to a loop disappears (its masked update is the new value, a stale read elsewhere is a zero
 // tile), an instance-scoped register carried across iterations stays (only a read right after a
-// write is forwarded), and a select of a load against zero goes exactly when the load's own
+// write is forwarded; a write overwritten before any read goes), and a select of a load against
+// zero goes exactly when the load's own
 // bound check already masks it. Then the fused causal prefill as translated: only the state
 // carried across key tiles is left in registers.
 #include <gtest/gtest.h>
@@ -132,6 +133,31 @@ TEST(TileForward, InstanceScopedRegisterIsKept) {
     if (s.op.kind == OpKind::Map && s.op.is_call) stored_in_loop = s.op.args[0];
   }
   EXPECT_EQ(stored_in_loop, written);
+}
+
+// A write that the same code overwrites before any read is dropped; the one a loop reads stays.
+TEST(TileForward, OverwrittenWriteIsDropped) {
+  Builder b;
+  TileType t = f32({4, 8});
+  b.reg("r", t, "");
+  int x = b.cast(b.load_x(ir::make_int(0), false), t);
+  b.write("r", x, t);
+  b.write("r", b.exp(x, t), t);
+  b.open_loop("j");
+  int carried = b.read("r", t);
+  b.store_y(times(index("j"), 4), carried);
+  b.write("r", b.exp(carried, t), t);
+  b.close_loop();
+  tile::verify(b.program);
+  tile::forward_registers(b.program);
+  tile::verify(b.program);
+  tile::Kernel& k = b.kernel();
+  ASSERT_EQ(k.registers.size(), 1u);
+  int writes_before_loop = 0;
+  for (const tile::TileStmt& s : k.body)
+    writes_before_loop += s.kind == tile::StmtKind::Op && s.op.kind == OpKind::Write;
+  EXPECT_EQ(writes_before_loop, 1);
+  EXPECT_EQ(count(k.body, OpKind::Write), 2);
 }
 
 TEST(TileForward, InstanceRegisterStartsZero) {
