@@ -2,9 +2,8 @@
 // to a loop disappears (its masked update is the new value, a stale read elsewhere is a zero
 // tile), an instance-scoped register carried across iterations stays (only a read right after a
 // write is forwarded; a write overwritten before any read goes), and a select of a load against
-// zero goes exactly when the load's own
-// bound check already masks it. Then the fused causal prefill as translated: only the state
-// carried across key tiles is left in registers.
+// zero goes exactly when the load's own bound check already masks it. Then the fused causal
+// prefill as translated: only the state carried across key tiles is left in registers.
 #include <gtest/gtest.h>
 
 #include "../schedule/ScheduleTestUtil.h"
