@@ -1,8 +1,8 @@
 // \file codegen_test.cpp
-// The CUDA code generator's output compiles with NVRTC for sm_80 and sm_90a, no GPU needed: the
-// tile programs of the norms and GQA decode without spills, and the fused prefill kernels with
-// their dots on tensor cores (their spills are reported; tests/gpu/run_examples.sh compiles and
-// runs every example on a GPU).
+// The CUDA code generator's output compiles with NVRTC for sm_80 and sm_90a, no GPU needed:
+// every example; the norms and decode without spills, the fused prefill kernels with their dots
+// on tensor cores (their spills are reported; tests/gpu/run_examples.sh compiles and runs every
+// example on a GPU).
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -32,9 +32,13 @@ cuda::CudaSource cuda_source_of(const std::string& example) {
 
 }  // namespace
 
+// The norms and every decode variant compile without spills; so does Performer except its
+// fused kernel, whose f32 dots run on the element-cyclic layout (its spills are reported).
 TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
-  for (const std::string example : {"norm/softmax.te", "norm/rmsnorm_quant.te", "norm/layernorm.te",
-                                    "attention/decode_gqa.te"}) {
+  for (const std::string example :
+       {"norm/softmax.te", "norm/rmsnorm_quant.te", "norm/layernorm.te", "norm/l2norm.te",
+        "attention/decode_causal.te", "attention/decode_alibi.te", "attention/decode_gqa.te",
+        "attention/decode_softcap.te", "performer.te"}) {
     cuda::CudaSource src = cuda_source_of(example);
     ASSERT_FALSE(src.launches.empty()) << example;
     for (const std::string arch : {"sm_80", "sm_90a"}) {
@@ -43,6 +47,11 @@ TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
         const cuda::FunctionResources* f = m.resources.find(l.name);
         ASSERT_NE(f, nullptr) << example << " " << arch << ": no resource report for " << l.name;
         EXPECT_GT(f->registers, 0) << l.name;
+        if (example == "performer.te" && f->spill_store_bytes > 0) {
+          std::cout << example << " " << arch << ": " << l.name << " spills "
+                    << f->spill_store_bytes << " bytes\n";
+          continue;
+        }
         EXPECT_EQ(f->spill_store_bytes, 0) << example << " " << arch << ": " << l.name << " spills";
       }
     }
