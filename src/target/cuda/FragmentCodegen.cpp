@@ -314,9 +314,10 @@ class FragmentWriter : public KernelWriter {
   // --- emission
   int threads() const override { return static_cast<int>(rows_ / 16) * 32; }
   // As many CTAs an SM as its shared memory holds (228 KB, 1 KB of it reserved per CTA), up to
-  // four: registers are budgeted for that occupancy.
+  // three: registers are budgeted for that occupancy (three leave 168 a thread; four, 128, made
+  // even the head-size-32 prefill kernels spill).
   int min_blocks() const override {
-    return static_cast<int>(std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, 4));
+    return static_cast<int>(std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, 3));
   }
 
   std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) {
