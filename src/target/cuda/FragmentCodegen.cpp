@@ -13,11 +13,19 @@
 // A kernel with a value that fits no kind (a permute of data, a reduction across rows, a dot
 // operand computed in registers that is not f16-exact) is left to the element-cyclic writer.
 //
+// Emission, beyond one loop of slots per operation: a dot and the slot-local operations after it
+// run by 16-column blocks when its accumulator is wide (dot_region); a loop body comes in two
+// versions, the interior one with every tile comparison and first-iteration condition folded
+// (versioned_body); streamed tiles are copied one iteration ahead (the first used, two stages)
+// or right after their last use (the others, one stage); ldmatrix and copy addresses add
+// compile-time constants to per-lane offsets computed once.
+//
 // Invariant established: the kernel computes what the tile IR means (TileIR.h), like the cyclic
 // writer: loads past a buffer's extent read 0 (cp.async zero-fills), stores write only inside the
-// buffer where the mask holds, squeezed indices out of range record an error site; a
-// double-buffered tile is read only after its copy group completed and a barrier, and refilled
-// only after a barrier that follows the last read of that stage.
+// buffer where the mask holds, squeezed indices out of range record an error site; a streamed
+// tile is read only after its copy group completed and a barrier, and refilled only after a
+// barrier that follows the last read of that stage; the folded version runs only when the
+// conditions it assumes hold over the whole tile, checked uniformly for the CTA.
 #include <algorithm>
 #include <functional>
 #include <numeric>
