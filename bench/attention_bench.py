@@ -10,6 +10,9 @@ and writes the rows as JSON.
 
   python3 bench/attention_bench.py --kintsugi build/bin/kintsugi --ops prefill_causal \
       --prefill 1024,4096 --decode 4096 --heads 32 --json $OUT/bench.json
+
+With --build it first builds this tree on the GPU machine (tests/gpu/build_here.sh, from the
+packages scripts/gpu_debs.sh fetched into build/debs, carried there) and times that binary.
 """
 import argparse, json, math, os, subprocess, sys, tempfile
 
@@ -152,12 +155,18 @@ def run_flex(q, k, v, causal, group, kind, slopes, ref):
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
+    a.add_argument("--build", action="store_true",
+                   help="build this tree here first (tests/gpu/build_here.sh, from the Debian "
+                        "packages scripts/gpu_debs.sh put in build/debs) and time that binary")
     a.add_argument("--ops", default=",".join(OPS))
     a.add_argument("--prefill", default="1024,4096,16384")
     a.add_argument("--decode", default="4096,32768,131072")
     a.add_argument("--heads", type=int, default=32)
     a.add_argument("--json", default="bench.json")
     args = a.parse_args()
+    if args.build:
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "build_here.sh")], check=True)
+        args.kintsugi = os.path.join(ROOT, "build-gpu", "bin", "kintsugi")
     torch.manual_seed(0)
     rows = []
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")

@@ -2,7 +2,8 @@
 # The GPU acceptance run of the CUDA back end on one machine: every example verified on the GPU
 # (default, odd and fully masked sizes), compute-sanitizer memcheck and racecheck on the fused
 # prefill kernels at odd sizes, the device primitive tests, and the Python binding on PyTorch CUDA
-# tensors (the module built for this machine's interpreter by tests/gpu/build_python.sh).
+# tensors (the module of a build made on this machine by tests/gpu/build_here.sh, else one that
+# tests/gpu/build_python.sh builds against a carried library).
 # Prints one summary line per part; exits non-zero if any part fails.
 #   tests/gpu/final_check.sh [BUILD_DIR]
 set -u
@@ -26,8 +27,14 @@ for tool in memcheck racecheck; do
   done
 done
 part gpu_tests "$build/tests/kintsugi_gpu_tests" --gtest_brief=1
-part python_build bash "$root/tests/gpu/build_python.sh" "$build"
-part python_cuda env PYTHONPATH="$build/python-gpu" python3 -m pytest -q -p no:cacheprovider \
+# The module of a build made here (tests/gpu/build_here.sh), else one built against the library.
+ext="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+pypath="$build/python"
+if [ ! -f "$pypath/kintsugi/_core$ext" ]; then
+  part python_build bash "$root/tests/gpu/build_python.sh" "$build"
+  pypath="$build/python-gpu"
+fi
+part python_cuda env PYTHONPATH="$pypath" python3 -m pytest -q -p no:cacheprovider \
   "$root/tests/python/test_cuda.py"
 grep -E "passed|failed|skipped" /tmp/final_python_cuda.log | tail -1
 exit $status

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds Kintsugi from this tree on a GPU machine without a package registry: unpacks the Debian
+# packages that scripts/gpu_debs.sh downloaded (carried in build/debs) into a private prefix,
+# never into /, and configures against it, with the Python module for this machine's python3.
+# The binaries find libfmt through their build-tree RPATH.
+#   tests/gpu/build_here.sh [BUILD_DIR]        (default build-gpu)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="$(realpath -m -- "${1:-$root/build-gpu}")"
+debs="$root/build/debs"
+prefix="$build/deps"
+ls "$debs"/*.deb >/dev/null 2>&1 || { echo "no packages in $debs: run scripts/gpu_debs.sh" >&2; exit 1; }
+mkdir -p "$prefix"
+for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix/usr" -DKINTSUGI_BUILD_PYTHON=ON \
+  -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
+cmake --build "$build" -j "$(nproc)"
+echo "built $build (commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
