@@ -27,11 +27,11 @@
 // barrier that follows the last read of that stage; the folded version runs only when the
 // conditions it assumes hold over the whole tile, checked uniformly for the CTA.
 #include <algorithm>
-#include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
 
+#include "ir/Visit.h"
 #include "target/cuda/Fragments.h"
 
 namespace kintsugi::cuda {
@@ -667,14 +667,8 @@ class FragmentWriter : public KernelWriter {
     auto it = kSteady.find(e->op);
     if (it == kSteady.end() || e->args.size() != 2) return std::nullopt;
     auto is_var = [&](const ir::Expr& x) { return x->op == Op::Var && x->name == var; };
-    std::function<bool(const ir::Expr&)> mentions = [&](const ir::Expr& x) {
-      if (is_var(x)) return true;
-      for (const ir::Expr& a : x->args)
-        if (mentions(a)) return true;
-      return false;
-    };
-    if (is_var(e->args[0]) && !mentions(e->args[1])) return it->second.first;
-    if (is_var(e->args[1]) && !mentions(e->args[0])) return it->second.second;
+    if (is_var(e->args[0]) && !ir::uses_var(e->args[1], var)) return it->second.first;
+    if (is_var(e->args[1]) && !ir::uses_var(e->args[0], var)) return it->second.second;
     return std::nullopt;
   }
 

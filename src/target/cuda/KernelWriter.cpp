@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 
 namespace kintsugi::cuda {
 
@@ -247,15 +248,10 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
 }
 
 bool KernelWriter::work_grows_along(const tile::Kernel& k, const std::string& var) {
-  std::function<bool(const ir::Expr&)> mentions = [&](const ir::Expr& e) {
-    if (e->op == Op::Var && e->name == var) return true;
-    for (const Expr& a : e->args)
-      if (mentions(a)) return true;
-    return false;
-  };
   std::function<bool(const tile::TileBody&)> any = [&](const tile::TileBody& b) {
     for (const tile::TileStmt& s : b)
-      if (s.kind == tile::StmtKind::For && (mentions(s.extent) || mentions(s.min) || any(s.body)))
+      if (s.kind == tile::StmtKind::For &&
+          (ir::uses_var(s.extent, var) || ir::uses_var(s.min, var) || any(s.body)))
         return true;
     return false;
   };

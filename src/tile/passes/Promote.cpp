@@ -20,19 +20,13 @@
 // loads and stores one loop-invariant region of a buffer.
 #include <map>
 
+#include "ir/Visit.h"
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
 
 namespace kintsugi::tile {
 
 namespace {
-
-bool mentions(const ir::Expr& e, const std::string& var) {
-  if (e->op == ir::Op::Var && e->name == var) return true;
-  for (const ir::Expr& a : e->args)
-    if (mentions(a, var)) return true;
-  return false;
-}
 
 bool same_region(const TileOp& a, const TileOp& b) {
   if (a.axis_of_dim != b.axis_of_dim || a.type.shape != b.type.shape ||
@@ -80,8 +74,8 @@ class Promoter {
         stores = stores || o->kind == OpKind::Store;
         ok = ok && same_region(*o, *ops[0]) && o->type.dtype == b->dtype && o->stream_loop.empty();
         for (size_t d = 0; ok && d < o->starts.size(); ++d)
-          ok =
-              !mentions(o->starts[d], loop.var) && (o->axis_of_dim[d] < 0 || !o->bounds_checked[d]);
+          ok = !ir::uses_var(o->starts[d], loop.var) &&
+               (o->axis_of_dim[d] < 0 || !o->bounds_checked[d]);
       }
       if (ok && loads && stores && loaded_values_die_before_stores(loop.body, name))
         out.push_back(name);
