@@ -54,18 +54,24 @@ std::vector<int> row_shuffle_masks() {
   return masks;
 }
 
-int swizzle_chunk(int row, int chunk, int chunks_per_row) {
-  // Rows shorter than 128 bytes share a 128-byte bank line with their neighbours: XOR with the
-  // line index, so that 8 consecutive rows cover the 8 chunk positions of a line.
+namespace {
+
+// What a row's chunks are XORed with. Rows shorter than 128 bytes share a 128-byte bank line with
+// their neighbours: the term is the line index, so that 8 consecutive rows cover the 8 chunk
+// positions of a line.
+int swizzle_term(int row, int chunks_per_row) {
   int rows_per_line = std::max(1, 8 / chunks_per_row);
-  int span = std::min(chunks_per_row, 8);
-  return chunk ^ ((row / rows_per_line) % span);
+  return (row / rows_per_line) % std::min(chunks_per_row, 8);
+}
+
+}  // namespace
+
+int swizzle_chunk(int row, int chunk, int chunks_per_row) {
+  return chunk ^ swizzle_term(row, chunks_per_row);
 }
 
 int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row) {
-  int rows_per_line = std::max(1, 8 / chunks_per_row);
-  int span = std::min(chunks_per_row, 8);
-  int x = (lane_row / rows_per_line) % span;
+  int x = swizzle_term(lane_row, chunks_per_row);
   return (residue ^ (x & ~1)) | ((lane_chunk ^ x) & 1);
 }
 
@@ -729,15 +735,8 @@ class FragmentWriter : public KernelWriter {
 
   // The shared-memory element address (u16 units) of (row, chunk) of a tile.
   std::string swizzled(const SmemTile& t, const std::string& row, const std::string& chunk) const {
-    int64_t cpr = t.cols / 8;
-    int64_t per_line = std::max<int64_t>(1, 8 / cpr), span = std::min<int64_t>(cpr, 8);
-    // swizzle_chunk spelled on non-negative int coordinates (shifts and masks).
-    int shift = 0;
-    while ((int64_t{1} << shift) < per_line) ++shift;
-    std::string line_index =
-        per_line == 1 ? "(" + row + ")" : "((" + row + ") >> " + std::to_string(shift) + ")";
-    return "(" + row + ") * " + std::to_string(t.cols) + " + (((" + chunk + ") ^ (" + line_index +
-           " & " + std::to_string(span - 1) + ")) * 8)";
+    return "(" + row + ") * " + std::to_string(t.cols) + " + (((" + chunk + ") ^ " +
+           xor_term(row, swizzle_of(t)) + ") * 8)";
   }
 
   // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
@@ -780,8 +779,7 @@ class FragmentWriter : public KernelWriter {
     std::string row_bytes = std::to_string(t.cols * 2);
     if (one_term)
       line("const u32 ks_dst = " + stage_address(t, stage) + " + (u32)(ks_r0 * " + row_bytes +
-           " + ((ks_c ^ ((ks_r0 >> " + std::to_string(z.shift) + ") & " +
-           std::to_string(z.span - 1) + ")) * 16));");
+           " + ((ks_c ^ " + xor_term("ks_r0", z) + ") * 16));");
     line("#pragma unroll");
     line("for (int ks_i = 0; ks_i < " + std::to_string(chunks / threads()) + "; ++ks_i) {");
     ++indent_;
@@ -825,6 +823,11 @@ class FragmentWriter : public KernelWriter {
     while ((int64_t{1} << z.shift) < per_line) ++z.shift;
     return z;
   }
+  // swizzle_term spelled on a non-negative int row (a shift and a mask).
+  static std::string xor_term(const std::string& row, const Swizzle& z) {
+    return "(((" + row + ") >> " + std::to_string(z.shift) + ") & " + std::to_string(z.span - 1) +
+           ")";
+  }
   std::string lane_offsets_name(int tile, Access a) const {
     return "ks_lane_off" + std::to_string(tile) + "_" + std::to_string(static_cast<int>(a));
   }
@@ -844,8 +847,7 @@ class FragmentWriter : public KernelWriter {
     line("{");
     ++indent_;
     line("const int ks_lr = " + spec.lane_row + ", ks_lc = " + spec.lane_chunk + ";");
-    line("const int ks_x = (ks_lr >> " + std::to_string(z.shift) + ") & " +
-         std::to_string(z.span - 1) + ";");
+    line("const int ks_x = " + xor_term("ks_lr", z) + ";");
     for (int64_t r = 0; r < n; ++r)
       line(name + "[" + std::to_string(r) + "] = (u32)(ks_lr * " + std::to_string(t.cols * 2) +
            " + (((" + std::to_string(2 * r) + " ^ (ks_x & ~1)) | ((ks_lc ^ ks_x) & 1)) * 16));");
