@@ -3,14 +3,19 @@
 // tensor-core writer (FragmentCodegen.cpp) when it takes it, else to the element-cyclic writer
 // below, which is correct for every tile kernel.
 //
-// Layout: an array-valued tile of E elements is a per-thread register array of
-// ceil(E / kThreads) entries, entry k of thread t holding element t + k * kThreads (row-major
-// element order), so elementwise operations, loads and stores need no communication and
-// consecutive threads touch consecutive elements of the innermost axis (coalesced). Scalar-shaped
-// values are plain variables every thread holds. Broadcast, permute, reduce and dot stage their
-// operands in shared memory between two barriers; a barrier after every store makes the stored
-// elements visible to the loads that follow. Loops are uniform across the CTA (their bounds
-// depend only on grid variables, sizes and params), so barriers inside them are safe.
+// Layout: an array-valued tile of E elements (row-major order) is cut into chunks of W
+// consecutive elements, W the chunk width of its shape (chunk_width: 8, 4 or 2 when that divides
+// the innermost extent and leaves every thread a chunk, else 1), and the chunks are dealt out
+// cyclically: entry k * W + w of thread t holds element (t + k * kThreads) * W + w. Tiles of one
+// shape share the layout, so elementwise operations need no communication; consecutive threads
+// touch consecutive chunks of the innermost axis (coalesced), and a load whose rows are aligned
+// runs of the buffer's innermost dimension reads a chunk with one vector load. Scalar-shaped
+// values are plain variables every thread holds. Reductions reduce within a thread and a warp
+// first where the layout keeps what they combine there (reduce_scalar, reduce_innermost,
+// reduce_leading); otherwise, and for broadcast, permute and dot, operands are staged in shared
+// memory between two barriers. A barrier after every store makes the stored elements visible to
+// the loads that follow. Loops are uniform across the CTA (their bounds depend only on grid
+// variables, sizes and params), so barriers and shuffles inside them are safe.
 //
 // Invariant established: the generated kernels compute what the tile IR means (TileIR.h): loads
 // past a buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
@@ -34,6 +39,15 @@ using ir::Op;
 using tile::OpKind;
 using tile::TileOp;
 
+// The chunk width of a tile shape's layout (see the file comment).
+int64_t chunk_width(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return 1;
+  int64_t elements = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  for (int64_t w : {8, 4, 2})
+    if (shape.back() % w == 0 && elements / w >= kThreads) return w;
+  return 1;
+}
+
 class CyclicWriter : public KernelWriter {
  public:
   using KernelWriter::KernelWriter;
@@ -48,7 +62,9 @@ class CyclicWriter : public KernelWriter {
       return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
     }
     bool scalar() const { return shape.empty(); }
-    int64_t per_thread() const { return (elements() + kThreads - 1) / kThreads; }
+    int64_t width() const { return chunk_width(shape); }
+    int64_t chunks_per_thread() const { return (elements() / width() + kThreads - 1) / kThreads; }
+    int64_t per_thread() const { return chunks_per_thread() * width(); }
   };
 
   // --- kernels
@@ -106,20 +122,37 @@ class CyclicWriter : public KernelWriter {
   }
   const Value& val(int id) const { return values_[static_cast<size_t>(id)]; }
 
-  // Operand `id` at the current element (entry ks_k) of an op whose result has `elements`.
+  // Operand `id` at the current element (entry ks_i) of an op of the same shape.
   std::string at(int id) const {
     const Value& v = val(id);
-    return v.scalar() ? v.name : v.name + "[ks_k]";
+    return v.scalar() ? v.name : v.name + "[ks_i]";
   }
 
-  // Opens the per-element loop of a value: `e` is the element index, `ix` its multi-index.
-  std::vector<std::string> open_elements(const Value& v) {
+  // Opens the loop over the elements of a value this thread holds: ks_i is the entry, ks_e the
+  // element index; returns the element's multi-index. With `chunks`, the loop runs over chunks
+  // only: ks_i and ks_e are those of the chunk's first element.
+  std::vector<std::string> open_elements(const Value& v, bool chunks = false) {
+    std::string w = std::to_string(v.width()), T = std::to_string(kThreads);
+    bool per_element = v.width() > 1 && !chunks;
     line("#pragma unroll");
-    line("for (int ks_k = 0; ks_k < " + std::to_string(v.per_thread()) + "; ++ks_k) {");
+    line("for (int ks_k = 0; ks_k < " + std::to_string(v.chunks_per_thread()) + "; ++ks_k) {");
     ++indent_;
-    line("const int ks_e = ks_tid + ks_k * " + std::to_string(kThreads) + ";");
+    if (per_element) {
+      line("#pragma unroll");
+      line("for (int ks_w = 0; ks_w < " + w + "; ++ks_w) {");
+      ++indent_;
+    }
+    if (v.width() == 1) {
+      line("const int ks_i = ks_k;");
+      line("const int ks_e = ks_tid + ks_k * " + T + ";");
+    } else {
+      std::string w_term = per_element ? " + ks_w" : "";
+      line("const int ks_i = ks_k * " + w + w_term + ";");
+      line("const int ks_e = (ks_tid + ks_k * " + T + ") * " + w + w_term + ";");
+    }
     line("if (ks_e < " + std::to_string(v.elements()) + ") {");
     ++indent_;
+    open_depths_.push_back(per_element ? 3 : 2);
     std::vector<std::string> ix(v.shape.size());
     int64_t stride = 1;
     for (size_t d = v.shape.size(); d-- > 0;) {
@@ -129,10 +162,11 @@ class CyclicWriter : public KernelWriter {
     return ix;
   }
   void close_elements() {
-    --indent_;
-    line("}");
-    --indent_;
-    line("}");
+    for (int d = open_depths_.back(); d > 0; --d) {
+      --indent_;
+      line("}");
+    }
+    open_depths_.pop_back();
   }
 
   Value& define(const TileOp& o) {
@@ -159,10 +193,10 @@ class CyclicWriter : public KernelWriter {
     line("u16* ks_sb = (u16*)(ks_smem + " + std::to_string(ob) + ");");
     line("float* ks_sc = (float*)(ks_smem + " + std::to_string(oc) + ");");
     open_elements(a);
-    line("ks_sa[ks_e] = f32_to_f16(" + a.name + "[ks_k]);");
+    line("ks_sa[ks_e] = f32_to_f16(" + a.name + "[ks_i]);");
     close_elements();
     open_elements(b);
-    line("ks_sb[ks_e] = f32_to_f16(" + b.name + "[ks_k]);");
+    line("ks_sb[ks_e] = f32_to_f16(" + b.name + "[ks_i]);");
     close_elements();
     line("__syncthreads();");
     line("const int ks_lane = ks_tid & 31;");
@@ -191,7 +225,7 @@ class CyclicWriter : public KernelWriter {
     line("}");
     line("__syncthreads();");
     open_elements(v);
-    line(v.name + "[ks_k] = ks_sc[ks_e];");
+    line(v.name + "[ks_i] = ks_sc[ks_e];");
     close_elements();
     --indent_;
     line("}");
@@ -208,7 +242,7 @@ class CyclicWriter : public KernelWriter {
          std::to_string(offset) + ");");
     if (v.scalar()) return ptr;
     open_elements(v);
-    line(ptr + "[ks_e] = " + v.name + "[ks_k];");
+    line(ptr + "[ks_e] = " + v.name + "[ks_i];");
     close_elements();
     smem_bytes_ = std::max(smem_bytes_, offset + v.elements() * element_bytes(v.dtype));
     return ptr;
@@ -244,11 +278,177 @@ class CyclicWriter : public KernelWriter {
       return;
     }
     declare(v);
+    if (std::string vt = vector_type(o); !vt.empty()) {
+      // A chunk is `width` consecutive aligned buffer elements, all inside or none: one load.
+      std::vector<std::string> ix = open_elements(v, true);
+      element(reg, ix, &offset, &inside);
+      std::string w = std::to_string(v.width());
+      line("if (" + inside + ") {");
+      ++indent_;
+      int64_t pieces = v.width() * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2) / 16;
+      line(storage(buffer_dtype(o.buffer)) + " ks_raw[" + w + "];");
+      if (pieces <= 1)
+        line("*(" + vt + "*)ks_raw = *(const " + vt + "*)(" + buf + " + " + offset + ");");
+      for (int64_t k = 0; pieces > 1 && k < pieces; ++k)
+        line("((" + vt + "*)ks_raw)[" + std::to_string(k) + "] = ((const " + vt + "*)(" + buf +
+             " + " + offset + "))[" + std::to_string(k) + "];");
+      line("#pragma unroll");
+      line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) " + v.name +
+           "[ks_i + ks_c] = " + load_value(o.buffer, "ks_raw[ks_c]", v.dtype) + ";");
+      --indent_;
+      line("} else {");
+      line("  #pragma unroll");
+      line("  for (int ks_c = 0; ks_c < " + w + "; ++ks_c) " + v.name + "[ks_i + ks_c] = " + zero +
+           ";");
+      line("}");
+      close_elements();
+      return;
+    }
     std::vector<std::string> ix = open_elements(v);
     element(reg, ix, &offset, &inside);
-    line(v.name + "[ks_k] = (" + inside + ") ? " +
+    line(v.name + "[ks_i] = (" + inside + ") ? " +
          load_value(o.buffer, buf + "[" + offset + "]", v.dtype) + " : " + zero + ";");
     close_elements();
+  }
+
+  // The vector type that loads a chunk of load `o`'s value (in 16-byte pieces if longer), or ""
+  // when its chunks are not aligned runs of the buffer (see innermost_chunks) or a chunk is
+  // shorter than 4 bytes.
+  std::string vector_type(const TileOp& o) const {
+    DType bt = buffer_dtype(o.buffer);
+    int64_t w = chunk_width(o.type.shape);
+    if (w == 1 || (bt != DType::F16 && bt != DType::BF16 && bt != DType::F32) ||
+        !innermost_chunks(o, w))
+      return "";
+    switch (std::min<int64_t>(16, w * (bt == DType::F32 ? 4 : 2))) {
+      case 16:
+        return "uint4";
+      case 8:
+        return "uint2";
+      case 4:
+        return "unsigned int";
+      default:
+        return "";
+    }
+  }
+
+  // --- reductions that combine within a thread and a warp first
+
+  std::string fold(const TileOp& o, const std::string& acc, const std::string& x) const {
+    DType t = o.type.dtype;
+    return round_to(combine(o.reducer, t, acc, x), t);
+  }
+  // acc combined with acc of the lanes whose index differs in bit `from`, then from / 2, ... 1.
+  void shuffle_fold(const TileOp& o, const std::string& acc, int64_t from) {
+    for (int64_t off = from; off >= 1; off /= 2)
+      line(acc + " = " +
+           fold(o, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", " + std::to_string(off) + ")") +
+           ";");
+  }
+  std::string smem_array(const Value& v, int64_t elements) {
+    std::string ptr = tmp();
+    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)ks_smem;");
+    smem_bytes_ = std::max(smem_bytes_, elements * element_bytes(v.dtype));
+    return ptr;
+  }
+
+  // Every element to one scalar: each thread folds its elements, each warp its lanes by
+  // shuffles, and every thread the warps' results from shared memory.
+  void reduce_scalar(const TileOp& o, const Value& a, const Value& v) {
+    const std::string ty = ctype(v.dtype);
+    std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
+    line(ty + " " + v.name + " = " + identity + ";");
+    line("{");
+    ++indent_;
+    std::string acc = tmp();
+    line(ty + " " + acc + " = " + identity + ";");
+    open_elements(a);
+    line(acc + " = " + fold(o, acc, a.name + "[ks_i]") + ";");
+    close_elements();
+    shuffle_fold(o, acc, 16);
+    line("__syncthreads();");
+    std::string part = smem_array(v, kThreads / 32);
+    line("if ((ks_tid & 31) == 0) " + part + "[ks_tid >> 5] = " + acc + ";");
+    line("__syncthreads();");
+    line("#pragma unroll");
+    line("for (int ks_r = 0; ks_r < " + std::to_string(kThreads / 32) + "; ++ks_r) " + v.name +
+         " = " + fold(o, v.name, part + "[ks_r]") + ";");
+    --indent_;
+    line("}");
+  }
+
+  // Along the innermost axis of C elements, when a row is `group` = C / W whole chunks of
+  // consecutive lanes (group a power of two up to 32): each thread folds its chunk, the group its
+  // lanes by shuffles, and the group's first lane hands the row's result over in shared memory.
+  bool reduce_innermost(const TileOp& o, const Value& a, const Value& v) {
+    int64_t C = a.shape.back(), group = C / a.width();
+    if (static_cast<size_t>(o.axis) + 1 != a.shape.size() || group > 32 ||
+        (group & (group - 1)) != 0)
+      return false;
+    declare(v);
+    const std::string ty = ctype(v.dtype), w = std::to_string(a.width());
+    std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
+    line("__syncthreads();");
+    std::string rows = smem_array(v, a.elements() / C);
+    line("#pragma unroll");
+    line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k) {");
+    ++indent_;
+    line("const int ks_e = (ks_tid + ks_k * " + std::to_string(kThreads) + ") * " + w + ";");
+    std::string acc = tmp();
+    line(ty + " " + acc + " = " + identity + ";");
+    line("if (ks_e < " + std::to_string(a.elements()) + ") {");
+    line("  #pragma unroll");
+    line("  for (int ks_c = 0; ks_c < " + w + "; ++ks_c) " + acc + " = " +
+         fold(o, acc, a.name + "[ks_k * " + w + " + ks_c]") + ";");
+    line("}");
+    shuffle_fold(o, acc, group / 2);
+    line("if (ks_e < " + std::to_string(a.elements()) + " && (ks_tid & " +
+         std::to_string(group - 1) + ") == 0) " + rows + "[ks_e / " + std::to_string(C) +
+         "] = " + acc + ";");
+    --indent_;
+    line("}");
+    line("__syncthreads();");
+    open_elements(v);
+    line(v.name + "[ks_i] = " + rows + "[ks_e];");
+    close_elements();
+    return true;
+  }
+
+  // Along the leading axis, when the rest of the shape (`rest` elements) divides the kThreads * W
+  // elements one pass of the threads covers: every chunk of a thread then holds the same output
+  // elements, so the thread folds its chunks, and each output element folds the kThreads * W /
+  // rest partial results of the threads that hold it, from shared memory.
+  bool reduce_leading(const TileOp& o, const Value& a, const Value& v) {
+    int64_t W = a.width(), rest = a.elements() / a.shape[0];
+    if (o.axis != 0 || (kThreads * W) % rest != 0) return false;
+    declare(v);
+    const std::string ty = ctype(v.dtype), w = std::to_string(W);
+    std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
+    line("__syncthreads();");
+    std::string part = smem_array(v, kThreads * W);
+    line("#pragma unroll");
+    line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) {");
+    ++indent_;
+    std::string acc = tmp();
+    line(ty + " " + acc + " = " + identity + ";");
+    line("#pragma unroll");
+    line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k)");
+    line("  if ((ks_tid + ks_k * " + std::to_string(kThreads) + ") * " + w + " + ks_c < " +
+         std::to_string(a.elements()) + ") " + acc + " = " +
+         fold(o, acc, a.name + "[ks_k * " + w + " + ks_c]") + ";");
+    line(part + "[ks_tid * " + w + " + ks_c] = " + acc + ";");
+    --indent_;
+    line("}");
+    line("__syncthreads();");
+    open_elements(v);
+    acc = tmp();
+    line(ty + " " + acc + " = " + identity + ";");
+    line("#pragma unroll");
+    line("for (int ks_g = 0; ks_g < " + std::to_string(kThreads * W / rest) + "; ++ks_g) " + acc +
+         " = " + fold(o, acc, part + "[ks_e + ks_g * " + std::to_string(rest) + "]") + ";");
+    line(v.name + "[ks_i] = " + acc + ";");
+    close_elements();
+    return true;
   }
 
   std::string map_code(const TileOp& o, const std::vector<std::string>& a) {
@@ -276,8 +476,8 @@ class CyclicWriter : public KernelWriter {
         return;
       }
       line("#pragma unroll");
-      line("for (int ks_k = 0; ks_k < " + std::to_string(r.per_thread()) + "; ++ks_k) " + r.name +
-           "[ks_k] = " + at(o.args[0]) + ";");
+      line("for (int ks_i = 0; ks_i < " + std::to_string(r.per_thread()) + "; ++ks_i) " + r.name +
+           "[ks_i] = " + at(o.args[0]) + ";");
       return;
     }
     Value& v = define(o);
@@ -291,8 +491,8 @@ class CyclicWriter : public KernelWriter {
         }
         declare(v);
         line("#pragma unroll");
-        line("for (int ks_k = 0; ks_k < " + std::to_string(v.per_thread()) + "; ++ks_k) " + v.name +
-             "[ks_k] = " + r.name + "[ks_k];");
+        line("for (int ks_i = 0; ks_i < " + std::to_string(v.per_thread()) + "; ++ks_i) " + v.name +
+             "[ks_i] = " + r.name + "[ks_i];");
         return;
       }
       case OpKind::Full:
@@ -302,7 +502,7 @@ class CyclicWriter : public KernelWriter {
         declare(v);
         std::string start = scalar(o.scalar);
         std::vector<std::string> ix = open_elements(v);
-        line(v.name + "[ks_k] = " + start + " + " + ix[static_cast<size_t>(o.axis)] + ";");
+        line(v.name + "[ks_i] = " + start + " + " + ix[static_cast<size_t>(o.axis)] + ";");
         close_elements();
         return;
       }
@@ -318,7 +518,7 @@ class CyclicWriter : public KernelWriter {
         }
         declare(v);
         open_elements(v);
-        line(v.name + "[ks_k] = " + code + ";");
+        line(v.name + "[ks_i] = " + code + ";");
         close_elements();
         return;
       }
@@ -328,8 +528,8 @@ class CyclicWriter : public KernelWriter {
         declare(v);
         if (a.scalar()) {
           line("#pragma unroll");
-          line("for (int ks_k = 0; ks_k < " + std::to_string(v.per_thread()) + "; ++ks_k) " +
-               v.name + "[ks_k] = " + a.name + ";");
+          line("for (int ks_i = 0; ks_i < " + std::to_string(v.per_thread()) + "; ++ks_i) " +
+               v.name + "[ks_i] = " + a.name + ";");
           return;
         }
         line("__syncthreads();");
@@ -341,13 +541,20 @@ class CyclicWriter : public KernelWriter {
           if (o.kind == OpKind::Broadcast) src[k] = ix[static_cast<size_t>(o.dims[k])];
         if (o.kind == OpKind::Permute)
           for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
-        line(v.name + "[ks_k] = " + s + "[" + target::spell_linear_index(src, a.shape) + "];");
+        line(v.name + "[ks_i] = " + s + "[" + target::spell_linear_index(src, a.shape) + "];");
         close_elements();
         return;
       }
       case OpKind::Reduce: {
         const Value& a = val(o.args[0]);
         size_t ax = static_cast<size_t>(o.axis);
+        if (v.dtype != DType::Bool) {  // (shuffles move 32- and 64-bit values)
+          if (v.scalar()) {
+            reduce_scalar(o, a, v);
+            return;
+          }
+          if (reduce_innermost(o, a, v) || reduce_leading(o, a, v)) return;
+        }
         line("__syncthreads();");
         std::string s = stage(o.args[0], 0);
         line("__syncthreads();");
@@ -377,7 +584,7 @@ class CyclicWriter : public KernelWriter {
         }
         declare(v);
         std::vector<std::string> ix = open_elements(v);
-        reduce_into(v.name + "[ks_k]", ix);
+        reduce_into(v.name + "[ks_i]", ix);
         close_elements();
         return;
       }
@@ -401,7 +608,7 @@ class CyclicWriter : public KernelWriter {
         line("for (int ks_r = 0; ks_r < " + std::to_string(K) + "; ++ks_r) " + acc + " = fmaf(" +
              sa + "[" + ix[0] + " * " + std::to_string(K) + " + ks_r], " + sb + "[ks_r * " +
              std::to_string(N) + " + " + ix[1] + "], " + acc + ");");
-        line(v.name + "[ks_k] = " + acc + ";");
+        line(v.name + "[ks_i] = " + acc + ";");
         close_elements();
         return;
       }
@@ -416,6 +623,7 @@ class CyclicWriter : public KernelWriter {
 
   std::vector<Value> values_;
   std::map<std::string, Value> registers_;
+  std::vector<int> open_depths_;  // braces each open_elements opened
 };
 
 }  // namespace

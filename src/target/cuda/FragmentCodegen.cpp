@@ -198,22 +198,13 @@ class FragmentWriter : public KernelWriter {
   // A 2-D f16 load whose rows are whole 16-byte chunks of the buffer's innermost dimension.
   bool stageable(const TileOp& o) const {
     if (o.type.dtype != DType::F16 || o.type.shape.size() != 2) return false;
-    const ir::Buffer* b = p_.source.find_buffer(o.buffer);
-    size_t last = o.starts.size() - 1;
-    if (b->dtype != DType::F16 || o.axis_of_dim[last] != 1 || o.bounds_checked[last]) return false;
-    const ir::Expr& start = o.starts[last];
-    if (start->op != Op::IntImm || start->int_value % 8 != 0) return false;
-    const ir::Expr& extent = b->shape[last];
-    int64_t n = -1;
-    if (extent->op == Op::IntImm) n = extent->int_value;
-    if (extent->op == Op::Var && p_.specialised.count(extent->name))
-      n = p_.specialised.at(extent->name);
+    if (buffer_dtype(o.buffer) != DType::F16 || !innermost_chunks(o, 8)) return false;
     int64_t rows = o.type.shape[0], cols = o.type.shape[1];
     // Whole 16-byte chunks a row, a power of two of them (the swizzle), split evenly over the
     // threads.
     int64_t cpr = cols / 8, threads = rows_ / 16 * 32;
-    return n > 0 && n % 8 == 0 && rows % 16 == 0 && cols % 16 == 0 && (cpr & (cpr - 1)) == 0 &&
-           threads % cpr == 0 && rows * cpr % threads == 0;
+    return rows % 16 == 0 && cols % 16 == 0 && (cpr & (cpr - 1)) == 0 && threads % cpr == 0 &&
+           rows * cpr % threads == 0;
   }
 
   bool assign(const TileOp& o) {

@@ -318,6 +318,21 @@ DType KernelWriter::buffer_dtype(const std::string& name) const {
   return p_.source.find_buffer(name)->dtype;
 }
 
+bool KernelWriter::innermost_chunks(const tile::TileOp& o, int64_t width) const {
+  if (o.type.shape.empty() || o.starts.empty()) return false;
+  size_t last = o.starts.size() - 1;
+  if (o.axis_of_dim[last] != static_cast<int>(o.type.shape.size()) - 1 || o.bounds_checked[last])
+    return false;
+  const ir::Expr& start = o.starts[last];
+  if (start->op != Op::IntImm || start->int_value % width != 0) return false;
+  const ir::Expr& extent = p_.source.find_buffer(o.buffer)->shape[last];
+  int64_t n = -1;
+  if (extent->op == Op::IntImm) n = extent->int_value;
+  if (extent->op == Op::Var && p_.specialised.count(extent->name))
+    n = p_.specialised.at(extent->name);
+  return n > 0 && n % width == 0 && o.type.shape.back() % width == 0;
+}
+
 std::string KernelWriter::load_value(const std::string& buffer, const std::string& raw,
                                      DType to) const {
   DType bt = buffer_dtype(buffer);

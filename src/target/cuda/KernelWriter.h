@@ -85,6 +85,13 @@ class KernelWriter {
   void element(const Region& r, const std::vector<std::string>& ix, std::string* offset,
                std::string* inside) const;
   DType buffer_dtype(const std::string& name) const;
+  // Whether the innermost tile axis of load or store `o` spans its buffer's innermost dimension
+  // in aligned runs of `width` elements: without a bounds check there, from a constant start that
+  // is a multiple of `width`, in a dimension whose extent (a constant or a specialised dim) is a
+  // multiple of `width` too. Then every run of `width` tile elements along that axis that starts
+  // at a multiple of `width` is `width` consecutive, `width`-aligned buffer elements, all inside
+  // the buffer or none.
+  bool innermost_chunks(const tile::TileOp& o, int64_t width) const;
   std::string load_value(const std::string& buffer, const std::string& raw, DType to) const;
   std::string store_value(const std::string& buffer, const std::string& v) const;
 
