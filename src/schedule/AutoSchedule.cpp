@@ -107,6 +107,22 @@ void hoist_complete_producers(Schedule& s, const std::string& head,
   for (const std::string& b : late) s.move_nest(b, head);
 }
 
+// Step 3, split-K (see AutoSchedule.h): the combine nest of `block` walks the chunks in tiles of
+// `chunks`, so that a tile's partial results are loaded and combined together.
+void tile_combine(Schedule& s, const std::string& block, int64_t chunks,
+                  const std::function<void(const std::string&)>& note) {
+  const ir::StmtNode& b = *find_block(s.program().body, block, "auto").back();
+  for (const ir::IterVar& iv : b.iters) {
+    if (iv.kind != ir::IterKind::Reduce || iv.binding->op != ir::Op::Var) continue;
+    try {
+      s.split(LoopRef{block, iv.binding->name}, chunks);
+    } catch (const ScheduleError& e) {
+      note("the combine of '" + block + "' walks one chunk at a time: " + e.what());
+    }
+    return;
+  }
+}
+
 }  // namespace
 
 Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,
@@ -231,6 +247,8 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       }
     }
     if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
+    if (split_k && options.combine_tile > 0)
+      for (const std::string& m : members) tile_combine(s, m, options.combine_tile, note);
     s.compact_buffer();
     return s;
   } catch (const ScheduleError& e) {

@@ -14,7 +14,8 @@
 //      first; scans become loop-carried pairs (split_scan_buffer); buffers shrink to what one
 //      iteration needs (compact_buffer). When the chain has few independent rows (the product
 //      of the first reduction's spatial extents), split_k_update replaces rolling_update: the
-//      tiles run in parallel and a combine nest merges them (FlashDecoding).
+//      tiles run in parallel and a combine nest merges them (FlashDecoding); the combine nests
+//      walk the chunks in tiles, so the partial results of a tile of chunks combine together.
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
 //      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
@@ -37,6 +38,9 @@ struct AutoScheduleOptions {
   // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;
+  // Split-K: the combine nests walk the chunks' partial results in tiles of this many chunks.
+  // 0 walks them one at a time.
+  int64_t combine_tile = 32;
   // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
   std::map<std::string, int64_t> sizes;
 };

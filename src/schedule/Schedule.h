@@ -82,8 +82,9 @@ class Schedule {
                               const std::map<std::string, std::string>& aliases = {});
   // Splits a reduction at `loop` into partial results (a new block `<block>.rf` writing
   // `<buffer>.rf`, data-parallel over `loop`) and a write-back that reduces them over `loop`.
+  // The rf buffer is the buffer with `loop`'s axis inserted at position `factor_axis` (-1: last).
   // Returns the rf block's name.
-  std::string rfactor(const std::string& block, const LoopRef& loop);
+  std::string rfactor(const std::string& block, const LoopRef& loop, int factor_axis = -1);
   // Turns a reduction over `loop` into a scan `<buffer>.scan` holding every running value;
   // returns the scan buffer's name.
   std::string reduce_to_scan(const std::string& block, const LoopRef& loop);

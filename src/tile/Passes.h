@@ -6,22 +6,29 @@
 //                                              a buffer a loop loads and stores at one
 //                                              loop-invariant region lives in a register for the
 //                                              loop (the split-K combine's running state)
-//   3. forward_registers (passes/Forward.cpp)
+//   3. forward_stores   (passes/StoreForward.cpp)
+//                                              a load of the region the same code just stored,
+//                                              whole and unrounded, is the stored value (the
+//                                              split-K partial maximum read back)
+//   4. forward_registers (passes/Forward.cpp)
 //                                              a register read after a write in the same code is
 //                                              the written value; a register scoped to a loop
 //                                              holds nothing at the start of an iteration, so a
 //                                              masked update of it is the new value alone; the
 //                                              per-iteration scratch registers (the score tiles
 //                                              of the key loop) disappear
-//   4. drop_redundant_tail_selects (passes/TailSelect.cpp)
+//   5. drop_redundant_tail_selects (passes/TailSelect.cpp)
 //                                              a select of a load against zero under the load's
 //                                              own bound is the load (the masked V tile)
-//   5. cse              again: forwarding makes reads of one value identical
-//   6. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//   6. fold_permutes_into_reduces (passes/ReducePermute.cpp)
+//                                              a reduction of a permuted tile reduces the tile
+//                                              along the corresponding axis (the split-K PV sum)
+//   7. cse              again: forwarding makes reads of one value identical
+//   8. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//   7. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//   8. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//   9. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  10. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -37,8 +44,10 @@ namespace kintsugi::tile {
 
 void cse(TileProgram& p);
 void promote_loop_buffers(TileProgram& p);
+void forward_stores(TileProgram& p);
 void forward_registers(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
+void fold_permutes_into_reduces(TileProgram& p);
 void hoist_invariants(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);

@@ -147,10 +147,22 @@ class NestTranslator {
         first_conds.push_back(ir::make_binary(Op::Eq, iv.binding, ir::make_int(0)));
         continue;
       }
-      if (iv.kind == ir::IterKind::Scan || iv.binding->op != Op::Var)
+      // A reduction over a tile axis `a` bound as `a` or as `x + a` (a split reduction loop: x
+      // walks the tiles serially, and the tile holding the first iteration is the one at x = 0).
+      const Expr& b = iv.binding;
+      std::string axis;
+      if (iv.kind != ir::IterKind::Scan && used.size() == 1) {
+        if (b->op == Op::Var) axis = b->name;
+        for (int k = 0; b->op == Op::Add && k < 2 && axis.empty(); ++k)
+          if (b->args[k]->op == Op::Var && b->args[k]->name == used[0]) {
+            axis = used[0];
+            first_conds.push_back(ir::make_binary(Op::Eq, b->args[1 - k], ir::make_int(0)));
+          }
+      }
+      if (axis.empty())
         refuse("block '" + block_.name + "' scans or reduces over a tile axis through '" +
                ir::to_string(iv.binding) + "'");
-      tile_reduce.insert(iv.binding->name);
+      tile_reduce.insert(axis);
     }
     const StmtNode& store = *block_.body;
     if (store.kind != ir::StmtKind::Store)

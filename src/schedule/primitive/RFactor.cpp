@@ -17,7 +17,7 @@
 
 namespace kintsugi::schedule {
 
-std::string Schedule::rfactor(const std::string& block, const LoopRef& loop) {
+std::string Schedule::rfactor(const std::string& block, const LoopRef& loop, int factor_axis) {
   const std::string P = "rfactor";
   if (loop.block != block) throw ScheduleError(P, "the loop must enclose block '" + block + "'");
   StmtPath path = find_block(program_.body, block, P);
@@ -90,8 +90,13 @@ std::string Schedule::rfactor(const std::string& block, const LoopRef& loop) {
                                  block + "'");
     if (used) rf_iters.push_back(ir::IterVar{f->var, f->extent, ir::IterKind::Reduce, var(f->var)});
   }
+  if (factor_axis < -1 || factor_axis > static_cast<int>(st.indices.size()))
+    throw ScheduleError(P, "factor axis " + std::to_string(factor_axis) + " of block '" + block +
+                               "' is not a position in its buffer's " +
+                               std::to_string(st.indices.size()) + " dimensions (or -1 for last)");
+  size_t at = factor_axis < 0 ? st.indices.size() : static_cast<size_t>(factor_axis);
   std::vector<ir::Expr> rf_idx = st.indices;
-  rf_idx.push_back(lv);
+  rf_idx.insert(rf_idx.begin() + static_cast<long>(at), lv);
   DType t = term->type;
   ir::Expr g = ir::substitute(term, sub);
   ir::Expr acc = ir::make_load(
@@ -135,7 +140,7 @@ std::string Schedule::rfactor(const std::string& block, const LoopRef& loop) {
   p.buffers.push_back(ir::Buffer{rf_buf, buf->dtype,
                                  [&] {
                                    auto s = buf->shape;
-                                   s.push_back(ext);
+                                   s.insert(s.begin() + static_cast<long>(at), ext);
                                    return s;
                                  }(),
                                  ir::BufferRole::Intermediate, "global"});
@@ -159,12 +164,14 @@ std::string Schedule::rfactor(const std::string& block, const LoopRef& loop) {
     newl.body = ir::make_seq({nl.body, wb});
   }
   p.body = replace_at(np, std::make_shared<const ir::StmtNode>(std::move(newl)));
-  commit(std::move(p), {{"primitive", P}, {"block", block}, {"loop", loop.var}});
+  nlohmann::json entry{{"primitive", P}, {"block", block}, {"loop", loop.var}};
+  if (factor_axis != -1) entry["factor_axis"] = factor_axis;
+  commit(std::move(p), entry);
   return rf_block;
 }
 
 void replay_rfactor(Schedule& s, const nlohmann::json& j) {
-  s.rfactor(j.at("block").get<std::string>(), loop_arg(j));
+  s.rfactor(j.at("block").get<std::string>(), loop_arg(j), j.value("factor_axis", -1));
 }
 
 }  // namespace kintsugi::schedule

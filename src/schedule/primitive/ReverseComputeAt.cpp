@@ -5,6 +5,7 @@
 // consumer whose reduction variable is restricted this way accumulates tile by tile (its init
 // still runs once, when the reduction variable is 0).
 #include "ir/Printer.h"
+#include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/primitive/ComputeAt.h"
@@ -45,11 +46,17 @@ void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& l
   bool any = false;
   for (const std::string& buf : reads) {
     // A read through an alias (a value that will become a produced buffer's partial) is placed
-    // by the region of that buffer's leading dimensions.
+    // by the region of that buffer's dimensions other than the partial's own, which the loop
+    // variable indexes.
     std::string source = aliases.count(buf) ? aliases.at(buf) : buf;
     if (!produced.count(source) || block_writes(c).count(buf)) continue;
     std::vector<Range> region;
     if (!access_region(l.body, program_, source, true, &region)) continue;
+    if (aliases.count(buf))
+      std::erase_if(region, [&](const Range& r) {
+        return r.min->op == ir::Op::Var && r.min->name == l.var &&
+               ir::equal(ir::simplify(r.extent), ir::make_int(1));
+      });
     any = true;
     ir::visit_exprs(c.body, [&](const ir::Expr& e) {
       ir::visit(e, [&](const ir::Expr& x) {

@@ -34,6 +34,9 @@ namespace kintsugi::schedule {
 namespace {
 
 const char* kChunk = "__chunk";
+// Where the chunk axis goes in a partial buffer: first, so one chunk's partials are contiguous
+// (a row of a partial output is written, and combined, as one run; Neptune's factor_axis 0).
+constexpr int kChunkAxis = 0;
 
 // The rf buffer a write-back block combines over `loop_var`, or "" when it is not one.
 std::string rf_of(const ir::StmtNode& wb, const std::string& loop_var) {
@@ -46,8 +49,8 @@ std::string rf_of(const ir::StmtNode& wb, const std::string& loop_var) {
   if (!red || !(red->binding->op == ir::Op::Var && red->binding->name == loop_var)) return "";
   std::string rf;
   ir::visit(g, [&](const ir::Expr& x) {
-    if (x->op == ir::Op::Load && !x->args.empty() && x->args.back()->op == ir::Op::Var &&
-        x->args.back()->name == red->name)
+    if (x->op == ir::Op::Load && !x->args.empty() && x->args[kChunkAxis]->op == ir::Op::Var &&
+        x->args[kChunkAxis]->name == red->name)
       rf = x->name;
     return true;
   });
@@ -168,7 +171,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
         nl.body, lv, nl.extent,
         [&](const ir::Expr& load, const ir::Expr& position) {
           std::vector<ir::Expr> idx = load->args;
-          idx.push_back(position);
+          idx.insert(idx.begin() + kChunkAxis, position);
           return ir::make_load(rf, load->type, idx);
         },
         ph);
@@ -214,7 +217,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   for (const algebra::AugmentedStatistic& stat : repair.statistics) {
     std::string sb;
     tmp.program_ = add_statistic(tmp, block, LoopRef{loop.block, lv}, stat, kChunk, P, &sb);
-    std::string rf = tmp.rfactor(sb, LoopRef{sb, lv});
+    std::string rf = tmp.rfactor(sb, LoopRef{sb, lv}, kChunkAxis);
     statistic_partials[stat.var] =
         *block_writes(*find_block(tmp.program_.body, rf, P).back()).begin();
     StmtPath sw = find_block(tmp.program_.body, sb, P);
@@ -223,7 +226,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     remove_buffer(tmp.program_, total);
   }
   // (4) Partials per chunk.
-  tmp.rfactor(block, LoopRef{block, lv});
+  tmp.rfactor(block, LoopRef{block, lv}, kChunkAxis);
   // (5) The write-back leaves the loop for a combine nest and repairs each partial.
   StmtPath wpath = find_block(tmp.program_.body, block, P);
   ir::StmtNode wb = *wpath.back();
@@ -239,7 +242,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       std::string global;
       for (const auto& [g, rf] : frontier)
         if (rf == v.load->name) global = g;
-      std::vector<ir::Expr> gidx(v.load->args.begin(), v.load->args.end() - 1);
+      std::vector<ir::Expr> gidx = v.load->args;
+      gidx.erase(gidx.begin() + kChunkAxis);
       sub[v.old_var] = local;
       sub[v.new_var] = ir::make_load(global, v.load->type, gidx);
       const ir::StmtNode* prod = writers_now.at(global);
@@ -255,7 +259,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     }
     for (const auto& [stat, rf] : statistic_partials) {
       std::vector<ir::Expr> idx = st.indices;
-      idx.push_back(var(lv));
+      idx.insert(idx.begin() + kChunkAxis, var(lv));
       sub[stat] = ir::make_load(rf, self->type, idx);
     }
     partial = ir::substitute(repair.h, sub);

@@ -46,9 +46,13 @@ void optimize(TileProgram& p) {
   verify(p);
   promote_loop_buffers(p);
   verify(p);
+  forward_stores(p);
+  verify(p);
   forward_registers(p);
   verify(p);
   drop_redundant_tail_selects(p);
+  verify(p);
+  fold_permutes_into_reduces(p);
   verify(p);
   cse(p);
   verify(p);

@@ -144,13 +144,13 @@ TEST(SplitKUpdate, DecodeChunksAndCombine) {
   s.split_k_update("l", j[0]);
   s.split_k_update("o", j[0]);
   std::string text = ir::to_string(s.program());
-  // The chunk loop holds only partials; combine nests follow it.
-  EXPECT_NE(text.find("e[b, h, i, j] = exp(c[b, h, i, j] - m.rf[b, h, i, j0])"), std::string::npos)
+  // The chunk loop holds only partials (chunk axis first); combine nests follow it.
+  EXPECT_NE(text.find("e[b, h, i, j] = exp(c[b, h, i, j] - m.rf[j0, b, h, i])"), std::string::npos)
       << text;
   EXPECT_NE(
       text.find(
-          "l[b, h, i] = l[b, h, i] + select(m.rf[b, h, i, j0] == -inf, 0.0, l.rf[b, h, i, j0] * "
-          "select(m.rf[b, h, i, j0] == m[b, h, i], 1.0, exp(m.rf[b, h, i, j0] - m[b, h, i])))"),
+          "l[b, h, i] = l[b, h, i] + select(m.rf[j0, b, h, i] == -inf, 0.0, l.rf[j0, b, h, i] * "
+          "select(m.rf[j0, b, h, i] == m[b, h, i], 1.0, exp(m.rf[j0, b, h, i] - m[b, h, i])))"),
       std::string::npos)
       << text;
   expect_equivalent(p, s.program(),
@@ -233,13 +233,13 @@ TEST(SplitKUpdate, LayerNormVarianceWithAugmentedState) {
   // The write-back of mu.sum0 left the chunk loop; name the loop through the partial block.
   s.split_k_update("var.sum0", LoopRef{"mu.sum0.rf", "j0"});
   std::string text = ir::to_string(s.program());
-  EXPECT_NE(text.find("var.sum0.S1.rf[i, j0] = var.sum0.S1.rf[i, j0] + f32(X[i, j0 * 4 + j_1]) / "
+  EXPECT_NE(text.find("var.sum0.S1.rf[j0, i] = var.sum0.S1.rf[j0, i] + f32(X[i, j0 * 4 + j_1]) / "
                       "f32(N)"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("block var.sum0(spatial i:M, reduce j0:(N + 3) / 4):"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("2.0 * var.sum0.S1.rf[i, j0] * mu.sum0[i]"), std::string::npos) << text;
+  EXPECT_NE(text.find("2.0 * var.sum0.S1.rf[j0, i] * mu.sum0[i]"), std::string::npos) << text;
   // Only the chunk partials of a statistic are kept.
   EXPECT_EQ(text.find("buffer var.sum0.S1:"), std::string::npos) << text;
   EXPECT_EQ(text.find("block var.sum0.S1("), std::string::npos) << text;
