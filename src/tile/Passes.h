@@ -1,34 +1,38 @@
 // \file Passes.h
 // The target-independent tile passes, in the order `optimize` runs them:
-//   1. cse              (passes/Cse.cpp)       identical operations computed once; register reads
+//   1. fuse_kernels     (passes/FuseKernels.cpp)
+//                                              consecutive kernels over one grid that share only
+//                                              instance-private elements are one kernel (the
+//                                              split-K combines and the normalisation)
+//   2. cse              (passes/Cse.cpp)       identical operations computed once; register reads
 //                                              and loads are reused only until a write or store
-//   2. promote_loop_buffers (passes/Promote.cpp)
+//   3. promote_loop_buffers (passes/Promote.cpp)
 //                                              a buffer a loop loads and stores at one
 //                                              loop-invariant region lives in a register for the
 //                                              loop (the split-K combine's running state)
-//   3. forward_stores   (passes/StoreForward.cpp)
+//   4. forward_stores   (passes/StoreForward.cpp)
 //                                              a load of the region the same code just stored,
 //                                              whole and unrounded, is the stored value (the
 //                                              split-K partial maximum read back)
-//   4. forward_registers (passes/Forward.cpp)
+//   5. forward_registers (passes/Forward.cpp)
 //                                              a register read after a write in the same code is
 //                                              the written value; a register scoped to a loop
 //                                              holds nothing at the start of an iteration, so a
 //                                              masked update of it is the new value alone; the
 //                                              per-iteration scratch registers (the score tiles
 //                                              of the key loop) disappear
-//   5. drop_redundant_tail_selects (passes/TailSelect.cpp)
+//   6. drop_redundant_tail_selects (passes/TailSelect.cpp)
 //                                              a select of a load against zero under the load's
 //                                              own bound is the load (the masked V tile)
-//   6. fold_permutes_into_reduces (passes/ReducePermute.cpp)
+//   7. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
-//   7. cse              again: forwarding makes reads of one value identical
-//   8. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//   8. cse              again: forwarding makes reads of one value identical
+//   9. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//   9. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  10. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//   10. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  11. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -42,6 +46,7 @@
 
 namespace kintsugi::tile {
 
+void fuse_kernels(TileProgram& p);
 void cse(TileProgram& p);
 void promote_loop_buffers(TileProgram& p);
 void forward_stores(TileProgram& p);

@@ -65,6 +65,12 @@ class CyclicWriter : public KernelWriter {
     int64_t width() const { return chunk_width(shape); }
     int64_t chunks_per_thread() const { return (elements() / width() + kThreads - 1) / kThreads; }
     int64_t per_thread() const { return chunks_per_thread() * width(); }
+    // Every entry of every thread holds an element (no thread runs past the end).
+    bool full() const { return elements() % (kThreads * width()) == 0; }
+    // Whether the current element (ks_e) is one: a condition, or "" when it always is.
+    std::string holds(const std::string& e = "ks_e") const {
+      return full() ? "" : e + " < " + std::to_string(elements()) + "u";
+    }
   };
 
   // --- kernels
@@ -142,21 +148,24 @@ class CyclicWriter : public KernelWriter {
       line("for (int ks_w = 0; ks_w < " + w + "; ++ks_w) {");
       ++indent_;
     }
+    // Element indices are unsigned, so that the divisions and remainders of the multi-index by
+    // powers of two fold with the unrolled ks_k and ks_w.
     if (v.width() == 1) {
       line("const int ks_i = ks_k;");
-      line("const int ks_e = ks_tid + ks_k * " + T + ";");
+      line("const unsigned ks_e = (unsigned)ks_tid + ks_k * " + T + "u;");
     } else {
       std::string w_term = per_element ? " + ks_w" : "";
       line("const int ks_i = ks_k * " + w + w_term + ";");
-      line("const int ks_e = (ks_tid + ks_k * " + T + ") * " + w + w_term + ";");
+      line("const unsigned ks_e = ((unsigned)ks_tid + ks_k * " + T + "u) * " + w + "u" + w_term +
+           ";");
     }
-    line("if (ks_e < " + std::to_string(v.elements()) + ") {");
+    line(v.full() ? "{" : "if (" + v.holds() + ") {");
     ++indent_;
     open_depths_.push_back(per_element ? 3 : 2);
     std::vector<std::string> ix(v.shape.size());
     int64_t stride = 1;
     for (size_t d = v.shape.size(); d-- > 0;) {
-      ix[d] = "((ks_e / " + std::to_string(stride) + ") % " + std::to_string(v.shape[d]) + ")";
+      ix[d] = "((ks_e / " + std::to_string(stride) + "u) % " + std::to_string(v.shape[d]) + "u)";
       stride *= v.shape[d];
     }
     return ix;
@@ -393,18 +402,18 @@ class CyclicWriter : public KernelWriter {
     line("#pragma unroll");
     line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k) {");
     ++indent_;
-    line("const int ks_e = (ks_tid + ks_k * " + std::to_string(kThreads) + ") * " + w + ";");
+    line("const unsigned ks_e = ((unsigned)ks_tid + ks_k * " + std::to_string(kThreads) + "u) * " +
+         w + "u;");
     std::string acc = tmp();
     line(ty + " " + acc + " = " + identity + ";");
-    line("if (ks_e < " + std::to_string(a.elements()) + ") {");
+    line(a.full() ? "{" : "if (" + a.holds() + ") {");
     line("  #pragma unroll");
     line("  for (int ks_c = 0; ks_c < " + w + "; ++ks_c) " + acc + " = " +
          fold(o, acc, a.name + "[ks_k * " + w + " + ks_c]") + ";");
     line("}");
     shuffle_fold(o, acc, group / 2);
-    line("if (ks_e < " + std::to_string(a.elements()) + " && (ks_tid & " +
-         std::to_string(group - 1) + ") == 0) " + rows + "[ks_e / " + std::to_string(C) +
-         "] = " + acc + ";");
+    line("if (" + (a.full() ? "" : a.holds() + " && ") + "(ks_tid & " + std::to_string(group - 1) +
+         ") == 0) " + rows + "[ks_e / " + std::to_string(C) + "u] = " + acc + ";");
     --indent_;
     line("}");
     line("__syncthreads();");
@@ -433,8 +442,9 @@ class CyclicWriter : public KernelWriter {
     line(ty + " " + acc + " = " + identity + ";");
     line("#pragma unroll");
     line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k)");
-    line("  if ((ks_tid + ks_k * " + std::to_string(kThreads) + ") * " + w + " + ks_c < " +
-         std::to_string(a.elements()) + ") " + acc + " = " +
+    std::string e =
+        "((unsigned)ks_tid + ks_k * " + std::to_string(kThreads) + "u) * " + w + "u + ks_c";
+    line("  " + (a.full() ? "" : "if (" + a.holds(e) + ") ") + acc + " = " +
          fold(o, acc, a.name + "[ks_k * " + w + " + ks_c]") + ";");
     line(part + "[ks_tid * " + w + " + ks_c] = " + acc + ";");
     --indent_;

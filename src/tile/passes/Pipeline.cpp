@@ -42,6 +42,8 @@ void pipeline_streams(TileProgram& p) {
 }
 
 void optimize(TileProgram& p) {
+  fuse_kernels(p);
+  verify(p);
   cse(p);
   verify(p);
   promote_loop_buffers(p);

@@ -9,7 +9,8 @@
 //   - every access to B is a top-level load or store of the same region: equal starts that do
 //     not mention the loop variable, the same tile axes and shape, no tail bounds (so a load
 //     reads back exactly what the last store wrote), in B's own dtype (no rounding on store);
-//   - the kernel touches B nowhere else, and B is not an input;
+//   - B is not an input (accesses to B outside the loop see it in memory: loaded before the
+//     loop, stored after it);
 //   - a loaded value is used only before the next store to B (a register read may not outlive
 //     the next write to its register: TileIR.h's verifier rule).
 // The rewrite: `load B` becomes `read R`; `store B = v` becomes `write R = v`, and a masked
@@ -18,6 +19,7 @@
 //
 // Invariant established: the program computes the same values; after the pass, no loop both
 // loads and stores one loop-invariant region of a buffer.
+#include <algorithm>
 #include <map>
 
 #include "ir/Visit.h"
@@ -28,22 +30,9 @@ namespace kintsugi::tile {
 
 namespace {
 
-bool same_region(const TileOp& a, const TileOp& b) {
-  if (a.axis_of_dim != b.axis_of_dim || a.type.shape != b.type.shape ||
-      a.starts.size() != b.starts.size())
-    return false;
-  for (size_t d = 0; d < a.starts.size(); ++d)
-    if (!ir::equal(a.starts[d], b.starts[d])) return false;
-  return true;
-}
-
 class Promoter {
  public:
-  Promoter(const TileProgram& p, Kernel& k) : p_(p), k_(k) {
-    for_each_op(k.body, [&](TileOp& o) {
-      if (o.kind == OpKind::Load || o.kind == OpKind::Store) ++accesses_[o.buffer];
-    });
-  }
+  Promoter(const TileProgram& p, Kernel& k) : p_(p), k_(k) {}
 
   void run(TileBody& b) {
     for (size_t i = 0; i < b.size(); ++i) {
@@ -65,9 +54,7 @@ class Promoter {
     std::vector<std::string> out;
     for (const auto& [name, ops] : by_buffer) {
       const ir::Buffer* b = p_.source.find_buffer(name);
-      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name) ||
-          accesses_.at(name) != static_cast<int>(ops.size()))
-        continue;
+      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name)) continue;
       bool loads = false, stores = false, ok = true;
       for (const TileOp* o : ops) {
         loads = loads || o->kind == OpKind::Load;
@@ -111,6 +98,10 @@ class Promoter {
   // Rewrites loop b[i] for buffer `name`; returns the loop's new index in b.
   size_t promote(TileBody& b, size_t i, const std::string& name) {
     std::string reg = name + ".promoted";
+    for (int n = 2; std::any_of(k_.registers.begin(), k_.registers.end(),
+                                [&](const Register& r) { return r.name == reg; });
+         ++n)
+      reg = name + ".promoted" + std::to_string(n);
     TileOp region;
     for (const TileStmt& s : b[i].body)
       if (s.op.buffer == name) region = s.op;
@@ -179,13 +170,11 @@ class Promoter {
     store.args = {last.result};
     b.insert(b.begin() + static_cast<std::ptrdiff_t>(i) + 1, {op_stmt(last), op_stmt(store)});
     b.insert(b.begin() + static_cast<std::ptrdiff_t>(i), {op_stmt(load), op_stmt(init)});
-    accesses_[name] = 2;  // the load before and the store after the loop
     return i + 2;
   }
 
   const TileProgram& p_;
   Kernel& k_;
-  std::map<std::string, int> accesses_;
 };
 
 }  // namespace

@@ -7,8 +7,9 @@
 // The stored value is the loaded one only when the store wrote every element of the region as
 // is: the store is unmasked, no dimension of its region is bounds-checked (a tail would be
 // skipped by the store and read as 0 by the load), and the buffer's dtype is the value's (no
-// rounding on the way). Stores are not carried into a loop body or out of one, and a loop that
-// stores to a buffer ends what is known about it.
+// rounding on the way). A store is known inside a loop that does not store to its buffer (a
+// combine loop reading the maximum that the loop before it produced), not out of a loop, and a
+// loop that stores to a buffer ends what is known about it.
 //
 // Invariant established: no load reads back what an unmasked store of the same code just wrote.
 #include <map>
@@ -20,25 +21,16 @@ namespace kintsugi::tile {
 
 namespace {
 
-bool same_region(const TileOp& store, const TileOp& load) {
-  if (store.starts.size() != load.starts.size() || store.axis_of_dim != load.axis_of_dim ||
-      store.type.shape != load.type.shape)
-    return false;
-  for (size_t d = 0; d < store.starts.size(); ++d)
-    if (!ir::equal(store.starts[d], load.starts[d])) return false;
-  return true;
-}
-
 class StoreForwarding {
  public:
   explicit StoreForwarding(const ir::LoopProgram& source) : source_(source) {}
 
-  void walk(TileBody& body) {
-    std::map<std::string, const TileOp*> stored;  // buffer -> the store that last wrote it whole
+  // `stored`: buffer -> the store that last wrote it whole.
+  void walk(TileBody& body, std::map<std::string, const TileOp*> stored = {}) {
     for (TileStmt& s : body) {
       if (s.kind == StmtKind::For) {
-        walk(s.body);
         for (const std::string& b : written_in(s.body)) stored.erase(b);
+        walk(s.body, stored);
         continue;
       }
       TileOp& o = s.op;

@@ -29,6 +29,16 @@ inline std::set<std::string> written_in(TileBody& b) {
   return out;
 }
 
+// Whether two loads or stores address the same region: equal starts, tile axes and shape.
+inline bool same_region(const TileOp& a, const TileOp& b) {
+  if (a.axis_of_dim != b.axis_of_dim || a.type.shape != b.type.shape ||
+      a.starts.size() != b.starts.size())
+    return false;
+  for (size_t d = 0; d < a.starts.size(); ++d)
+    if (!ir::equal(a.starts[d], b.starts[d])) return false;
+  return true;
+}
+
 // No side effects, and the value is the same wherever it is computed with the same operands —
 // except Read and Load, whose value also depends on the last write or store to their source.
 inline bool is_pure(const TileOp& o) {
