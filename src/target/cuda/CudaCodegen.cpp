@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 #include <sstream>
 
 #include "ir/Printer.h"
@@ -87,6 +88,10 @@ class CyclicWriter : public KernelWriter {
   }
 
   void body(const tile::TileBody& b) override {
+    if (!planned_) {
+      planned_ = true;
+      issue_staged_loads(b);
+    }
     for (const tile::TileStmt& s : b) {
       if (s.kind == tile::StmtKind::Op) {
         op(s.op);
@@ -194,13 +199,13 @@ class CyclicWriter : public KernelWriter {
   void mma_dot(const Value& a, const Value& b, const Value& v) {
     int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
     int64_t ob = (M * K * 2 + 15) / 16 * 16, oc = ob + (K * N * 2 + 15) / 16 * 16;
-    smem_bytes_ = std::max(smem_bytes_, oc + M * N * 4);
+    smem_bytes_ = std::max(smem_bytes_, scratch_ + oc + M * N * 4);
     line("__syncthreads();");
     line("{");
     ++indent_;
-    line("u16* ks_sa = (u16*)ks_smem;");
-    line("u16* ks_sb = (u16*)(ks_smem + " + std::to_string(ob) + ");");
-    line("float* ks_sc = (float*)(ks_smem + " + std::to_string(oc) + ");");
+    line("u16* ks_sa = (u16*)(ks_smem + " + std::to_string(scratch_) + ");");
+    line("u16* ks_sb = (u16*)(ks_smem + " + std::to_string(scratch_ + ob) + ");");
+    line("float* ks_sc = (float*)(ks_smem + " + std::to_string(scratch_ + oc) + ");");
     open_elements(a);
     line("ks_sa[ks_e] = f32_to_f16(" + a.name + "[ks_i]);");
     close_elements();
@@ -248,12 +253,12 @@ class CyclicWriter : public KernelWriter {
     const Value& v = val(id);
     std::string ptr = tmp();
     line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)(ks_smem + " +
-         std::to_string(offset) + ");");
+         std::to_string(scratch_ + offset) + ");");
     if (v.scalar()) return ptr;
     open_elements(v);
     line(ptr + "[ks_e] = " + v.name + "[ks_i];");
     close_elements();
-    smem_bytes_ = std::max(smem_bytes_, offset + v.elements() * element_bytes(v.dtype));
+    smem_bytes_ = std::max(smem_bytes_, scratch_ + offset + v.elements() * element_bytes(v.dtype));
     return ptr;
   }
 
@@ -294,16 +299,7 @@ class CyclicWriter : public KernelWriter {
       std::string w = std::to_string(v.width());
       line("if (" + inside + ") {");
       ++indent_;
-      int64_t pieces = v.width() * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2) / 16;
-      line(storage(buffer_dtype(o.buffer)) + " ks_raw[" + w + "];");
-      if (pieces <= 1)
-        line("*(" + vt + "*)ks_raw = *(const " + vt + "*)(" + buf + " + " + offset + ");");
-      for (int64_t k = 0; pieces > 1 && k < pieces; ++k)
-        line("((" + vt + "*)ks_raw)[" + std::to_string(k) + "] = ((const " + vt + "*)(" + buf +
-             " + " + offset + "))[" + std::to_string(k) + "];");
-      line("#pragma unroll");
-      line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) " + v.name +
-           "[ks_i + ks_c] = " + load_value(o.buffer, "ks_raw[ks_c]", v.dtype) + ";");
+      load_chunk(o, v, buf + " + " + offset);
       --indent_;
       line("} else {");
       line("  #pragma unroll");
@@ -318,6 +314,20 @@ class CyclicWriter : public KernelWriter {
     line(v.name + "[ks_i] = (" + inside + ") ? " +
          load_value(o.buffer, buf + "[" + offset + "]", v.dtype) + " : " + zero + ";");
     close_elements();
+  }
+
+  // The current chunk of v (entries ks_i...) from the buffer elements of load `o` at `src`, by
+  // vector loads.
+  void load_chunk(const TileOp& o, const Value& v, const std::string& src) {
+    std::string vt = vector_type(o), w = std::to_string(v.width());
+    int64_t pieces = std::max<int64_t>(1, chunk_bytes(o) / 16);
+    line(storage(buffer_dtype(o.buffer)) + " ks_raw[" + w + "];");
+    for (int64_t k = 0; k < pieces; ++k)
+      line("((" + vt + "*)ks_raw)[" + std::to_string(k) + "] = ((const " + vt + "*)(" + src +
+           "))[" + std::to_string(k) + "];");
+    line("#pragma unroll");
+    line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) " + v.name +
+         "[ks_i + ks_c] = " + load_value(o.buffer, "ks_raw[ks_c]", v.dtype) + ";");
   }
 
   // The vector type that loads a chunk of load `o`'s value (in 16-byte pieces if longer), or ""
@@ -341,6 +351,86 @@ class CyclicWriter : public KernelWriter {
     }
   }
 
+  // --- loads staged through shared memory
+  // The kernel's top-level loads of tiles of read-only buffers in aligned 16-byte chunks are all
+  // issued at the start of the kernel as cp.async copies into their own shared-memory slots, one
+  // group per load, so the whole instance's input is in flight at once (a decode chunk's K and V
+  // tiles: V arrives while the scores are computed). Each thread copies the chunks it holds in the
+  // layout and reads back only those, so waiting for its own groups is enough: no barrier. The
+  // slots come first in shared memory; the scratch space of the other operations follows them.
+
+  struct Staged {
+    int64_t offset = 0;  // byte offset of the slot
+    int group = 0;       // commit group, in issue order
+  };
+  static constexpr int64_t kMaxStagedBytes = 96 * 1024;
+
+  void issue_staged_loads(const tile::TileBody& b) {
+    std::set<std::string> written;
+    for (const tile::TileStmt& s : b) for_each_written(s, written);
+    int64_t bytes = 0;
+    std::vector<const TileOp*> loads;
+    for (const tile::TileStmt& s : b) {
+      const TileOp& o = s.op;
+      if (s.kind != tile::StmtKind::Op || o.kind != OpKind::Load || written.count(o.buffer) ||
+          vector_type(o).empty() || chunk_bytes(o) % 16 != 0)
+        continue;
+      int64_t size = o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape));
+      if (bytes + size > kMaxStagedBytes) break;
+      staged_[o.result] = Staged{bytes, static_cast<int>(loads.size())};
+      loads.push_back(&o);
+      bytes += size;
+    }
+    scratch_ = (bytes + 127) / 128 * 128;
+    smem_bytes_ = std::max(smem_bytes_, scratch_);
+    for (const TileOp* o : loads) {
+      line("// issue " + o->buffer);
+      Region reg = open_region(*o);
+      Value shape_of{"", o->type.dtype, o->type.shape};
+      std::vector<std::string> ix = open_elements(shape_of, true);
+      std::string offset, inside;
+      element(reg, ix, &offset, &inside);
+      const std::string& buf = buffer_ids_.at(o->buffer);
+      int64_t cb = chunk_bytes(*o);
+      line("const u32 ks_dst = smem_addr(ks_smem + " +
+           std::to_string(staged_.at(o->result).offset) + ") + ks_e * " +
+           std::to_string(cb / shape_of.width()) + "u;");
+      line("const bool ks_in = " + inside + ";");
+      for (int64_t k = 0; k < cb / 16; ++k)
+        line("cp_async_cg16(ks_dst + " + std::to_string(16 * k) + "u, ks_in ? (const void*)(" +
+             buf + " + " + offset + " + " + std::to_string(k * 16 / (cb / shape_of.width())) +
+             ") : (const void*)" + buf + ", ks_in ? 16u : 0u);");
+      close_elements();
+      line("cp_async_commit();");
+    }
+    groups_ = static_cast<int>(loads.size());
+  }
+
+  static void for_each_written(const tile::TileStmt& s, std::set<std::string>& out) {
+    if (s.kind == tile::StmtKind::For) {
+      for (const tile::TileStmt& c : s.body) for_each_written(c, out);
+      return;
+    }
+    if (s.op.kind == OpKind::Store) out.insert(s.op.buffer);
+  }
+
+  // Bytes of one chunk of load `o`'s buffer elements.
+  int64_t chunk_bytes(const TileOp& o) const {
+    return chunk_width(o.type.shape) * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2);
+  }
+
+  // The value of a staged load: this thread's chunks, read back from its slot once its group
+  // has arrived.
+  void read_staged(const TileOp& o, const Value& v) {
+    const Staged& st = staged_.at(o.result);
+    line("cp_async_wait_group<" + std::to_string(groups_ - 1 - st.group) + ">();");
+    declare(v);
+    open_elements(v, true);
+    std::string sty = storage(buffer_dtype(o.buffer));
+    load_chunk(o, v, "(const " + sty + "*)(ks_smem + " + std::to_string(st.offset) + ") + ks_e");
+    close_elements();
+  }
+
   // --- reductions that combine within a thread and a warp first
 
   std::string fold(const TileOp& o, const std::string& acc, const std::string& x) const {
@@ -356,8 +446,9 @@ class CyclicWriter : public KernelWriter {
   }
   std::string smem_array(const Value& v, int64_t elements) {
     std::string ptr = tmp();
-    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)ks_smem;");
-    smem_bytes_ = std::max(smem_bytes_, elements * element_bytes(v.dtype));
+    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)(ks_smem + " +
+         std::to_string(scratch_) + ");");
+    smem_bytes_ = std::max(smem_bytes_, scratch_ + elements * element_bytes(v.dtype));
     return ptr;
   }
 
@@ -624,7 +715,10 @@ class CyclicWriter : public KernelWriter {
       }
       case OpKind::Load:
         line("// load " + o.buffer);
-        region(o, false);
+        if (staged_.count(o.result))
+          read_staged(o, v);
+        else
+          region(o, false);
         return;
       default:
         internal_error << "CUDA codegen: unexpected op";
@@ -634,6 +728,10 @@ class CyclicWriter : public KernelWriter {
   std::vector<Value> values_;
   std::map<std::string, Value> registers_;
   std::vector<int> open_depths_;  // braces each open_elements opened
+  bool planned_ = false;          // the staged loads are issued (at the top of the body)
+  std::map<int, Staged> staged_;  // load result -> its slot
+  int groups_ = 0;
+  int64_t scratch_ = 0;  // shared memory below this holds the staged slots
 };
 
 }  // namespace
