@@ -61,6 +61,33 @@ TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
   }
 }
 
+// Every kernel of every example asks for no more dynamic shared memory than a CTA gets on sm_90,
+// at the default sizes and at the odd sizes tests/gpu/run_examples.sh runs, and no more than on
+// sm_80 either (loads staged through shared memory give way where they would not fit), except
+// Performer's fused kernel at S = T = 1000, whose f32 dots stage their operands (reported).
+TEST(CudaCodegen, EveryKernelFitsInSharedMemory) {
+  const std::vector<std::pair<std::string, runtime::SizeMap>> cases = {
+      {"norm/softmax.te", {{"M", 37}, {"N", 1000}}},
+      {"norm/layernorm.te", {{"M", 37}, {"N", 1000}}},
+      {"norm/rmsnorm_quant.te", {{"M", 37}, {"N", 1000}}},
+      {"norm/l2norm.te", {{"M", 37}, {"N", 1000}}},
+      {"attention/decode_causal.te", {{"T", 1000}}},
+      {"attention/decode_causal.te", {{"H", 32}, {"D", 128}, {"T", 32768}}},
+      {"attention/decode_gqa.te", {{"T", 1000}}},
+      {"attention/prefill_causal.te", {{"S", 1000}, {"T", 1000}}},
+      {"performer.te", {}},
+      {"performer.te", {{"S", 1000}, {"T", 1000}}}};
+  for (const auto& [example, sizes] : cases)
+    for (const cuda::KernelLaunch& l : cuda_source_of(example, sizes).launches) {
+      EXPECT_LE(l.dynamic_shared_bytes, cuda::kMaxSharedBytesSm90) << example << ": " << l.name;
+      if (example == "performer.te" && l.dynamic_shared_bytes > cuda::kMaxSharedBytes)
+        std::cout << example << ": " << l.name << " needs " << l.dynamic_shared_bytes
+                  << " bytes of shared memory, more than sm_80 gives a CTA\n";
+      else
+        EXPECT_LE(l.dynamic_shared_bytes, cuda::kMaxSharedBytes) << example << ": " << l.name;
+    }
+}
+
 // The fused prefill kernels (tensor-core dots, masks, the running max and repairs) take the
 // tensor-core layout (operands staged by cp.async and read by ldmatrix, V with .trans, 128
 // threads for the 64-row tile, K double-buffered and V single-buffered, as many CTAs an SM as

@@ -25,6 +25,10 @@
 namespace kintsugi::cuda {
 
 constexpr int kThreads = 128;
+// Dynamic shared memory one CTA may use: on every supported architecture (sm_80: 163 KiB), and
+// on sm_90 (227 KiB).
+constexpr int kMaxSharedBytes = 163 * 1024;
+constexpr int kMaxSharedBytesSm90 = 227 * 1024;
 constexpr int kMaxBuffers = 32, kMaxDims = 32, kMaxParams = 16;
 
 struct KernelLaunch {

@@ -51,7 +51,8 @@ int64_t chunk_width(const std::vector<int64_t>& shape) {
 
 class CyclicWriter : public KernelWriter {
  public:
-  using KernelWriter::KernelWriter;
+  CyclicWriter(const tile::TileProgram& p, std::vector<std::string>& sites, bool stage_loads)
+      : KernelWriter(p, sites), planned_(!stage_loads) {}
 
  private:
   struct Value {
@@ -728,7 +729,7 @@ class CyclicWriter : public KernelWriter {
   std::vector<Value> values_;
   std::map<std::string, Value> registers_;
   std::vector<int> open_depths_;  // braces each open_elements opened
-  bool planned_ = false;          // the staged loads are issued (at the top of the body)
+  bool planned_;                  // the staged loads are issued (or none are to be)
   std::map<int, Staged> staged_;  // load result -> its slot
   int groups_ = 0;
   int64_t scratch_ = 0;  // shared memory below this holds the staged slots
@@ -743,9 +744,22 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
     KernelLaunch launch;
     launch.name = ident("ks", k.name);
     for (const tile::GridAxis& g : k.grid) launch.grid.push_back(g.extent);
-    std::unique_ptr<KernelWriter> writer = fragment_writer(program, k, out.sites);
-    if (!writer) writer = std::make_unique<CyclicWriter>(program, out.sites);
-    code += writer->write(k, launch) + "\n";
+    std::string text;
+    if (std::unique_ptr<KernelWriter> fragments = fragment_writer(program, k, out.sites)) {
+      text = fragments->write(k, launch);
+    } else {
+      // Staged loads take shared memory next to the kernel's scratch space: without them when
+      // both do not fit in what every supported architecture gives a CTA.
+      size_t sites = out.sites.size();
+      KernelLaunch first = launch;
+      text = CyclicWriter(program, out.sites, true).write(k, launch);
+      if (launch.dynamic_shared_bytes > kMaxSharedBytes) {
+        out.sites.resize(sites);
+        launch = first;
+        text = CyclicWriter(program, out.sites, false).write(k, launch);
+      }
+    }
+    code += text + "\n";
     out.launches.push_back(launch);
   }
   out.code = code;

@@ -35,6 +35,22 @@ TEST(RFactor, RowSumPartials) {
   EXPECT_THROW(s.rfactor("l", LoopRef{"l", "i"}), ScheduleError);  // i drives a spatial variable
 }
 
+// The partials' axis placed first (factor_axis 0, as split-K places it), and an invalid position.
+TEST(RFactor, FactorAxisFirst) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  auto j = s.split(LoopRef{"l", "j"}, 4);
+  EXPECT_THROW(s.rfactor("l", j[0], 2), ScheduleError);  // l has one dimension: positions 0, 1
+  s.rfactor("l", j[0], 0);
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer l.rf: f32[(N + 3) / 4, M]"), std::string::npos) << text;
+  EXPECT_NE(text.find("l.rf[j0, i] = l.rf[j0, i] + e[i, j0 * 4 + j1]"), std::string::npos) << text;
+  EXPECT_NE(text.find("l[i] = l[i] + l.rf[j0, i]"), std::string::npos) << text;
+  expect_equivalent(p, s.program(), kNorm);
+  // The trace replays with the axis.
+  EXPECT_EQ(s.trace().back().at("factor_axis").get<int>(), 0);
+}
+
 TEST(ReduceToScan, RunningMax) {
   ir::LoopProgram p = schedtest::example("norm/softmax.te");
   Schedule s(p);

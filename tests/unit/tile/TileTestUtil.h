@@ -1,12 +1,16 @@
 // \file TileTestUtil.h
 // Hand-built tile programs for the tile pass tests: a one-kernel program over the buffers
 // X: f16[N, 8] (input) and Y: f32[N, 8] (output), built operation by operation with loops
-// opened and closed around them, and queries over the result.
+// opened and closed around them; examples translated as the compiler does; and queries over the
+// result.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include "../schedule/ScheduleTestUtil.h"
+#include "schedule/AutoSchedule.h"
 #include "tile/TileIR.h"
+#include "tile/Translate.h"
 #include "tile/passes/Walk.h"
 
 namespace kintsugi::tile_test {
@@ -172,6 +176,15 @@ class Builder {
  private:
   std::vector<tile::TileBody*> bodies_;
 };
+
+// An example, auto-scheduled and translated at `sizes`.
+inline tile::TileProgram tiled(const std::string& example, const runtime::SizeMap& sizes) {
+  ir::LoopProgram p = schedtest::example(example);
+  schedule::AutoScheduleOptions o;
+  o.sizes = sizes;
+  std::vector<std::string> notes;
+  return tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+}
 
 inline const TileOp* find_def(tile::TileBody& b, int id) {
   const TileOp* out = nullptr;

@@ -6,11 +6,8 @@
 // prefill as translated: only the state carried across key tiles is left in registers.
 #include <gtest/gtest.h>
 
-#include "../schedule/ScheduleTestUtil.h"
 #include "TileTestUtil.h"
-#include "schedule/AutoSchedule.h"
 #include "tile/Passes.h"
-#include "tile/Translate.h"
 #include "tile/passes/Walk.h"
 
 using namespace kintsugi;
@@ -227,11 +224,7 @@ TEST(TileTailSelect, OtherMasksAreKept) {
 
 TEST(TileForward, CausalPrefillKeepsOnlyCarriedState) {
   runtime::SizeMap sizes = {{"B", 1}, {"H", 2}, {"S", 100}, {"T", 100}, {"D", 16}};
-  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
-  schedule::AutoScheduleOptions o;
-  o.sizes = sizes;
-  std::vector<std::string> notes;
-  tile::TileProgram tp = tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+  tile::TileProgram tp = tiled("attention/prefill_causal.te", sizes);
   ASSERT_EQ(tp.kernels.size(), 1u);
   tile::Kernel& k = tp.kernels[0];
   std::vector<std::string> names;

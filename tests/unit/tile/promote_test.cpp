@@ -5,11 +5,8 @@
 // translated: no store is left inside their loops.
 #include <gtest/gtest.h>
 
-#include "../schedule/ScheduleTestUtil.h"
 #include "TileTestUtil.h"
-#include "schedule/AutoSchedule.h"
 #include "tile/Passes.h"
-#include "tile/Translate.h"
 
 using namespace kintsugi;
 using namespace kintsugi::tile_test;
@@ -76,11 +73,7 @@ TEST(TilePromote, UnsafeLoopsKeepTheirMemoryAccesses) {
 
 TEST(TilePromote, DecodeCombineLoopsStoreNothing) {
   runtime::SizeMap sizes = {{"B", 1}, {"H", 2}, {"S", 1}, {"T", 1000}, {"D", 16}};
-  ir::LoopProgram p = schedtest::example("attention/decode_causal.te");
-  schedule::AutoScheduleOptions o;
-  o.sizes = sizes;
-  std::vector<std::string> notes;
-  tile::TileProgram tp = tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+  tile::TileProgram tp = tiled("attention/decode_causal.te", sizes);
   int loops = 0, promoted = 0;
   for (tile::Kernel& k : tp.kernels) {
     for (tile::TileStmt& s : k.body) {

@@ -3,21 +3,12 @@
 // and programs without a tile form.
 #include <gtest/gtest.h>
 
-#include "../schedule/ScheduleTestUtil.h"
-#include "schedule/AutoSchedule.h"
-#include "tile/Translate.h"
+#include "TileTestUtil.h"
 
 using namespace kintsugi;
+using kintsugi::tile_test::tiled;
 
 namespace {
-
-tile::TileProgram tiled(const std::string& example, const runtime::SizeMap& sizes) {
-  ir::LoopProgram p = schedtest::example(example);
-  schedule::AutoScheduleOptions o;
-  o.sizes = sizes;
-  std::vector<std::string> notes;
-  return tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
-}
 
 int count_ops(const tile::TileBody& b, tile::OpKind kind, int depth, int* at_depth0) {
   int n = 0;
