@@ -108,12 +108,30 @@ void hoist_complete_producers(Schedule& s, const std::string& head,
 }
 
 // Step 3, split-K (see AutoSchedule.h): the combine nest of `block` walks the chunks in tiles of
-// `chunks`, so that a tile's partial results are loaded and combined together.
-void tile_combine(Schedule& s, const std::string& block, int64_t chunks,
+// as many chunks as keep a tile of partials (the chunks times what the loops inside the chunk
+// loop span, at `sizes`) within `elements`: a power of two, at least one chunk and at most
+// `max_chunks`.
+void tile_combine(Schedule& s, const std::string& block, int64_t elements, int64_t max_chunks,
+                  const std::map<std::string, int64_t>& sizes,
                   const std::function<void(const std::string&)>& note) {
-  const ir::StmtNode& b = *find_block(s.program().body, block, "auto").back();
+  StmtPath path = find_block(s.program().body, block, "auto");
+  const ir::StmtNode& b = *path.back();
   for (const ir::IterVar& iv : b.iters) {
     if (iv.kind != ir::IterKind::Reduce || iv.binding->op != ir::Op::Var) continue;
+    int64_t per_chunk = 1;
+    bool inside = false;
+    for (const ir::StmtNode* l : loops_on(path)) {
+      if (inside) {
+        try {
+          per_chunk *= ir::eval_int(l->extent, sizes);
+        } catch (const UserError&) {
+          per_chunk *= 128;  // a size not given: assume a head dimension's
+        }
+      }
+      inside = inside || l->var == iv.binding->name;
+    }
+    int64_t chunks = 1;
+    while (chunks * 2 * per_chunk <= elements && chunks * 2 <= max_chunks) chunks *= 2;
     try {
       s.split(LoopRef{block, iv.binding->name}, chunks);
     } catch (const ScheduleError& e) {
@@ -247,8 +265,9 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       }
     }
     if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
-    if (split_k && options.combine_tile > 0)
-      for (const std::string& m : members) tile_combine(s, m, options.combine_tile, note);
+    if (split_k && options.combine_tile_elements > 0)
+      for (const std::string& m : members)
+        tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
     s.compact_buffer();
     return s;
   } catch (const ScheduleError& e) {

@@ -38,9 +38,11 @@ struct AutoScheduleOptions {
   // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;
-  // Split-K: the combine nests walk the chunks' partial results in tiles of this many chunks.
-  // 0 walks them one at a time.
-  int64_t combine_tile = 32;
+  // Split-K: the combine nests walk the chunks' partial results in tiles of up to this many
+  // elements and this many chunks (a power of two of chunks: a head_dim 128 row of partials
+  // takes 32 chunks a tile, a scalar partial 2048). 0 walks them one chunk at a time.
+  int64_t combine_tile_elements = 4096;
+  int64_t combine_tile_chunks = 2048;
   // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
   std::map<std::string, int64_t> sizes;
 };
