@@ -23,11 +23,13 @@
 // touching memory; registers start zeroed.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <sstream>
 
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "target/cuda/Fragments.h"
 #include "target/cuda/KernelWriter.h"
 
@@ -98,9 +100,27 @@ class CyclicWriter : public KernelWriter {
         op(s.op);
         continue;
       }
+      bool streams = !staged_streams(s).empty();
+      if (streams) issue_streams(s, s.min, "0");
       // A loop without barriers (a split-K combine: scalar loads and register updates) is
       // unrolled by four, so that the loads of four iterations are in flight together.
-      open_loop(s, nullptr, nullptr, needs_barrier(s.body) ? "" : "#pragma unroll 4");
+      std::string lo, hi;
+      std::string var = open_loop(s, &lo, &hi, needs_barrier(s.body) ? "" : "#pragma unroll 4");
+      if (streams) {
+        std::string slot = "ks_slot_" + var;
+        line("const int " + slot + " = (int)((" + var + " - " + lo + ") & 1);");
+        line("if (" + var + " + 1 < " + hi + ") {");
+        ++indent_;
+        ir::Expr next = ir::make_binary(
+            ir::Op::Add, ir::make_var(s.var, ir::VarKind::Index, DType::Int), ir::make_int(1));
+        issue_streams(s, next, "(1 - " + slot + ")");
+        --indent_;
+        line("} else {");
+        line("  cp_async_commit();  // an empty group: every iteration commits one");
+        line("}");
+        line("cp_async_wait_group<1>();  // this iteration's tiles have arrived");
+        stream_slots_[&s] = slot;
+      }
       body(s.body);
       close_loop();
     }
@@ -353,58 +373,125 @@ class CyclicWriter : public KernelWriter {
   }
 
   // --- loads staged through shared memory
-  // The kernel's top-level loads of tiles of read-only buffers in aligned 16-byte chunks are all
-  // issued at the start of the kernel as cp.async copies into their own shared-memory slots, one
-  // group per load, so the whole instance's input is in flight at once (a decode chunk's K and V
-  // tiles: V arrives while the scores are computed). Each thread copies the chunks it holds in the
-  // layout and reads back only those, so waiting for its own groups is enough: no barrier. The
-  // slots come first in shared memory; the scratch space of the other operations follows them.
+  // A load of a tile of a read-only buffer in aligned 16-byte chunks is staged: copied by
+  // cp.async into a shared-memory slot of its own ahead of its use, so that its bytes are in
+  // flight while the kernel computes. Each thread copies the chunks it holds in the layout and
+  // reads back only those, so waiting for its own copies is enough: no barrier.
+  //   - The kernel's top-level loads are all issued at its start, one commit group each (a
+  //     decode chunk's K and V tiles: V arrives while the scores are computed).
+  //   - The stream loads of a pipelined loop (pipeline_stages 2) have two slots each: the first
+  //     iteration's tiles are issued before the loop, and each iteration issues the next one's
+  //     into the other slot before it waits for its own (a split-K combine's partials).
+  // The slots come first in shared memory; the scratch space of the other operations follows.
 
   struct Staged {
-    int64_t offset = 0;  // byte offset of the slot
-    int group = 0;       // commit group, in issue order
+    int64_t offset = 0;                    // byte offset of the slot (of the first of a loop's two)
+    int64_t bytes = 0;                     // of one slot
+    int group = 0;                         // top-level loads: commit group, in issue order
+    const tile::TileStmt* loop = nullptr;  // stream loads: their pipelined loop
   };
   static constexpr int64_t kMaxStagedBytes = 96 * 1024;
 
+  bool stageable(const TileOp& o, const std::set<std::string>& written) const {
+    return o.kind == OpKind::Load && !written.count(o.buffer) && !vector_type(o).empty() &&
+           chunk_bytes(o) % 16 == 0;
+  }
+
+  // Assigns slots to the stageable loads of `b` (top level) and of its pipelined loops, within
+  // kMaxStagedBytes in program order; then issues the top-level ones.
   void issue_staged_loads(const tile::TileBody& b) {
     std::set<std::string> written;
     for (const tile::TileStmt& s : b) for_each_written(s, written);
     int64_t bytes = 0;
-    std::vector<const TileOp*> loads;
-    for (const tile::TileStmt& s : b) {
-      const TileOp& o = s.op;
-      if (s.kind != tile::StmtKind::Op || o.kind != OpKind::Load || written.count(o.buffer) ||
-          vector_type(o).empty() || chunk_bytes(o) % 16 != 0)
-        continue;
-      int64_t size = o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape));
-      if (bytes + size > kMaxStagedBytes) break;
-      staged_[o.result] = Staged{bytes, static_cast<int>(loads.size())};
-      loads.push_back(&o);
-      bytes += size;
-    }
+    std::vector<const TileOp*> top;
+    std::function<void(const tile::TileBody&, bool)> plan = [&](const tile::TileBody& body,
+                                                                bool top_level) {
+      for (const tile::TileStmt& s : body) {
+        if (s.kind == tile::StmtKind::For) {
+          plan(s.body, false);
+          // (A barrier in the body orders this iteration's reads of a slot before the copies
+          // the next iteration issues into it.)
+          if (s.pipeline_stages < 2 || !needs_barrier(s.body)) continue;
+          for (const tile::TileStmt& c : s.body) {
+            const TileOp& o = c.op;
+            if (c.kind != tile::StmtKind::Op || o.stream_loop != s.var || !stageable(o, written))
+              continue;
+            int64_t size = slot_bytes(o);
+            if (bytes + 2 * size > kMaxStagedBytes) continue;
+            staged_[o.result] = Staged{bytes, size, 0, &s};
+            bytes += 2 * size;
+          }
+          continue;
+        }
+        const TileOp& o = s.op;
+        if (!top_level || !stageable(o, written)) continue;
+        int64_t size = slot_bytes(o);
+        if (bytes + size > kMaxStagedBytes) continue;
+        staged_[o.result] = Staged{bytes, size, static_cast<int>(top.size()), nullptr};
+        top.push_back(&o);
+        bytes += size;
+      }
+    };
+    plan(b, true);
     scratch_ = (bytes + 127) / 128 * 128;
     smem_bytes_ = std::max(smem_bytes_, scratch_);
-    for (const TileOp* o : loads) {
-      line("// issue " + o->buffer);
-      Region reg = open_region(*o);
-      Value shape_of{"", o->type.dtype, o->type.shape};
-      std::vector<std::string> ix = open_elements(shape_of, true);
-      std::string offset, inside;
-      element(reg, ix, &offset, &inside);
-      const std::string& buf = buffer_ids_.at(o->buffer);
-      int64_t cb = chunk_bytes(*o);
-      line("const u32 ks_dst = smem_addr(ks_smem + " +
-           std::to_string(staged_.at(o->result).offset) + ") + ks_e * " +
-           std::to_string(cb / shape_of.width()) + "u;");
-      line("const bool ks_in = " + inside + ";");
-      for (int64_t k = 0; k < cb / 16; ++k)
-        line("cp_async_cg16(ks_dst + " + std::to_string(16 * k) + "u, ks_in ? (const void*)(" +
-             buf + " + " + offset + " + " + std::to_string(k * 16 / (cb / shape_of.width())) +
-             ") : (const void*)" + buf + ", ks_in ? 16u : 0u);");
-      close_elements();
+    for (const TileOp* o : top) {
+      issue_copy(*o, std::to_string(staged_.at(o->result).offset));
       line("cp_async_commit();");
     }
-    groups_ = static_cast<int>(loads.size());
+    groups_ = static_cast<int>(top.size());
+  }
+
+  int64_t slot_bytes(const TileOp& o) const {
+    return o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape));
+  }
+
+  // The cp.async copies of this thread's chunks of load `o` into the slot at byte offset `slot`
+  // (an expression).
+  void issue_copy(const TileOp& o, const std::string& slot) {
+    line("// issue " + o.buffer);
+    line("{");
+    ++indent_;
+    Region reg = open_region(o);
+    Value shape_of{"", o.type.dtype, o.type.shape};
+    std::vector<std::string> ix = open_elements(shape_of, true);
+    std::string offset, inside;
+    element(reg, ix, &offset, &inside);
+    const std::string& buf = buffer_ids_.at(o.buffer);
+    int64_t cb = chunk_bytes(o), eb = cb / shape_of.width();
+    line("const u32 ks_dst = smem_addr(ks_smem + " + slot + ") + ks_e * " + std::to_string(eb) +
+         "u;");
+    line("const bool ks_in = " + inside + ";");
+    for (int64_t k = 0; k < cb / 16; ++k)
+      line("cp_async_cg16(ks_dst + " + std::to_string(16 * k) + "u, ks_in ? (const void*)(" + buf +
+           " + " + offset + " + " + std::to_string(k * 16 / eb) + ") : (const void*)" + buf +
+           ", ks_in ? 16u : 0u);");
+    close_elements();
+    --indent_;
+    line("}");
+  }
+
+  // The stream loads staged for pipelined loop `s`, in program order.
+  std::vector<const TileOp*> staged_streams(const tile::TileStmt& s) const {
+    std::vector<const TileOp*> out;
+    for (const tile::TileStmt& c : s.body)
+      if (c.kind == tile::StmtKind::Op && staged_.count(c.op.result) &&
+          staged_.at(c.op.result).loop == &s)
+        out.push_back(&c.op);
+    return out;
+  }
+
+  // Issues the stream loads of loop `s` for the iteration where its variable is `at`, into
+  // their slots number `slot` (an expression, 0 or 1), as one group.
+  void issue_streams(const tile::TileStmt& s, const ir::Expr& at, const std::string& slot) {
+    for (const TileOp* o : staged_streams(s)) {
+      TileOp shifted = *o;
+      for (ir::Expr& e : shifted.starts) e = ir::substitute(e, {{s.var, at}});
+      const Staged& st = staged_.at(o->result);
+      issue_copy(shifted,
+                 std::to_string(st.offset) + " + " + slot + " * " + std::to_string(st.bytes));
+    }
+    line("cp_async_commit();");
   }
 
   static void for_each_written(const tile::TileStmt& s, std::set<std::string>& out) {
@@ -424,11 +511,15 @@ class CyclicWriter : public KernelWriter {
   // has arrived.
   void read_staged(const TileOp& o, const Value& v) {
     const Staged& st = staged_.at(o.result);
-    line("cp_async_wait_group<" + std::to_string(groups_ - 1 - st.group) + ">();");
+    std::string slot = std::to_string(st.offset);
+    if (st.loop)
+      slot += " + " + stream_slots_.at(st.loop) + " * " + std::to_string(st.bytes);
+    else
+      line("cp_async_wait_group<" + std::to_string(groups_ - 1 - st.group) + ">();");
     declare(v);
     open_elements(v, true);
     std::string sty = storage(buffer_dtype(o.buffer));
-    load_chunk(o, v, "(const " + sty + "*)(ks_smem + " + std::to_string(st.offset) + ") + ks_e");
+    load_chunk(o, v, "(const " + sty + "*)(ks_smem + " + slot + ") + ks_e");
     close_elements();
   }
 
@@ -731,6 +822,7 @@ class CyclicWriter : public KernelWriter {
   std::vector<int> open_depths_;  // braces each open_elements opened
   bool planned_;                  // the staged loads are issued (or none are to be)
   std::map<int, Staged> staged_;  // load result -> its slot
+  std::map<const tile::TileStmt*, std::string> stream_slots_;  // loop -> its slot variable
   int groups_ = 0;
   int64_t scratch_ = 0;  // shared memory below this holds the staged slots
 };
