@@ -22,8 +22,9 @@
 //                                              per-iteration scratch registers (the score tiles
 //                                              of the key loop) disappear
 //   6. drop_redundant_tail_selects (passes/TailSelect.cpp)
-//                                              a select of a load against zero under the load's
-//                                              own bound is the load (the masked V tile)
+//                                              a select against zero under a tail mask is its
+//                                              operand when that is 0 there already (the
+//                                              masked V tile, a decode chunk's masked PV terms)
 //   7. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)

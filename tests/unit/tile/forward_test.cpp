@@ -222,6 +222,40 @@ TEST(TileTailSelect, OtherMasksAreKept) {
   EXPECT_EQ(selects_left(times(index("j"), 4), dim("N"), false), 1);
 }
 
+namespace {
+
+// select(mask, broadcast(w) * f32(load X[j * 4:+4?]), 0) for the rows' weights w = exp(rows),
+// masked by the same bound (select(in_bounds, w, 0)) or not: whether the product is stored as
+// is after drop_redundant_tail_selects.
+bool product_unmasked(bool masked_weights) {
+  Builder b;
+  b.open_loop("j");
+  ir::Expr row = times(index("j"), 4);
+  TileType t = f32({4, 8}), v = f32({4});
+  int x = b.cast(b.load_x(row, true), t);
+  int rows = b.arange(row, 4);
+  int in_bounds = b.map(ir::Op::Lt, {rows, b.full(dim("N"))}, TileType{DType::Bool, {4}});
+  int zero = b.full(ir::make_float(0.0, DType::F32));
+  int w = b.exp(b.cast(rows, v), v);
+  if (masked_weights) w = b.select(in_bounds, w, zero, v);
+  int product = b.map(ir::Op::Mul, {b.broadcast(w, {0}, t), x}, t);
+  int mask = b.broadcast(in_bounds, {0}, TileType{DType::Bool, {4, 8}});
+  b.store_y(row, b.select(mask, product, zero, t));
+  b.close_loop();
+  tile::drop_redundant_tail_selects(b.program);
+  tile::verify(b.program);
+  return last_store(b.kernel().body).args[0] == product;
+}
+
+}  // namespace
+
+// Both factors are 0 past the bound: the product is, and its select goes. With unmasked weights
+// (an exponential may be infinite, and inf * 0 is NaN) it stays.
+TEST(TileTailSelect, ProductOfMaskedFactorsIsNotMaskedAgain) {
+  EXPECT_TRUE(product_unmasked(true));
+  EXPECT_FALSE(product_unmasked(false));
+}
+
 TEST(TileForward, CausalPrefillKeepsOnlyCarriedState) {
   runtime::SizeMap sizes = {{"B", 1}, {"H", 2}, {"S", 100}, {"T", 100}, {"D", 16}};
   tile::TileProgram tp = tiled("attention/prefill_causal.te", sizes);
