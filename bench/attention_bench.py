@@ -6,7 +6,8 @@ operator's definition (the .te file's semantics, in torch float64), runs our ker
 that reference, then times with device events), and runs the peers (torch SDPA with the flash and
 cuDNN backends for the plain variants, FlexAttention for all) on the same inputs, checking each
 output against the same reference before timing it (median of triton.testing.do_bench). Prints a table (TFLOP/s for prefill, K+V GB/s for decode)
-and writes the rows as JSON.
+and writes the rows as JSON; with --perf FILE it also appends them to FILE (docs/perf.md) as a
+markdown section naming the GPU, the commit (KINTSUGI_COMMIT, else git) and the date.
 
   python3 bench/attention_bench.py --kintsugi build/bin/kintsugi --ops prefill_causal \
       --prefill 1024,4096 --decode 4096 --heads 32 --json $OUT/bench.json
@@ -14,7 +15,7 @@ and writes the rows as JSON.
 With --build it first builds this tree on the GPU machine (tests/gpu/build_here.sh, from the
 packages scripts/gpu_debs.sh fetched into build/debs, carried there) and times that binary.
 """
-import argparse, json, math, os, subprocess, sys, tempfile
+import argparse, json, math, os, subprocess, sys, tempfile, time
 
 import numpy as np
 import torch
@@ -163,6 +164,9 @@ def main():
     a.add_argument("--decode", default="4096,32768,131072")
     a.add_argument("--heads", type=int, default=32)
     a.add_argument("--json", default="bench.json")
+    a.add_argument("--perf", metavar="FILE",
+                   help="also append the table as a markdown section (GPU, commit, date) to FILE, "
+                        "e.g. docs/perf.md")
     args = a.parse_args()
     if args.build:
         subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "build_here.sh")], check=True)
@@ -207,6 +211,37 @@ def main():
                       f"{cells[3]:>9}", flush=True)
     with open(args.json, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    if args.perf:
+        with open(args.perf, "a") as f:
+            f.write(markdown(rows, args))
+
+
+def markdown(rows, args):
+    """The rows as a markdown section: ours against each peer, and the ratio to the best peer."""
+    commit = os.environ.get("KINTSUGI_COMMIT", "")  # a copy of the tree may have no .git
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown"
+    peers = ["sdpa-flash", "cudnn", "flex"]
+    out = [f"\n## bench/attention_bench.py, {torch.cuda.get_device_name()}, commit {commit}, "
+           f"{time.strftime('%Y-%m-%d')}\n",
+           f"\nf16, B=1, {args.heads} query heads, D={D}; TFLOP/s for prefill, GB/s of K+V for "
+           "decode; every output checked against a float64 reference before it was timed.\n\n",
+           "| operator | length | Kintsugi | " + " | ".join(peers) + " | Kintsugi / best peer |\n",
+           "|---" * (len(peers) + 4) + "|\n"]
+    for (op, n) in dict.fromkeys((r["op"], r["len"]) for r in rows):
+        unit = "kv_gbps" if OPS[op][1] else "tflops"
+        got = {r["who"]: r[unit] for r in rows if r["op"] == op and r["len"] == n}
+        fmt = lambda v: "-" if v is None else (f"{v:.0f}" if unit == "kv_gbps" else f"{v:.1f}")
+        best = max((got[p] for p in peers if got.get(p)), default=None)
+        ours = got.get("kintsugi")
+        ratio = f"{ours / best:.2f}" if ours and best else "-"
+        out.append(f"| {op} | {n} | {fmt(ours)} | " + " | ".join(fmt(got.get(p)) for p in peers) +
+                   f" | {ratio} |\n")
+    return "".join(out)
 
 
 if __name__ == "__main__":
