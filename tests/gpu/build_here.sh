@@ -16,4 +16,5 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix/usr" -DKINTSUGI_BUILD_PYTHON=ON \
   -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
 cmake --build "$build" -j "$(nproc)"
-echo "built $build (commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
+# A copy of the tree may carry a stale .git: KINTSUGI_COMMIT, when set, names the commit.
+echo "built $build (commit ${KINTSUGI_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)})"
