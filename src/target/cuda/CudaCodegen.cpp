@@ -32,6 +32,7 @@
 #include "ir/Visit.h"
 #include "target/cuda/Fragments.h"
 #include "target/cuda/KernelWriter.h"
+#include "tile/passes/Walk.h"
 
 namespace kintsugi::cuda {
 
@@ -400,8 +401,7 @@ class CyclicWriter : public KernelWriter {
   // Assigns slots to the stageable loads of `b` (top level) and of its pipelined loops, within
   // kMaxStagedBytes in program order; then issues the top-level ones.
   void issue_staged_loads(const tile::TileBody& b) {
-    std::set<std::string> written;
-    for (const tile::TileStmt& s : b) for_each_written(s, written);
+    std::set<std::string> written = tile::written_in(b);
     int64_t bytes = 0;
     std::vector<const TileOp*> top;
     std::function<void(const tile::TileBody&, bool)> plan = [&](const tile::TileBody& body,
@@ -492,14 +492,6 @@ class CyclicWriter : public KernelWriter {
                  std::to_string(st.offset) + " + " + slot + " * " + std::to_string(st.bytes));
     }
     line("cp_async_commit();");
-  }
-
-  static void for_each_written(const tile::TileStmt& s, std::set<std::string>& out) {
-    if (s.kind == tile::StmtKind::For) {
-      for (const tile::TileStmt& c : s.body) for_each_written(c, out);
-      return;
-    }
-    if (s.op.kind == OpKind::Store) out.insert(s.op.buffer);
   }
 
   // Bytes of one chunk of load `o`'s buffer elements.

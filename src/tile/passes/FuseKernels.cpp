@@ -58,13 +58,13 @@ bool fusable(Kernel& a, Kernel& b) {
   for (const Register& ra : a.registers)
     for (const Register& rb : b.registers)
       if (ra.name == rb.name) return false;
-  std::set<std::string> a_writes = accessed(a, OpKind::Store),
-                        b_writes = accessed(b, OpKind::Store);
+  std::set<std::string> a_writes = accessed(a, OpKind::Store), a_reads = accessed(a, OpKind::Load);
+  std::set<std::string> b_writes = accessed(b, OpKind::Store), b_reads = accessed(b, OpKind::Load);
   std::set<std::string> shared;  // written by one, touched by the other
   for (const std::string& x : a_writes)
-    if (b_writes.count(x) || accessed(b, OpKind::Load).count(x)) shared.insert(x);
+    if (b_writes.count(x) || b_reads.count(x)) shared.insert(x);
   for (const std::string& x : b_writes)
-    if (accessed(a, OpKind::Load).count(x)) shared.insert(x);
+    if (a_reads.count(x)) shared.insert(x);
   for (const std::string& x : shared)
     if (!instance_private(a, x) || !instance_private(b, x)) return false;
   return true;

@@ -19,11 +19,19 @@ inline void for_each_op(TileBody& b, const std::function<void(TileOp&)>& f) {
       f(s.op);
   }
 }
+inline void for_each_op(const TileBody& b, const std::function<void(const TileOp&)>& f) {
+  for (const TileStmt& s : b) {
+    if (s.kind == StmtKind::For)
+      for_each_op(s.body, f);
+    else
+      f(s.op);
+  }
+}
 
 // Buffers stored to and registers written anywhere in a body.
-inline std::set<std::string> written_in(TileBody& b) {
+inline std::set<std::string> written_in(const TileBody& b) {
   std::set<std::string> out;
-  for_each_op(b, [&](TileOp& o) {
+  for_each_op(b, [&](const TileOp& o) {
     if (o.kind == OpKind::Store || o.kind == OpKind::Write) out.insert(o.buffer);
   });
   return out;
