@@ -179,6 +179,33 @@ bool provably_equal(const Expr& a, const Expr& b) {
   return is_const(d, 0);
 }
 
+namespace {
+
+// k with e = k * divisor, when e has that form syntactically (or is 0).
+Expr quotient(const Expr& e, const Expr& divisor) {
+  if (is_const(e, 0)) return e;
+  if (e->op != Op::Mul) return nullptr;
+  if (provably_equal(e->args[1], divisor)) return e->args[0];
+  if (provably_equal(e->args[0], divisor)) return e->args[1];
+  return nullptr;
+}
+
+}  // namespace
+
+Expr simplify_in_ranges(const Expr& e, const std::map<std::string, Expr>& extents) {
+  return simplify(mutate(simplify(e), [&](const Expr& x) -> Expr {
+    if ((x->op != Op::Div && x->op != Op::Mod) || x->type != DType::Int) return x;
+    for (const auto& [name, extent] : extents) {
+      if (!extent || !provably_equal(x->args[1], extent)) continue;
+      Expr v = make_var(name, VarKind::Index, DType::Int);
+      Expr rest = simplify(make_binary(Op::Sub, x->args[0], v));
+      if (uses_var(rest, name)) continue;
+      if (Expr q = quotient(rest, extent)) return x->op == Op::Div ? q : v;
+    }
+    return x;
+  }));
+}
+
 bool provably_divides(const Expr& divisor, const Expr& e) {
   auto cd = as_const_int(divisor), ce = as_const_int(e);
   if (cd && ce) return *cd != 0 && *ce % *cd == 0;

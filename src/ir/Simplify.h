@@ -5,7 +5,9 @@
 // modulo are folded with floor semantics and never by a zero divisor.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 
 #include "ir/Expr.h"
 
@@ -18,5 +20,9 @@ std::optional<int64_t> as_const_int(const Expr& e);
 bool provably_equal(const Expr& a, const Expr& b);
 // True when `divisor` provably divides `e` (both constants, or e = divisor * k).
 bool provably_divides(const Expr& divisor, const Expr& e);
+// simplify, knowing that each variable of `extents` lies in [0, its extent): a floor division or
+// modulo by that extent of q * extent + v folds to q or v (the group index and the member of a
+// split by a size: (h0 * (HQ / HK) + h1) / (HQ / HK) = h0).
+Expr simplify_in_ranges(const Expr& e, const std::map<std::string, Expr>& extents);
 
 }  // namespace kintsugi::ir

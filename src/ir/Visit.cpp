@@ -42,6 +42,15 @@ bool uses_var(const Expr& e, const std::string& name) {
   return found;
 }
 
+bool over_sizes(const Expr& e) {
+  bool ok = e->type == DType::Int;
+  visit(e, [&](const Expr& n) {
+    ok = ok && n->op != Op::Load && (n->op != Op::Var || n->var_kind == VarKind::Dim);
+    return ok;
+  });
+  return ok;
+}
+
 void visit(const Stmt& s, const std::function<bool(const Stmt&)>& f) {
   if (!s || !f(s)) return;
   for (const Stmt& c : s->stmts) visit(c, f);

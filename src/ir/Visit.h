@@ -20,6 +20,8 @@ Expr mutate(const Expr& e, const std::function<Expr(const Expr&)>& f);
 Expr substitute(const Expr& e, const std::map<std::string, Expr>& vars);
 // True when e mentions the variable `name`.
 bool uses_var(const Expr& e, const std::string& name);
+// True when e is an integer made of literals and dims only (a value fixed for a whole run).
+bool over_sizes(const Expr& e);
 
 // Calls f on every statement, parents first; when f returns false the children are skipped.
 void visit(const Stmt& s, const std::function<bool(const Stmt&)>& f);

@@ -107,6 +107,61 @@ void hoist_complete_producers(Schedule& s, const std::string& head,
   for (const std::string& b : late) s.move_nest(b, head);
 }
 
+// The divisor E of a floor division `v / E` of spatial iteration variable `v` in what `block`
+// reads or writes, when E is over sizes; null when there is none.
+ir::Expr group_divisor(const ir::StmtNode& block, const std::string& v) {
+  ir::Expr found;
+  auto look = [&](const ir::Expr& e) {
+    ir::visit(e, [&](const ir::Expr& x) {
+      if (!found && x->op == ir::Op::Div && x->args[0]->op == ir::Op::Var &&
+          x->args[0]->name == v && ir::over_sizes(x->args[1]))
+        found = x->args[1];
+      return !found;
+    });
+  };
+  ir::visit(block.body, [&](const ir::Stmt& st) {
+    if (st->kind != ir::StmtKind::Store) return true;
+    for (const ir::Expr& i : st->indices) look(i);
+    look(st->value);
+    return false;
+  });
+  return found;
+}
+
+// Step 3, split-K (see AutoSchedule.h): a row loop around the tile loop that the chain's blocks
+// read through a floor division `h / E` (grouped-query attention: E = HQ / HK query heads share
+// one key/value head) is distributed over groups of E rows, so that every nest of a chunk covers
+// the whole group and each tile of keys and values is loaded once for it.
+void group_rows(Schedule& s, const LoopRef& tile_loop, const std::map<std::string, int64_t>& sizes,
+                const std::function<void(const std::string&)>& note) {
+  StmtPath path = find_loop(s.program().body, tile_loop, "auto");
+  std::vector<const ir::StmtNode*> loops = loops_on(path);
+  loops.pop_back();  // the tile loop itself
+  for (const ir::StmtNode* b : blocks_under(path.back()->body))
+    for (const ir::IterVar& iv : b->iters) {
+      if (iv.kind != ir::IterKind::Spatial || iv.binding->op != ir::Op::Var) continue;
+      bool row = std::any_of(loops.begin(), loops.end(),
+                             [&](const ir::StmtNode* l) { return l->var == iv.binding->name; });
+      ir::Expr divisor = row ? group_divisor(*b, iv.name) : nullptr;
+      if (!divisor) continue;
+      int64_t group = 0;
+      try {
+        group = ir::eval_int(divisor, sizes);
+      } catch (const UserError&) {
+        return;  // a size not given: the group is unknown
+      }
+      if (group <= 1) return;
+      try {
+        s.distribute(LoopRef{tile_loop.block, iv.binding->name}, divisor);
+        note("rows grouped by " + ir::to_string(divisor) + " (" + std::to_string(group) +
+             " at these sizes): a chunk's keys and values are read once for the group");
+      } catch (const ScheduleError& e) {
+        note("rows are not grouped: " + std::string(e.what()));
+      }
+      return;
+    }
+}
+
 // Step 3, split-K (see AutoSchedule.h): the combine nest of `block` walks the chunks in tiles of
 // as many chunks as keep a tile of partials (the chunks times what the loops inside the chunk
 // loop span, at `sizes`) within `elements`: a power of two, at least one chunk and at most
@@ -265,6 +320,7 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       }
     }
     if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
+    if (split_k) group_rows(s, tile_loop, sizes, note);
     if (split_k && options.combine_tile_elements > 0)
       for (const std::string& m : members)
         tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);

@@ -47,13 +47,20 @@ class Schedule {
   std::vector<std::string> primitive_names() const;
 
   // --- loop transformations
-  // Splits a loop into an outer and an inner loop, the inner one of extent `factor`; blocks get
-  // a predicate for the tail when `factor` may not divide the extent. Returns {outer, inner}.
-  std::vector<LoopRef> split(const LoopRef& loop, int64_t factor);
+  // Splits a loop into an outer and an inner loop, the inner one of extent `factor` (a constant
+  // or an integer expression over sizes); blocks get a predicate for the tail when `factor` may
+  // not divide the extent. Returns {outer, inner}.
+  std::vector<LoopRef> split(const LoopRef& loop, const ir::Expr& factor);
+  std::vector<LoopRef> split(const LoopRef& loop, int64_t factor) {
+    return split(loop, ir::make_int(factor));
+  }
   // Strip-mines a data-parallel loop by `factor` and pushes the inner strip loop into every
   // leaf nest of its body, so that each nest covers `factor` iterations at once (see
   // primitive/Distribute.cpp). Returns {outer, inner}.
-  std::vector<LoopRef> distribute(const LoopRef& loop, int64_t factor);
+  std::vector<LoopRef> distribute(const LoopRef& loop, const ir::Expr& factor);
+  std::vector<LoopRef> distribute(const LoopRef& loop, int64_t factor) {
+    return distribute(loop, ir::make_int(factor));
+  }
   // Reorders perfectly nested loops enclosing `block` into the given order (outermost first).
   void reorder(const std::string& block, const std::vector<std::string>& order);
   // Fuses a loop with the loop directly inside it into one loop; returns the new loop.

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "support/Error.h"
@@ -32,11 +33,14 @@ bool is_register(const TileProgram& p, const std::string& name) {
   return allocated;
 }
 
-void check_specialised(const std::map<std::string, int64_t>& specialised, const std::string& kernel,
-                       const std::string& dim, int64_t value) {
-  if (auto sp = specialised.find(dim); sp != specialised.end() && sp->second != value)
-    arg_error << "kernel " << kernel << " was generated for " << dim << " = " << sp->second
-              << " (a tile extent), got " << value << "; compile it again for this size";
+void check_specialised(const std::map<std::string, Specialisation>& specialised,
+                       const std::string& kernel, const std::map<std::string, int64_t>& sizes) {
+  for (const auto& [text, sp] : specialised) {
+    int64_t value = ir::eval_int(sp.extent, sizes);
+    if (value != sp.value)
+      arg_error << "kernel " << kernel << " was generated for " << text << " = " << sp.value
+                << " (a tile extent), got " << value << "; compile it again for these sizes";
+  }
 }
 
 int64_t TileType::elements() const {
@@ -193,7 +197,11 @@ std::string to_string(const TileProgram& p) {
   os << "tile program " << p.source.name;
   if (!p.specialised.empty()) {
     os << " (specialised";
-    for (const auto& [d, n] : p.specialised) os << " " << d << "=" << n;
+    const char* sep = " ";
+    for (const auto& [text, sp] : p.specialised) {
+      os << sep << text << "=" << sp.value;
+      sep = ", ";
+    }
     os << ")";
   }
   os << "\n";

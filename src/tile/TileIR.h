@@ -111,19 +111,27 @@ struct Kernel {
   int num_values = 0;
 };
 
+// A size expression used as a tile extent (a dim, or a group of rows such as HQ / HK) and the
+// value the kernels were generated for.
+struct Specialisation {
+  ir::Expr extent;
+  int64_t value = 0;
+};
+
 struct TileProgram {
-  ir::LoopProgram source;                      // buffers, dims and params come from here
-  std::map<std::string, int64_t> specialised;  // dims used as tile extents -> their value
-  std::vector<Kernel> kernels;                 // run in order
+  ir::LoopProgram source;                             // buffers, dims and params come from here
+  std::map<std::string, Specialisation> specialised;  // by the extent's printed form
+  std::vector<Kernel> kernels;                        // run in order
 };
 
 // Whether `name` is a register (else it is a buffer in memory): an allocation of the source
 // program, which translation turns into a register of its kernel. A pass may have dropped the
 // register since (nothing read it); it is still no buffer in memory.
 bool is_register(const TileProgram& p, const std::string& name);
-// Throws RuntimeArgError when `dim`, specialised as a tile extent, is run at another size.
-void check_specialised(const std::map<std::string, int64_t>& specialised, const std::string& kernel,
-                       const std::string& dim, int64_t value);
+// Throws RuntimeArgError when a size expression specialised as a tile extent takes another value
+// at the run's sizes (`sizes` holds every dim).
+void check_specialised(const std::map<std::string, Specialisation>& specialised,
+                       const std::string& kernel, const std::map<std::string, int64_t>& sizes);
 
 std::string to_string(const TileType& t);
 std::string to_string(const TileOp& o);  // one line of the printed form

@@ -80,20 +80,23 @@ bool has_load(const Expr& e) {
 struct Context {
   const ir::LoopProgram* program = nullptr;
   std::map<std::string, int64_t> sizes;
-  std::set<std::string> specialisable;  // dims a whole-reduction loop runs over
-  std::map<std::string, int64_t>* specialised = nullptr;
+  std::set<std::string> specialisable;  // size expressions that may be tile extents, printed
+  std::map<std::string, Specialisation>* specialised = nullptr;
   std::set<std::string> registers;  // allocated buffers
 
   // The constant a tile extent takes, or -1 when `e` cannot be a tile extent.
   int64_t tile_extent(const Expr& e) const {
     if (e->op == Op::IntImm) return e->int_value;
-    if (e->op == Op::Var && e->var_kind == ir::VarKind::Dim && specialisable.count(e->name)) {
-      auto it = sizes.find(e->name);
-      if (it == sizes.end()) return -1;
-      (*specialised)[e->name] = it->second;
-      return it->second;
+    std::string text = ir::to_string(e);
+    if (!specialisable.count(text)) return -1;
+    int64_t value = 0;
+    try {
+      value = ir::eval_int(e, sizes);
+    } catch (const UserError&) {
+      return -1;  // a size not given
     }
-    return -1;
+    (*specialised)[text] = Specialisation{e, value};
+    return value;
   }
 };
 
@@ -121,6 +124,7 @@ class Emitter {
 struct TileAxis {
   std::string var;
   int64_t extent;
+  Expr extent_expr;  // the loop's extent, before specialisation
 };
 
 struct Val {
@@ -167,7 +171,12 @@ class NestTranslator {
     const StmtNode& store = *block_.body;
     if (store.kind != ir::StmtKind::Store)
       refuse("block '" + block_.name + "' is not a single store");
-    auto in_loop_terms = [&](const Expr& e) { return ir::simplify(ir::substitute(e, bindings)); };
+    // Divisions by a tile axis's own extent fold: (q * E + v) / E = q for v in [0, E).
+    std::map<std::string, Expr> ranges;
+    for (const TileAxis& a : axes_) ranges[a.var] = a.extent_expr;
+    auto in_loop_terms = [&](const Expr& e) {
+      return ir::simplify_in_ranges(ir::substitute(e, bindings), ranges);
+    };
     std::vector<Expr> target;
     for (const Expr& idx : store.indices) target.push_back(in_loop_terms(idx));
     std::vector<Expr> store_mask, reduce_mask;
@@ -686,7 +695,7 @@ class KernelTranslator {
       if (e == 1)
         fixed[loops[k]->var] = ir::make_int(0);
       else
-        axes.push_back(TileAxis{loops[k]->var, e});
+        axes.push_back(TileAxis{loops[k]->var, e, loops[k]->extent});
     }
     ir::StmtNode b = block;
     for (ir::IterVar& iv : b.iters) iv.binding = ir::simplify(ir::substitute(iv.binding, fixed));
@@ -706,19 +715,26 @@ class KernelTranslator {
   std::vector<std::string> enclosing_loops_;  // serial loops around the current statement
 };
 
-// Dims that some loop runs over whole while driving a reduction: the schedule keeps them as one
-// tile axis (the head size of attention's dot products).
-std::set<std::string> specialisable_dims(const ir::LoopProgram& p) {
+// Size expressions the schedule keeps as one tile axis, printed: a dim that some loop runs over
+// whole while driving a reduction (the head size of attention's dot products), and the extent E
+// of a loop that steps through a group of a split by E (a block binds q * E + v to it: the query
+// heads sharing a key/value head, HQ / HK).
+std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   std::set<std::string> out;
   ir::visit(p.body, [&](const Stmt& s) {
-    if (s->kind != ir::StmtKind::For || s->extent->op != Op::Var ||
-        s->extent->var_kind != ir::VarKind::Dim)
+    if (s->kind != ir::StmtKind::For || ir::as_const_int(s->extent) || !ir::over_sizes(s->extent))
       return true;
+    Expr v = int_var(s->var);
     for (const StmtNode* b : schedule::blocks_under(s->body))
-      for (const ir::IterVar& iv : b->iters)
-        if (iv.kind == ir::IterKind::Reduce && iv.binding->op == Op::Var &&
-            iv.binding->name == s->var)
-          out.insert(s->extent->name);
+      for (const ir::IterVar& iv : b->iters) {
+        bool whole = iv.kind == ir::IterKind::Reduce && iv.binding->op == Op::Var &&
+                     iv.binding->name == s->var && s->extent->op == Op::Var;
+        Expr rest = ir::simplify(ir::make_binary(Op::Sub, iv.binding, v));
+        bool group = iv.kind == ir::IterKind::Spatial && ir::uses_var(iv.binding, s->var) &&
+                     !ir::uses_var(rest, s->var) && !ir::as_const_int(rest) &&
+                     ir::provably_divides(s->extent, rest);
+        if (whole || group) out.insert(ir::to_string(s->extent));
+      }
     return true;
   });
   return out;
@@ -732,7 +748,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   Context ctx;
   ctx.program = &out.source;
   ctx.sizes = sizes;
-  ctx.specialisable = specialisable_dims(program);
+  ctx.specialisable = specialisable_extents(program);
   ctx.specialised = &out.specialised;
   std::vector<Stmt> roots;
   if (program.body->kind == ir::StmtKind::Seq)

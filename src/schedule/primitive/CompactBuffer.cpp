@@ -19,8 +19,9 @@
 //     A reduction block with an init that reads X only to accumulate needs no other writer.
 //  2. Region. The box of X accessed (reads and writes merged) per iteration of L, by interval
 //     arithmetic over the loops inside L (Region.h). A dimension shrinks only to a constant
-//     extent smaller than its old one (a symbolic extent keeps the whole dimension: boxes are
-//     not clipped, so a tiled region at the root would be larger than the buffer). The buffer
+//     extent smaller than its old one, or to the symbolic extent of a loop inside L (a group of
+//     rows split by a size, HQ / HK); any other symbolic extent keeps the whole dimension (boxes
+//     are not clipped, so a tiled region at the root would be larger than the buffer). The buffer
 //     is compacted only if some dimension shrinks (otherwise it is left untouched).
 //  3. Index rewrite. The new index at dimension d is `old - min_d`. Blocks see only their
 //     iteration variables, while min_d is an expression over the loops at or outside L, so:
@@ -283,6 +284,18 @@ Stmt rewrite_block(const StmtNode& block, const Compaction& c) {
   return std::make_shared<const StmtNode>(std::move(b));
 }
 
+// Whether `extent` is the (symbolic) extent of a loop inside `loop`: a group of rows that a split
+// by a size made a loop of its own, which one iteration of `loop` spans whole.
+bool spans_inner_loop(const StmtNode& loop, const Expr& extent) {
+  bool found = false;
+  ir::visit(loop.body, [&](const Stmt& s) {
+    found = found || (s->kind == StmtKind::For && !ir::as_const_int(s->extent) &&
+                      ir::provably_equal(s->extent, extent));
+    return !found;
+  });
+  return found;
+}
+
 }  // namespace
 
 void Schedule::compact_buffer() {
@@ -341,7 +354,8 @@ void Schedule::compact_buffer() {
       if (box[d].ok) {
         Expr e = simp(Op::Add, simp(Op::Sub, box[d].hi, box[d].lo), ir::make_int(1));
         auto ce = ir::as_const_int(e), cold = ir::as_const_int(buf.shape[d]);
-        if (ce && *ce >= 0 && !(cold && *cold <= *ce)) {
+        bool constant = ce && *ce >= 0 && !(cold && *cold <= *ce);
+        if (constant || (loop && spans_inner_loop(*loop, e))) {
           min = box[d].lo;
           extent = e;
         }

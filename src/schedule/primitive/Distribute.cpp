@@ -91,7 +91,8 @@ void check_widenable(const ir::StmtNode& loop) {
 
 class Distributor {
  public:
-  Distributor(std::string inner, int64_t factor) : inner_(std::move(inner)), factor_(factor) {}
+  Distributor(std::string inner, ir::Expr factor)
+      : inner_(std::move(inner)), factor_(std::move(factor)) {}
 
   ir::Stmt push(const ir::Stmt& s) const {
     if (s->kind == ir::StmtKind::Seq) {
@@ -100,13 +101,12 @@ class Distributor {
       return ir::make_seq(std::move(out));
     }
     if (is_leaf_nest(s))
-      return ir::make_for(inner_, ir::make_int(0), ir::make_int(factor_), ir::ForKind::Serial, s);
+      return ir::make_for(inner_, ir::make_int(0), factor_, ir::ForKind::Serial, s);
     internal_assert(s->kind == ir::StmtKind::For) << "distribute met an unexpected statement";
     ir::StmtNode loop = *s;
     if (expr_uses(s->min, inner_) || expr_uses(s->extent, inner_)) {
       check_widenable(*s);
-      std::map<std::string, Range> strip = {
-          {inner_, Range{ir::make_int(0), ir::make_int(factor_)}}};
+      std::map<std::string, Range> strip = {{inner_, Range{ir::make_int(0), factor_}}};
       ir::Expr end = ir::simplify(ir::make_binary(ir::Op::Add, s->min, s->extent));
       Interval first = bound(s->min, strip), last = bound(end, strip);
       if (!first.ok || !last.ok)
@@ -126,12 +126,12 @@ class Distributor {
 
  private:
   std::string inner_;
-  int64_t factor_;
+  ir::Expr factor_;
 };
 
 }  // namespace
 
-std::vector<LoopRef> Schedule::distribute(const LoopRef& loop, int64_t factor) {
+std::vector<LoopRef> Schedule::distribute(const LoopRef& loop, const ir::Expr& factor) {
   StmtPath path = find_loop(program_.body, loop, kPrimitive);
   const ir::StmtNode& f = *path.back();
   check_independent(f);
@@ -140,14 +140,15 @@ std::vector<LoopRef> Schedule::distribute(const LoopRef& loop, int64_t factor) {
   ir::LoopProgram p = program_;
   p.body =
       replace_at(path, ir::make_for(sm.outer, ir::make_int(0), sm.outer_extent, f.for_kind, body));
-  commit(
-      std::move(p),
-      {{"primitive", kPrimitive}, {"block", loop.block}, {"loop", loop.var}, {"factor", factor}});
+  commit(std::move(p), {{"primitive", kPrimitive},
+                        {"block", loop.block},
+                        {"loop", loop.var},
+                        {"factor", factor_json(factor)}});
   return {LoopRef{loop.block, sm.outer}, LoopRef{loop.block, sm.inner}};
 }
 
 void replay_distribute(Schedule& s, const nlohmann::json& j) {
-  s.distribute(loop_arg(j), j.at("factor").get<int64_t>());
+  s.distribute(loop_arg(j), factor_arg(j.at("factor")));
 }
 
 }  // namespace kintsugi::schedule

@@ -2,6 +2,8 @@
 // The replay table (see Replay.h).
 #include "schedule/primitive/Replay.h"
 
+#include "support/Error.h"
+
 namespace kintsugi::schedule {
 
 const ReplayTable& replay_table() {
@@ -28,6 +30,41 @@ const ReplayTable& replay_table() {
       {"compact_buffer", replay_compact_buffer},
   };
   return table;
+}
+
+namespace {
+
+const std::map<ir::Op, std::string>& factor_ops() {
+  static const std::map<ir::Op, std::string> ops = {
+      {ir::Op::Add, "+"}, {ir::Op::Sub, "-"},   {ir::Op::Mul, "*"},  {ir::Op::Div, "/"},
+      {ir::Op::Mod, "%"}, {ir::Op::Min, "min"}, {ir::Op::Max, "max"}};
+  return ops;
+}
+
+}  // namespace
+
+nlohmann::json factor_json(const ir::Expr& factor) {
+  if (factor->op == ir::Op::IntImm) return factor->int_value;
+  if (factor->op == ir::Op::Var) return {{"dim", factor->name}};
+  auto op = factor_ops().find(factor->op);
+  internal_assert(op != factor_ops().end() && factor->args.size() == 2)
+      << "a split factor is a constant or an integer expression over sizes";
+  return {{"op", op->second},
+          {"args",
+           nlohmann::json::array({factor_json(factor->args[0]), factor_json(factor->args[1])})}};
+}
+
+ir::Expr factor_arg(const nlohmann::json& j) {
+  if (j.is_number_integer()) return ir::make_int(j.get<int64_t>());
+  if (j.contains("dim"))
+    return ir::make_var(j.at("dim").get<std::string>(), ir::VarKind::Dim, DType::Int);
+  std::string name = j.at("op").get<std::string>();
+  for (const auto& [op, spelling] : factor_ops())
+    if (spelling == name) {
+      const nlohmann::json& args = j.at("args");
+      return ir::make_binary(op, factor_arg(args.at(0)), factor_arg(args.at(1)));
+    }
+  throw UserError("schedule trace: unknown operator '" + name + "' in a split factor");
 }
 
 }  // namespace kintsugi::schedule

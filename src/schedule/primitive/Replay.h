@@ -39,6 +39,11 @@ void replay_cache_read(Schedule& s, const nlohmann::json& j);
 void replay_cache_write(Schedule& s, const nlohmann::json& j);
 void replay_compact_buffer(Schedule& s, const nlohmann::json& j);
 
+// A split factor in a trace: a number, or an integer expression over sizes as a tree
+// ({"op": "/", "args": [{"dim": "HQ"}, {"dim": "HK"}]}).
+nlohmann::json factor_json(const ir::Expr& factor);
+ir::Expr factor_arg(const nlohmann::json& j);
+
 inline LoopRef loop_arg(const nlohmann::json& j) {
   return LoopRef{j.at("block").get<std::string>(), j.at("loop").get<std::string>()};
 }

@@ -73,13 +73,13 @@ class CpuKernel {
 
  private:
   friend std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram&, std::string,
-                                                   std::map<std::string, int64_t>,
+                                                   std::map<std::string, tile::Specialisation>,
                                                    const CompileOptions&);
   CpuKernel() = default;
 
   using EntryFn = int (*)(void* const*, const int64_t*, const double*, char*, int64_t);
   ir::LoopProgram program_;
-  std::map<std::string, int64_t> specialised_;  // dims the code was generated for
+  std::map<std::string, tile::Specialisation> specialised_;  // tile extents generated for
   void* handle_ = nullptr;
   EntryFn entry_ = nullptr;
   bool from_cache_ = false;
@@ -97,7 +97,7 @@ std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
                                    const CompileOptions& options = {});
 // Compiles given source for `program` (the two above generate it).
 std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
-                                          std::map<std::string, int64_t> specialised,
+                                          std::map<std::string, tile::Specialisation> specialised,
                                           const CompileOptions& options);
 
 }  // namespace kintsugi::cpu

@@ -272,8 +272,8 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
     if (v < 0) arg_error << "kernel " << p.name << ": size " << d << " = " << v << " is negative";
     dims[d] = v;
     size_vec.push_back(v);
-    tile::check_specialised(specialised_, p.name, d, v);
   }
+  tile::check_specialised(specialised_, p.name, dims);
   std::map<std::string, double> pvals;
   std::vector<double> param_vec;
   for (const ir::Param& prm : p.params) {
@@ -327,7 +327,7 @@ std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
 }
 
 std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
-                                          std::map<std::string, int64_t> specialised,
+                                          std::map<std::string, tile::Specialisation> specialised,
                                           const CompileOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<CpuKernel> k(new CpuKernel());

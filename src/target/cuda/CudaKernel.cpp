@@ -87,8 +87,8 @@ CudaKernel::Launch CudaKernel::prepare(const runtime::SizeMap& sizes,
     auto it = sizes.find(p.dims[d]);
     if (it == sizes.end()) arg_error << "kernel " << p.name << ": no value for size " << p.dims[d];
     l.args.sizes[d] = it->second;
-    tile::check_specialised(program_.specialised, p.name, p.dims[d], it->second);
   }
+  tile::check_specialised(program_.specialised, p.name, sizes);
   for (size_t q = 0; q < p.params.size(); ++q) {
     auto it = params.find(p.params[q].name);
     l.args.params[q] = it != params.end() ? it->second : p.params[q].value;

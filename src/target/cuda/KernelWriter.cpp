@@ -328,8 +328,8 @@ bool KernelWriter::innermost_chunks(const tile::TileOp& o, int64_t width) const 
   const ir::Expr& extent = p_.source.find_buffer(o.buffer)->shape[last];
   int64_t n = -1;
   if (extent->op == Op::IntImm) n = extent->int_value;
-  if (extent->op == Op::Var && p_.specialised.count(extent->name))
-    n = p_.specialised.at(extent->name);
+  if (auto sp = p_.specialised.find(ir::to_string(extent)); sp != p_.specialised.end())
+    n = sp->second.value;
   return n > 0 && n % width == 0 && o.type.shape.back() % width == 0;
 }
 

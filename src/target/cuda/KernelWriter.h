@@ -87,7 +87,7 @@ class KernelWriter {
   DType buffer_dtype(const std::string& name) const;
   // Whether the innermost tile axis of load or store `o` spans its buffer's innermost dimension
   // in aligned runs of `width` elements: without a bounds check there, from a constant start that
-  // is a multiple of `width`, in a dimension whose extent (a constant or a specialised dim) is a
+  // is a multiple of `width`, in a dimension whose extent (a constant or a specialised size) is a
   // multiple of `width` too. Then every run of `width` tile elements along that axis that starts
   // at a multiple of `width` is `width` consecutive, `width`-aligned buffer elements, all inside
   // the buffer or none.

@@ -4,15 +4,21 @@
 // maximum, stored for the combine and loaded back for the exponentials of the same chunk, is
 // such a load: forwarding it saves a round trip through memory (and on a GPU a barrier).
 //
-// The stored value is the loaded one only when the store wrote every element of the region as
-// is: the store is unmasked, no dimension of its region is bounds-checked (a tail would be
-// skipped by the store and read as 0 by the load), and the buffer's dtype is the value's (no
-// rounding on the way). A store is known inside a loop that does not store to its buffer (a
-// combine loop reading the maximum that the loop before it produced), not out of a loop, and a
-// loop that stores to a buffer ends what is known about it.
+// The stored value is the loaded one when the store wrote every element of the region as is: the
+// store is unmasked, no dimension of its region is bounds-checked (a tail would be skipped by the
+// store and read as 0 by the load), and the buffer's dtype is the value's (no rounding on the
+// way). A store whose mask is exactly its region's bound (a group of rows whose last one may run
+// past the buffer: `h < HQ` on a region starting at a non-negative index) wrote every element
+// inside the buffer, and the load reads 0 past it: the load is select(mask, value, 0). A store is
+// known inside a loop that does not store to its buffer (a combine loop reading the maximum that
+// the loop before it produced), not out of a loop, and a loop that stores to a buffer ends what
+// is known about it.
 //
-// Invariant established: no load reads back what an unmasked store of the same code just wrote.
+// Invariant established: no load reads back what a store of the same code just wrote whole.
 #include <map>
+#include <set>
+
+#include "ir/Simplify.h"
 
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
@@ -23,7 +29,12 @@ namespace {
 
 class StoreForwarding {
  public:
-  explicit StoreForwarding(const ir::LoopProgram& source) : source_(source) {}
+  explicit StoreForwarding(const ir::LoopProgram& source, Kernel& k) : source_(source), k_(k) {
+    for (const GridAxis& g : k.grid) grid_.insert(g.var);
+    for_each_op(k.body, [&](const TileOp& o) {
+      if (o.result >= 0) defs_[o.result] = &o;
+    });
+  }
 
   // `stored`: buffer -> the store that last wrote it whole.
   void walk(TileBody& body, std::map<std::string, const TileOp*> stored = {}) {
@@ -36,12 +47,50 @@ class StoreForwarding {
       TileOp& o = s.op;
       if (o.kind == OpKind::Store) {
         stored.erase(o.buffer);
-        if (writes_whole(o)) stored[o.buffer] = &o;
+        if (writes_whole(o) || writes_inside(o)) stored[o.buffer] = &o;
       } else if (o.kind == OpKind::Load) {
         auto it = stored.find(o.buffer);
-        if (it != stored.end() && same_region(*it->second, o))
-          forwarded_[o.result] = it->second->args[0];
+        if (it == stored.end() || !same_region(*it->second, o)) continue;
+        const TileOp& st = *it->second;
+        if (st.args.size() == 1) {
+          forwarded_[o.result] = st.args[0];
+          continue;
+        }
+        // select(mask, value, 0) in place of the load, the 0 defined just before it.
+        TileOp zero;
+        zero.kind = OpKind::Full;
+        zero.result = k_.num_values++;
+        zero.scalar = ir::make_float(0.0, o.type.dtype);
+        zero.type = TileType{o.type.dtype, {}};
+        o.kind = OpKind::Map;
+        o.op = ir::Op::Select;
+        o.is_call = false;
+        o.args = {st.args[1], st.args[0], zero.result};
+        o.buffer.clear();
+        o.starts.clear();
+        o.axis_of_dim.clear();
+        o.bounds_checked.clear();
+        o.stream_loop.clear();
+        zeros_.push_back({&o, std::move(zero)});
       }
+    }
+  }
+
+  // The zeros of masked forwards go in front of their selects.
+  void place_zeros(TileBody& body) {
+    for (size_t i = 0; i < body.size(); ++i) {
+      if (body[i].kind == StmtKind::For) {
+        place_zeros(body[i].body);
+        continue;
+      }
+      for (auto& [select, zero] : zeros_)
+        if (select == &body[i].op) {
+          TileStmt z;
+          z.op = zero;
+          body.insert(body.begin() + static_cast<std::ptrdiff_t>(i), std::move(z));
+          ++i;
+          break;
+        }
     }
   }
 
@@ -61,17 +110,84 @@ class StoreForwarding {
     return b && b->dtype == store.type.dtype;
   }
 
+  // A store whose mask is exactly "inside the buffer" along its bounds-checked dimensions: every
+  // conjunct is arange(start_d) < extent_d on the axis of a bounds-checked dimension d whose
+  // start is non-negative, and every bounds-checked dimension has one. No rounding on the way.
+  bool writes_inside(const TileOp& store) const {
+    const ir::Buffer* b = source_.find_buffer(store.buffer);
+    if (store.args.size() != 2 || !b || b->dtype != store.type.dtype) return false;
+    std::vector<std::pair<int, int>> conjuncts;  // (value, axis of the stored tile it spans)
+    std::set<size_t> covered;
+    if (!bound_conjuncts(store.args[1], {}, &conjuncts)) return false;
+    for (auto [id, axis] : conjuncts) {
+      const TileOp& lt = *defs_.at(id);
+      const TileOp& lhs = *defs_.at(lt.args[0]);
+      const TileOp& rhs = *defs_.at(lt.args[1]);
+      if (lhs.kind != OpKind::Arange || rhs.kind != OpKind::Full) return false;
+      bool matched = false;
+      for (size_t d = 0; d < store.starts.size() && !matched; ++d)
+        matched = store.axis_of_dim[d] == axis && store.bounds_checked[d] &&
+                  ir::provably_equal(store.starts[d], lhs.scalar) &&
+                  ir::provably_equal(b->shape[d], rhs.scalar) && non_negative(lhs.scalar) &&
+                  covered.insert(d).second;
+      if (!matched) return false;
+    }
+    for (size_t d = 0; d < store.starts.size(); ++d)
+      if (store.bounds_checked[d] && !covered.count(d)) return false;
+    return true;
+  }
+
+  // The `lt` conjuncts of mask `id` with the stored axis each spans (`axes`: the stored axis of
+  // each axis of `id`, empty at the mask itself); false when the mask has another form.
+  bool bound_conjuncts(int id, std::vector<int> axes, std::vector<std::pair<int, int>>* out) const {
+    const TileOp& o = *defs_.at(id);
+    if (axes.empty())
+      for (size_t a = 0; a < o.type.shape.size(); ++a) axes.push_back(static_cast<int>(a));
+    if (o.kind == OpKind::Broadcast) {
+      std::vector<int> inner;
+      for (int d : o.dims) inner.push_back(axes[static_cast<size_t>(d)]);
+      return bound_conjuncts(o.args[0], inner, out);
+    }
+    if (o.kind != OpKind::Map || o.is_call) return false;
+    if (o.op == ir::Op::And)
+      return bound_conjuncts(o.args[0], axes, out) && bound_conjuncts(o.args[1], axes, out);
+    if (o.op != ir::Op::Lt || axes.size() != 1) return false;
+    out->push_back({id, axes[0]});
+    return true;
+  }
+
+  // Literals, sizes and grid indices, combined by +, * and floor division.
+  bool non_negative(const ir::Expr& e) const {
+    switch (e->op) {
+      case ir::Op::IntImm:
+        return e->int_value >= 0;
+      case ir::Op::Var:
+        return e->var_kind == ir::VarKind::Dim || grid_.count(e->name);
+      case ir::Op::Add:
+      case ir::Op::Mul:
+      case ir::Op::Div:
+        return non_negative(e->args[0]) && non_negative(e->args[1]);
+      default:
+        return false;
+    }
+  }
+
   const ir::LoopProgram& source_;
-  std::map<int, int> forwarded_;  // load result -> the stored value
+  Kernel& k_;
+  std::set<std::string> grid_;
+  std::map<int, const TileOp*> defs_;
+  std::map<int, int> forwarded_;                         // load result -> the stored value
+  std::vector<std::pair<const TileOp*, TileOp>> zeros_;  // masked forward -> its zero
 };
 
 }  // namespace
 
 void forward_stores(TileProgram& p) {
   for (Kernel& k : p.kernels) {
-    StoreForwarding f(p.source);
+    StoreForwarding f(p.source, k);
     f.walk(k.body);
     f.rewrite(k.body);
+    f.place_zeros(k.body);
   }
 }
 

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "ir/Interpreter.h"
+#include "ir/Printer.h"
+#include "ir/Simplify.h"
 #include "te/Lower.h"
 #include "te/Program.h"
 
@@ -84,4 +86,23 @@ output Y[i, j]: f32 = select(l[i] > 0, e[i, j] / l[i], 0)
   EXPECT_EQ(y[0], 0.0);  // rows 0 and 1 see no key (bottom-right alignment)
   EXPECT_EQ(y[1], 0.0);
   EXPECT_EQ(y[2], 1.0);
+}
+
+TEST(Simplify, DivisionByTheExtentOfARange) {
+  auto dim = [](const char* n) { return ir::make_var(n, ir::VarKind::Dim, DType::Int); };
+  auto idx = [](const char* n) { return ir::make_var(n, ir::VarKind::Index, DType::Int); };
+  ir::Expr e = ir::make_binary(ir::Op::Div, dim("HQ"), dim("HK"));
+  ir::Expr h = ir::make_binary(ir::Op::Add, ir::make_binary(ir::Op::Mul, idx("h0"), e), idx("h1"));
+  std::map<std::string, ir::Expr> ranges = {{"h1", e}};
+  EXPECT_EQ(ir::to_string(ir::simplify_in_ranges(ir::make_binary(ir::Op::Div, h, e), ranges)),
+            "h0");
+  EXPECT_EQ(ir::to_string(ir::simplify_in_ranges(ir::make_binary(ir::Op::Mod, h, e), ranges)),
+            "h1");
+  // h1 is not known to lie in [0, HQ) nor [0, 2): nothing folds.
+  EXPECT_EQ(
+      ir::to_string(ir::simplify_in_ranges(ir::make_binary(ir::Op::Div, h, dim("HQ")), ranges)),
+      "(h0 * (HQ / HK) + h1) / HQ");
+  EXPECT_EQ(ir::to_string(
+                ir::simplify_in_ranges(ir::make_binary(ir::Op::Div, h, ir::make_int(2)), ranges)),
+            "(h0 * (HQ / HK) + h1) / 2");
 }

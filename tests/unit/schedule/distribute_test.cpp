@@ -99,3 +99,38 @@ TEST(Distribute, Errors) {
   EXPECT_THROW(s.distribute(LoopRef{"y", "i"}, 0), ScheduleError);
   EXPECT_TRUE(s.trace().empty());  // failed primitives leave no trace
 }
+
+TEST(Distribute, GroupsOfRowsSizedByAnExpression) {
+  // Rows h read row h / (H / G): a group of H / G rows shares one; H need not be a multiple.
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes H = 6, G = 3, N = 5
+input X: f32[H, N]
+input W: f32[G, N]
+output y[h, j]: f32 = X[h / (H / G), j] * X[h, j] + W[0, j]
+)");
+  Schedule s(p);
+  auto dim = [](const char* n) { return ir::make_var(n, ir::VarKind::Dim, DType::Int); };
+  ir::Expr group = ir::make_binary(ir::Op::Div, dim("H"), dim("G"));
+  s.distribute(LoopRef{"y", "h"}, group);
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("for h0 in range((H + H / G - 1) / (H / G)):"), std::string::npos) << text;
+  EXPECT_NE(text.find("for h1 in range(H / G):"), std::string::npos) << text;
+  EXPECT_NE(text.find("where h0 * (H / G) + h1 < H"), std::string::npos) << text;
+  expect_equivalent(p, s.program(),
+                    {{{"H", 6}, {"G", 3}, {"N", 5}},
+                     {{"H", 7}, {"G", 3}, {"N", 2}},
+                     {{"H", 8}, {"G", 1}, {"N", 3}},
+                     {{"H", 2}, {"G", 2}, {"N", 1}}});
+  EXPECT_EQ(s.trace().back().at("factor").dump(), R"({"args":[{"dim":"H"},{"dim":"G"}],"op":"/"})");
+  Schedule r = schedule::replay(p, s.trace());
+  EXPECT_EQ(ir::to_string(r.program()), text);
+  // A factor that is not fixed for the run is refused.
+  Schedule bad(p);
+  try {
+    bad.split(LoopRef{"y", "h"}, ir::make_var("j", ir::VarKind::Index, DType::Int));
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "split: the factor for loop 'h' must be an integer over sizes, got 'j'");
+  }
+}

@@ -31,7 +31,7 @@ TEST(TileTranslate, FusedAttentionStructure) {
   ASSERT_EQ(tp.kernels.size(), 1u);
   const tile::Kernel& k = tp.kernels[0];
   EXPECT_EQ(k.grid.size(), 3u);  // b, h, row tile
-  EXPECT_EQ(tp.specialised.at("D"), 16);
+  EXPECT_EQ(tp.specialised.at("D").value, 16);
   EXPECT_EQ(count_ops(k.body, tile::OpKind::Dot, 0, nullptr), 2);  // QKᵀ and PV
   int loads_outside = 0;
   EXPECT_EQ(count_ops(k.body, tile::OpKind::Load, 0, &loads_outside), 3);  // Q, K, V
@@ -45,6 +45,38 @@ TEST(TileTranslate, FusedAttentionStructure) {
           streams += c.op.stream_loop == s.var;
     }
   EXPECT_EQ(streams, 2);  // K and V
+}
+
+TEST(TileTranslate, GroupedQueryDecodeReadsEachKeyTileOnceForTheGroup) {
+  runtime::SizeMap sizes = {{"B", 1}, {"HQ", 8}, {"HK", 2}, {"S", 1}, {"T", 300}, {"D", 16}};
+  tile::TileProgram tp = tiled("attention/decode_gqa.te", sizes);
+  EXPECT_EQ(tp.specialised.at("HQ / HK").value, 4);
+  const tile::Kernel& chunk = tp.kernels.at(0);
+  EXPECT_EQ(chunk.grid.at(1).var, "h0");  // one grid instance per key/value head
+  int dots = 0, partial_loads = 0;
+  tile::for_each_op(chunk.body, [&](const tile::TileOp& o) {
+    if (o.kind == tile::OpKind::Dot) {
+      ++dots;
+      EXPECT_EQ(o.type.shape.at(0), 4);  // the group's query heads are the rows
+    }
+    if (o.kind == tile::OpKind::Load) {
+      EXPECT_TRUE(o.buffer == "Q" || o.buffer == "K" || o.buffer == "V") << o.buffer;
+      partial_loads += o.buffer == "K" || o.buffer == "V";
+    }
+  });
+  EXPECT_EQ(dots, 2);
+  EXPECT_EQ(partial_loads, 2);  // K and V once; the chunk maximum is forwarded, not reloaded
+  runtime::SizeMap other = sizes;
+  other["HK"] = 4;
+  try {
+    tile::check_specialised(tp.specialised, "decode_gqa", other);
+    FAIL();
+  } catch (const RuntimeArgError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "kernel decode_gqa was generated for HQ / HK = 4 (a tile extent), got 2; compile it "
+              "again for these sizes");
+  }
+  tile::check_specialised(tp.specialised, "decode_gqa", sizes);
 }
 
 TEST(TileTranslate, NotTileForm) {
