@@ -96,6 +96,7 @@ struct Val {
 struct SmemTile {
   const TileOp* load = nullptr;
   int64_t rows = 0, cols = 0;  // f16 elements
+  int64_t live_rows = 0;       // rows of the load; the rest (an A tile padded to 16) are zeros
   std::string stream_loop;     // streamed along this loop (empty: loaded where it stands)
   // Streamed tiles: the first one the loop body uses has two stages, its next copy issued at the
   // top of each iteration; each later one has one stage, its next copy issued right after its
@@ -126,7 +127,11 @@ class FragmentWriter : public KernelWriter {
         if (rows_ >= 0 && r != rows_) return false;
         rows_ = r;
       }
-    if (rows_ <= 0 || rows_ % AccumulatorLayout::kRowsPerWarp != 0 || rows_ > 128) return false;
+    // Fewer than 16 rows (a group of query heads in decode) run as one warp's 16, the rows past
+    // the tile never stored.
+    if (rows_ <= 0 || rows_ > 128 ||
+        (rows_ > AccumulatorLayout::kRowsPerWarp && rows_ % AccumulatorLayout::kRowsPerWarp != 0))
+      return false;
     for (const tile::Register& r : k_.registers)
       if (!data_shape(r.type.shape)) return false;
     for (const TileOp* o : ops_)
@@ -165,6 +170,12 @@ class FragmentWriter : public KernelWriter {
     }
   }
 
+  // Rows the warps cover: the row tile, padded to one warp's 16.
+  int64_t warp_rows() const { return std::max<int64_t>(rows_, AccumulatorLayout::kRowsPerWarp); }
+  bool padded() const { return warp_rows() != rows_; }
+  // Rows a shared tile takes: an A tile of the row tile is padded like it.
+  int64_t smem_rows(int64_t rows) const { return rows == rows_ ? warp_rows() : rows; }
+
   bool is_frag_shape(const std::vector<int64_t>& s) const {
     return s.size() == 2 && s[0] == rows_ && s[1] % 8 == 0;
   }
@@ -199,10 +210,10 @@ class FragmentWriter : public KernelWriter {
   bool stageable(const TileOp& o) const {
     if (o.type.dtype != DType::F16 || o.type.shape.size() != 2) return false;
     if (buffer_dtype(o.buffer) != DType::F16 || !innermost_chunks(o, 8)) return false;
-    int64_t rows = o.type.shape[0], cols = o.type.shape[1];
+    int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
     // Whole 16-byte chunks a row, a power of two of them (the swizzle), split evenly over the
     // threads.
-    int64_t cpr = cols / 8, threads = rows_ / 16 * 32;
+    int64_t cpr = cols / 8, threads = this->threads();
     return rows % 16 == 0 && cols % 16 == 0 && (cpr & (cpr - 1)) == 0 && threads % cpr == 0 &&
            rows * cpr % threads == 0;
   }
@@ -233,7 +244,8 @@ class FragmentWriter : public KernelWriter {
           if (!stageable(o)) return false;
           SmemTile t;
           t.load = &o;
-          t.rows = o.type.shape[0];
+          t.rows = smem_rows(o.type.shape[0]);
+          t.live_rows = o.type.shape[0];
           t.cols = o.type.shape[1];
           if (!o.stream_loop.empty() && loop_of_.at(&o) == o.stream_loop) {
             t.stream_loop = o.stream_loop;
@@ -309,7 +321,7 @@ class FragmentWriter : public KernelWriter {
     tiles_[static_cast<size_t>(b.tile)].last_use = &o;
     if (a.kind == Kind::Smem) {
       SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
-      if (a.transposed || !t.stream_loop.empty() || t.rows != rows_) return false;
+      if (a.transposed || !t.stream_loop.empty() || t.rows != warp_rows()) return false;
       t.last_use = &o;
       return true;
     }
@@ -317,12 +329,14 @@ class FragmentWriter : public KernelWriter {
   }
 
   // --- emission
-  int threads() const override { return static_cast<int>(rows_ / 16) * 32; }
+  int threads() const override { return static_cast<int>(warp_rows() / 16) * 32; }
   // As many CTAs an SM as its shared memory holds (228 KB, 1 KB of it reserved per CTA), up to
-  // three: registers are budgeted for that occupancy (three leave 168 a thread; four, 128, made
-  // even the head-size-32 prefill kernels spill).
+  // as many as leave 168 registers a thread (three CTAs of four warps; four, at 128, made even
+  // the head-size-32 prefill kernels spill).
   int min_blocks() const override {
-    return static_cast<int>(std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, 3));
+    int64_t by_registers = std::max(1, 65536 / (threads() * 168));
+    return static_cast<int>(
+        std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, by_registers));
   }
 
   std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) {
@@ -542,6 +556,7 @@ class FragmentWriter : public KernelWriter {
           if (a.kind == Kind::Smem) define_lane_offsets(a.tile, Access::A);
           define_lane_offsets(b.tile, b.transposed ? Access::B : Access::BTrans);
         }
+      prefetch_top_level_tiles();
     }
     for (size_t i = 0; i < b.size(); ++i) {
       if (b[i].kind == tile::StmtKind::For) {
@@ -749,7 +764,7 @@ class FragmentWriter : public KernelWriter {
     std::string origin, inside;
     element(reg, {"0", "0"}, &origin, &inside);
     const std::string& buf = buffer_ids_.at(o.buffer);
-    std::string rows = std::to_string(t.rows);
+    std::string rows = std::to_string(t.live_rows);
     line("const long long ks_stride = " + stride + ";");
     if (o.bounds_checked[row_dim]) {
       const std::string& start = reg.starts[row_dim];
@@ -877,8 +892,32 @@ class FragmentWriter : public KernelWriter {
     }
   }
 
+  // The shared tiles the kernel loads at its top level before any loop are copied at its start,
+  // one group each, in program order, so that their transfers overlap (a decode chunk's Q, K and
+  // V); each is waited for at its load.
+  void prefetch_top_level_tiles() {
+    for (const tile::TileStmt& st : k_.body) {
+      if (st.kind == tile::StmtKind::For) break;
+      if (st.op.kind != OpKind::Load || val(st.op.result).kind != Kind::Smem) continue;
+      int tile = val(st.op.result).tile;
+      prefetched_[tile] = static_cast<int>(prefetched_.size());
+      line("{");
+      ++indent_;
+      copy_tile(tiles_[static_cast<size_t>(tile)], "0");
+      --indent_;
+      line("}");
+      line("cp_async_commit();");
+    }
+  }
+
   void load_smem(const Val& v) {
     const SmemTile& t = tiles_[static_cast<size_t>(v.tile)];
+    if (auto p = prefetched_.find(v.tile); p != prefetched_.end()) {
+      int later = static_cast<int>(prefetched_.size()) - 1 - p->second;
+      line("cp_async_wait_group<" + std::to_string(later) + ">();");
+      line("__syncthreads();");
+      return;
+    }
     if (!t.stream_loop.empty()) {
       // Wait for this tile's group of this iteration. Committed after it: the later groups of
       // the previous iteration's sequence (two-stage tiles at its top, one-stage ones after their
@@ -1073,6 +1112,12 @@ class FragmentWriter : public KernelWriter {
     close_slots();
   }
 
+  // A padded row tile's elements past its rows are neither loaded nor stored.
+  std::string live_row(Kind ctx) const {
+    if (!padded() || (ctx != Kind::Frag && ctx != Kind::Row)) return "";
+    return " && " + (ctx == Kind::Frag ? frag_row() : row_row()) + " < " + std::to_string(rows_);
+  }
+
   void store(const TileOp& o) {
     line("{  // store " + o.buffer);
     ++indent_;
@@ -1093,6 +1138,7 @@ class FragmentWriter : public KernelWriter {
     }
     std::string offset, inside;
     element(reg, ix, &offset, &inside);
+    inside += live_row(ctx);
     std::string value = ctx == Kind::Uniform ? val(o.args[0]).name : at(o.args[0], ctx);
     std::string mask;
     if (o.args.size() > 1)
@@ -1148,6 +1194,7 @@ class FragmentWriter : public KernelWriter {
               v.kind == Kind::Frag ? std::vector<std::string>{frag_row(), frag_col()}
                                    : std::vector<std::string>{row_row()},
               &offset, &inside);
+      inside += live_row(v.kind);
       line(slot(v) + " = (" + inside + ") ? " +
            load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
            " : 0;");
@@ -1215,6 +1262,7 @@ class FragmentWriter : public KernelWriter {
   std::vector<std::string> stored_;
   std::vector<SmemTile> tiles_;
   std::set<std::string> lane_offsets_;          // defined at the kernel's start
+  std::map<int, int> prefetched_;               // tile copied at the kernel's start -> its order
   std::map<const TileOp*, int> order_;          // program order of the ops
   std::map<std::string, std::string> loop_hi_;  // a streamed loop's end bound, by variable
   struct Comparison {
