@@ -162,6 +162,51 @@ void group_rows(Schedule& s, const LoopRef& tile_loop, const std::map<std::strin
     }
 }
 
+// Step 3, split-K (see AutoSchedule.h): the nests after the chunk nest (the combines and what
+// reads them) run over few rows, each as one grid instance. A nest whose innermost loop is
+// data-parallel and spans more than `width` iterations at `sizes` (a head_dim row of partial
+// outputs) is split by `width`, and the outer part moves out of the nest's serial loops, so
+// that it becomes a grid axis: each row's columns are combined by several instances.
+void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
+                    const std::map<std::string, int64_t>& sizes,
+                    const std::function<void(const std::string&)>& note) {
+  const ir::LoopProgram& p = s.program();
+  size_t fused = root_index(p, find_block(p.body, tile_loop.block, "auto"));
+  std::vector<std::string> blocks;
+  for (size_t k = fused + 1; k < p.body->stmts.size(); ++k)
+    for (const ir::StmtNode* b : blocks_under(p.body->stmts[k])) blocks.push_back(b->name);
+  for (const std::string& name : blocks) {
+    StmtPath path = find_block(s.program().body, name, "auto");
+    const ir::StmtNode& b = *path.back();
+    std::vector<const ir::StmtNode*> loops = loops_on(path);
+    auto parallel = [&](const ir::StmtNode* l) {
+      return std::none_of(b.iters.begin(), b.iters.end(), [&](const ir::IterVar& iv) {
+        return iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, l->var);
+      });
+    };
+    if (loops.empty() || !parallel(loops.back())) continue;
+    int64_t extent = 0;
+    try {
+      extent = ir::eval_int(loops.back()->extent, sizes);
+    } catch (const UserError&) {
+      continue;
+    }
+    if (extent <= width) continue;
+    try {
+      std::vector<LoopRef> parts = s.split(LoopRef{name, loops.back()->var}, width);
+      std::vector<std::string> order = {parts[0].var};
+      bool serial = false;
+      for (size_t k = 0; k + 1 < loops.size(); ++k) {
+        serial = serial || !parallel(loops[k]);
+        if (serial) order.push_back(loops[k]->var);
+      }
+      if (order.size() > 1) s.reorder(name, order);
+    } catch (const ScheduleError& e) {
+      note("the columns of '" + name + "' stay in one instance: " + e.what());
+    }
+  }
+}
+
 // Step 3, split-K (see AutoSchedule.h): the combine nest of `block` walks the chunks in tiles of
 // as many chunks as keep a tile of partials (the chunks times what the loops inside the chunk
 // loop span, at `sizes`) within `elements`: a power of two, at least one chunk and at most
@@ -321,6 +366,8 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
     }
     if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
     if (split_k) group_rows(s, tile_loop, sizes, note);
+    if (split_k && options.combine_columns > 0)
+      spread_columns(s, tile_loop, options.combine_columns, sizes, note);
     if (split_k && options.combine_tile_elements > 0)
       for (const std::string& m : members)
         tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);

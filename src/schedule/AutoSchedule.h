@@ -15,7 +15,11 @@
 //      iteration needs (compact_buffer). When the chain has few independent rows (the product
 //      of the first reduction's spatial extents), split_k_update replaces rolling_update: the
 //      tiles run in parallel and a combine nest merges them (FlashDecoding); the combine nests
-//      walk the chunks in tiles, so the partial results of a tile of chunks combine together.
+//      walk the chunks in tiles, so the partial results of a tile of chunks combine together, and
+//      a wide row of them (the output's head_dim) is spread over several grid instances. A row
+//      loop that the chain reads through a floor division h / E (grouped-query attention's
+//      query heads sharing a key/value head) is distributed over groups of E rows first, so that
+//      a chunk's nests cover the group and read each key and value once for it.
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
 //      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
@@ -42,6 +46,10 @@ struct AutoScheduleOptions {
   // elements and this many chunks (a power of two of chunks: a head_dim 128 row of partials
   // takes 32 chunks a tile, a scalar partial 2048). 0 walks them one chunk at a time.
   int64_t combine_tile_elements = 4096;
+  // Split-K: a combine (or a nest reading one) whose innermost loop is data-parallel and wider
+  // than this is split by it, the outer part a grid axis (a head_dim 128 row of outputs combines
+  // in 4 instances). 0 keeps a row in one instance.
+  int64_t combine_columns = 32;
   int64_t combine_tile_chunks = 2048;
   // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
   std::map<std::string, int64_t> sizes;

@@ -8,15 +8,20 @@
 // the instance (forward_stores then hands them over without a memory round trip) and the launches
 // are one.
 //
-// An access is private to the instance when, for every grid variable, some squeezed dimension of
-// its region starts exactly at that variable (two instances differ in some grid variable, so
-// their elements differ in that dimension). The fused kernel keeps the first kernel's name; the
-// second kernel's values are renumbered after the first's.
+// An access is private to the instance when, for every grid variable g, some dimension of its
+// region separates the instances: a squeezed one at exactly g, or one starting at g * c that the
+// region spans at most c elements of (two instances differ in some grid variable, so their
+// elements differ in that dimension). Grids are the same when their extents are; the second
+// kernel's variables are renamed to the first's. The fused kernel keeps the first kernel's name;
+// the second kernel's values are renumbered after the first's.
 //
 // Invariant established: no two consecutive kernels over the same grid communicate only through
 // instance-private elements.
+#include <functional>
+#include <map>
 #include <set>
 
+#include "ir/Visit.h"
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
 
@@ -27,9 +32,34 @@ namespace {
 bool same_grid(const Kernel& a, const Kernel& b) {
   if (a.grid.size() != b.grid.size()) return false;
   for (size_t k = 0; k < a.grid.size(); ++k)
-    if (a.grid[k].var != b.grid[k].var || !ir::equal(a.grid[k].extent, b.grid[k].extent))
-      return false;
+    if (!ir::equal(a.grid[k].extent, b.grid[k].extent)) return false;
   return true;
+}
+
+// b over a's grid variables (the same grid, named differently by the loops it came from).
+void rename_grid(Kernel& b, const Kernel& a) {
+  std::map<std::string, ir::Expr> names;
+  for (size_t k = 0; k < a.grid.size(); ++k)
+    if (a.grid[k].var != b.grid[k].var)
+      names[b.grid[k].var] = ir::make_var(a.grid[k].var, ir::VarKind::Index, DType::Int);
+  if (names.empty()) return;
+  auto rename = [&](ir::Expr& e) {
+    if (e) e = ir::substitute(e, names);
+  };
+  std::function<void(TileBody&)> walk = [&](TileBody& body) {
+    for (TileStmt& st : body) {
+      if (st.kind == StmtKind::For) {
+        rename(st.min);
+        rename(st.extent);
+        walk(st.body);
+        continue;
+      }
+      for (ir::Expr& e : st.op.starts) rename(e);
+      rename(st.op.scalar);
+    }
+  };
+  walk(b.body);
+  b.grid = a.grid;
 }
 
 // Buffers a kernel loads from (reads) or stores to (writes).
@@ -41,13 +71,25 @@ std::set<std::string> accessed(Kernel& k, OpKind kind) {
   return out;
 }
 
+// The grid variable whose instances touch disjoint ranges of dimension d of a region: a squeezed
+// dimension at `g`, or one at `g * c` that the region spans at most c elements of.
+std::string separating_variable(const TileOp& o, size_t d) {
+  const ir::Expr& start = o.starts[d];
+  int axis = o.axis_of_dim[d];
+  int64_t span = axis < 0 ? 1 : o.type.shape[static_cast<size_t>(axis)];
+  if (start->op == ir::Op::Var) return span == 1 ? start->name : "";
+  if (start->op == ir::Op::Mul && start->args[0]->op == ir::Op::Var &&
+      start->args[1]->op == ir::Op::IntImm && span <= start->args[1]->int_value)
+    return start->args[0]->name;
+  return "";
+}
+
 bool instance_private(Kernel& k, const std::string& buffer) {
   bool ok = true;
   for_each_op(k.body, [&](TileOp& o) {
     if ((o.kind != OpKind::Load && o.kind != OpKind::Store) || o.buffer != buffer) return;
     std::set<std::string> covered;
-    for (size_t d = 0; d < o.starts.size(); ++d)
-      if (o.axis_of_dim[d] < 0 && o.starts[d]->op == ir::Op::Var) covered.insert(o.starts[d]->name);
+    for (size_t d = 0; d < o.starts.size(); ++d) covered.insert(separating_variable(o, d));
     for (const GridAxis& g : k.grid) ok = ok && covered.count(g.var) > 0;
   });
   return ok;
@@ -55,6 +97,7 @@ bool instance_private(Kernel& k, const std::string& buffer) {
 
 bool fusable(Kernel& a, Kernel& b) {
   if (!same_grid(a, b)) return false;
+  rename_grid(b, a);
   for (const Register& ra : a.registers)
     for (const Register& rb : b.registers)
       if (ra.name == rb.name) return false;

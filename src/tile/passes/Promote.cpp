@@ -8,7 +8,9 @@
 // A loop qualifies for buffer B when, in the loop's own body (no nested loops there):
 //   - every access to B is a top-level load or store of the same region: equal starts that do
 //     not mention the loop variable, the same tile axes and shape, no tail bounds (so a load
-//     reads back exactly what the last store wrote), in B's own dtype (no rounding on store);
+//     reads back exactly what the last store wrote) unless every store is masked by exactly the
+//     region's bound (Bound.h: the register keeps the 0 loaded past the bound, as every load
+//     would read), in B's own dtype (no rounding on store);
 //   - B is not an input (accesses to B outside the loop see it in memory: loaded before the
 //     loop, stored after it);
 //   - a loaded value is used only before the next store to B (a register read may not outlive
@@ -24,6 +26,7 @@
 
 #include "ir/Visit.h"
 #include "tile/Passes.h"
+#include "tile/passes/Bound.h"
 #include "tile/passes/Walk.h"
 
 namespace kintsugi::tile {
@@ -55,14 +58,17 @@ class Promoter {
     for (const auto& [name, ops] : by_buffer) {
       const ir::Buffer* b = p_.source.find_buffer(name);
       if (!b || b->role == ir::BufferRole::Input || is_register(p_, name)) continue;
-      bool loads = false, stores = false, ok = true;
+      bool loads = false, stores = false, ok = true, bound_masked = true;
+      for (const TileOp* o : ops)
+        if (o->kind == OpKind::Store)
+          bound_masked = bound_masked && masked_by_its_bound(k_, *o, p_.source);
       for (const TileOp* o : ops) {
         loads = loads || o->kind == OpKind::Load;
         stores = stores || o->kind == OpKind::Store;
         ok = ok && same_region(*o, *ops[0]) && o->type.dtype == b->dtype && o->stream_loop.empty();
         for (size_t d = 0; ok && d < o->starts.size(); ++d)
           ok = !ir::uses_var(o->starts[d], loop.var) &&
-               (o->axis_of_dim[d] < 0 || !o->bounds_checked[d]);
+               (o->axis_of_dim[d] < 0 || !o->bounds_checked[d] || bound_masked);
       }
       if (ok && loads && stores && loaded_values_die_before_stores(loop.body, name))
         out.push_back(name);

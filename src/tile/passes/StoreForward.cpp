@@ -16,11 +16,9 @@
 //
 // Invariant established: no load reads back what a store of the same code just wrote whole.
 #include <map>
-#include <set>
-
-#include "ir/Simplify.h"
 
 #include "tile/Passes.h"
+#include "tile/passes/Bound.h"
 #include "tile/passes/Walk.h"
 
 namespace kintsugi::tile {
@@ -29,12 +27,7 @@ namespace {
 
 class StoreForwarding {
  public:
-  explicit StoreForwarding(const ir::LoopProgram& source, Kernel& k) : source_(source), k_(k) {
-    for (const GridAxis& g : k.grid) grid_.insert(g.var);
-    for_each_op(k.body, [&](const TileOp& o) {
-      if (o.result >= 0) defs_[o.result] = &o;
-    });
-  }
+  explicit StoreForwarding(const ir::LoopProgram& source, Kernel& k) : source_(source), k_(k) {}
 
   // `stored`: buffer -> the store that last wrote it whole.
   void walk(TileBody& body, std::map<std::string, const TileOp*> stored = {}) {
@@ -47,7 +40,7 @@ class StoreForwarding {
       TileOp& o = s.op;
       if (o.kind == OpKind::Store) {
         stored.erase(o.buffer);
-        if (writes_whole(o) || writes_inside(o)) stored[o.buffer] = &o;
+        if (writes_whole(o) || masked_by_its_bound(k_, o, source_)) stored[o.buffer] = &o;
       } else if (o.kind == OpKind::Load) {
         auto it = stored.find(o.buffer);
         if (it == stored.end() || !same_region(*it->second, o)) continue;
@@ -110,72 +103,8 @@ class StoreForwarding {
     return b && b->dtype == store.type.dtype;
   }
 
-  // A store whose mask is exactly "inside the buffer" along its bounds-checked dimensions: every
-  // conjunct is arange(start_d) < extent_d on the axis of a bounds-checked dimension d whose
-  // start is non-negative, and every bounds-checked dimension has one. No rounding on the way.
-  bool writes_inside(const TileOp& store) const {
-    const ir::Buffer* b = source_.find_buffer(store.buffer);
-    if (store.args.size() != 2 || !b || b->dtype != store.type.dtype) return false;
-    std::vector<std::pair<int, int>> conjuncts;  // (value, axis of the stored tile it spans)
-    std::set<size_t> covered;
-    if (!bound_conjuncts(store.args[1], {}, &conjuncts)) return false;
-    for (auto [id, axis] : conjuncts) {
-      const TileOp& lt = *defs_.at(id);
-      const TileOp& lhs = *defs_.at(lt.args[0]);
-      const TileOp& rhs = *defs_.at(lt.args[1]);
-      if (lhs.kind != OpKind::Arange || rhs.kind != OpKind::Full) return false;
-      bool matched = false;
-      for (size_t d = 0; d < store.starts.size() && !matched; ++d)
-        matched = store.axis_of_dim[d] == axis && store.bounds_checked[d] &&
-                  ir::provably_equal(store.starts[d], lhs.scalar) &&
-                  ir::provably_equal(b->shape[d], rhs.scalar) && non_negative(lhs.scalar) &&
-                  covered.insert(d).second;
-      if (!matched) return false;
-    }
-    for (size_t d = 0; d < store.starts.size(); ++d)
-      if (store.bounds_checked[d] && !covered.count(d)) return false;
-    return true;
-  }
-
-  // The `lt` conjuncts of mask `id` with the stored axis each spans (`axes`: the stored axis of
-  // each axis of `id`, empty at the mask itself); false when the mask has another form.
-  bool bound_conjuncts(int id, std::vector<int> axes, std::vector<std::pair<int, int>>* out) const {
-    const TileOp& o = *defs_.at(id);
-    if (axes.empty())
-      for (size_t a = 0; a < o.type.shape.size(); ++a) axes.push_back(static_cast<int>(a));
-    if (o.kind == OpKind::Broadcast) {
-      std::vector<int> inner;
-      for (int d : o.dims) inner.push_back(axes[static_cast<size_t>(d)]);
-      return bound_conjuncts(o.args[0], inner, out);
-    }
-    if (o.kind != OpKind::Map || o.is_call) return false;
-    if (o.op == ir::Op::And)
-      return bound_conjuncts(o.args[0], axes, out) && bound_conjuncts(o.args[1], axes, out);
-    if (o.op != ir::Op::Lt || axes.size() != 1) return false;
-    out->push_back({id, axes[0]});
-    return true;
-  }
-
-  // Literals, sizes and grid indices, combined by +, * and floor division.
-  bool non_negative(const ir::Expr& e) const {
-    switch (e->op) {
-      case ir::Op::IntImm:
-        return e->int_value >= 0;
-      case ir::Op::Var:
-        return e->var_kind == ir::VarKind::Dim || grid_.count(e->name);
-      case ir::Op::Add:
-      case ir::Op::Mul:
-      case ir::Op::Div:
-        return non_negative(e->args[0]) && non_negative(e->args[1]);
-      default:
-        return false;
-    }
-  }
-
   const ir::LoopProgram& source_;
   Kernel& k_;
-  std::set<std::string> grid_;
-  std::map<int, const TileOp*> defs_;
   std::map<int, int> forwarded_;                         // load result -> the stored value
   std::vector<std::pair<const TileOp*, TileOp>> zeros_;  // masked forward -> its zero
 };

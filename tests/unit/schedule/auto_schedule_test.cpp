@@ -60,3 +60,28 @@ TEST(AutoSchedule, LayerNormFusesWithAnAugmentedState) {
   EXPECT_EQ(count(split_k, "split_k_update"), 2) << split_k.trace().dump(1);
   expect_equivalent(p, split_k.program(), shapes);
 }
+
+TEST(AutoSchedule, GroupedQueryDecodeGroupsHeadsAndSpreadsTheCombine) {
+  ir::LoopProgram p = schedtest::example("attention/decode_gqa.te");
+  schedule::AutoScheduleOptions o;
+  o.tile = 4;
+  o.combine_columns = 4;
+  o.sizes = {{"B", 1}, {"HQ", 4}, {"HK", 2}, {"S", 1}, {"T", 9}, {"D", 6}};
+  std::vector<std::string> notes;
+  Schedule s = schedule::auto_schedule(p, o, &notes);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), ir::to_string(s.program()));
+  bool grouped = false;
+  for (const nlohmann::json& e : s.trace())
+    grouped =
+        grouped || (e.at("primitive") == "distribute" &&
+                    e.at("factor").dump() == R"({"args":[{"dim":"HQ"},{"dim":"HK"}],"op":"/"})");
+  EXPECT_TRUE(grouped) << s.trace().dump(1);
+  EXPECT_EQ(count(s, "reorder"), 1) << s.trace().dump(1);  // the output combine's columns
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("for d_10 in range((D + 3) / 4):"), std::string::npos) << text;
+  expect_equivalent(p, s.program(),
+                    {{{"B", 1}, {"HQ", 4}, {"HK", 2}, {"S", 1}, {"T", 9}, {"D", 6}},
+                     {{"B", 2}, {"HQ", 6}, {"HK", 2}, {"S", 2}, {"T", 5}, {"D", 3}},
+                     {{"B", 1}, {"HQ", 8}, {"HK", 1}, {"S", 1}, {"T", 13}, {"D", 9}},
+                     {{"B", 1}, {"HQ", 2}, {"HK", 2}, {"S", 1}, {"T", 2}, {"D", 4}}});
+}
