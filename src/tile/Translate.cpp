@@ -7,6 +7,7 @@
 #include "tile/Translate.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "ir/Interpreter.h"
@@ -183,6 +184,7 @@ class NestTranslator {
     std::vector<Expr> pred;
     conjuncts(block_.predicate, &pred);
     for (const Expr& c : pred) {
+      if (always_true(c)) continue;
       std::vector<std::string> used = axes_in(c);
       bool over_reduce = std::any_of(used.begin(), used.end(),
                                      [&](const std::string& a) { return tile_reduce.count(a); });
@@ -233,6 +235,66 @@ class NestTranslator {
   }
 
  private:
+  // The range [lo, hi] of an integer made of literals, tile axes, grid indices and specialised
+  // sizes (their values are checked at launch), by interval arithmetic; nullopt when unknown.
+  std::optional<std::pair<int64_t, int64_t>> range_of(const Expr& e) const {
+    using Range = std::pair<int64_t, int64_t>;
+    switch (e->op) {
+      case Op::IntImm:
+        return Range{e->int_value, e->int_value};
+      case Op::Var: {
+        if (e->var_kind == ir::VarKind::Dim) {
+          int64_t v = ctx_.tile_extent(e);
+          if (v < 0) return std::nullopt;
+          return Range{v, v};
+        }
+        for (const TileAxis& a : axes_)
+          if (a.var == e->name) return Range{0, a.extent - 1};
+        for (const GridAxis& g : em_.kernel()->grid)
+          if (g.var == e->name) {
+            auto n = range_of(g.extent);
+            if (!n) return std::nullopt;
+            return Range{0, n->second - 1};
+          }
+        return std::nullopt;
+      }
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::Div: {
+        auto a = range_of(e->args[0]), b = range_of(e->args[1]);
+        if (!a || !b) return std::nullopt;
+        if (e->op == Op::Add) return Range{a->first + b->first, a->second + b->second};
+        if (e->op == Op::Sub) return Range{a->first - b->second, a->second - b->first};
+        if (a->first < 0 || b->first < 0) return std::nullopt;
+        if (e->op == Op::Mul) return Range{a->first * b->first, a->second * b->second};
+        if (b->first == 0) return std::nullopt;
+        return Range{a->first / b->second, a->second / b->first};
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  // Whether a predicate conjunct holds everywhere the nest runs (a tail test of a split by a
+  // factor that divides a specialised size).
+  bool always_true(const Expr& c) const {
+    if (c->op == Op::And) return always_true(c->args[0]) && always_true(c->args[1]);
+    if (c->op != Op::Lt && c->op != Op::Le && c->op != Op::Gt && c->op != Op::Ge) return false;
+    auto a = range_of(c->args[0]), b = range_of(c->args[1]);
+    if (!a || !b) return false;
+    switch (c->op) {
+      case Op::Lt:
+        return a->second < b->first;
+      case Op::Le:
+        return a->second <= b->first;
+      case Op::Gt:
+        return a->first > b->second;
+      default:
+        return a->first >= b->second;
+    }
+  }
+
   std::vector<std::string> axes_in(const Expr& e) const {
     std::vector<std::string> out;
     for (const TileAxis& a : axes_)
@@ -472,10 +534,13 @@ class NestTranslator {
         refuse("buffer '" + b.name + "' is indexed twice by tile axis " + a.axis);
       o->axis_of_dim.push_back(static_cast<int>(axes->size()));
       axes->push_back(a.axis);
-      // A region that starts at 0 and spans a specialised dimension exactly needs no check.
+      // A region that stays inside the buffer needs no check (one that starts at 0 and spans a
+      // specialised dimension exactly; one that the grid's ranges keep inside it).
       int64_t n = extent_of(a.axis);
       bool exact = is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n;
-      o->bounds_checked.push_back(!exact);
+      auto start = range_of(a.start), extent = range_of(b.shape[d]);
+      bool inside = start && extent && start->first >= 0 && start->second + n <= extent->first;
+      o->bounds_checked.push_back(!exact && !inside);
     }
   }
 

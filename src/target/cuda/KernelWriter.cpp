@@ -318,13 +318,32 @@ DType KernelWriter::buffer_dtype(const std::string& name) const {
   return p_.source.find_buffer(name)->dtype;
 }
 
+namespace {
+
+// Whether integer `e` is provably a multiple of `n`: a literal one, a product with one, or a sum
+// of such (a column block's start, d0 * 32).
+bool multiple_of(const ir::Expr& e, int64_t n) {
+  switch (e->op) {
+    case Op::IntImm:
+      return e->int_value % n == 0;
+    case Op::Mul:
+      return multiple_of(e->args[0], n) || multiple_of(e->args[1], n);
+    case Op::Add:
+    case Op::Sub:
+      return multiple_of(e->args[0], n) && multiple_of(e->args[1], n);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 bool KernelWriter::innermost_chunks(const tile::TileOp& o, int64_t width) const {
   if (o.type.shape.empty() || o.starts.empty()) return false;
   size_t last = o.starts.size() - 1;
   if (o.axis_of_dim[last] != static_cast<int>(o.type.shape.size()) - 1 || o.bounds_checked[last])
     return false;
-  const ir::Expr& start = o.starts[last];
-  if (start->op != Op::IntImm || start->int_value % width != 0) return false;
+  if (!multiple_of(o.starts[last], width)) return false;
   const ir::Expr& extent = p_.source.find_buffer(o.buffer)->shape[last];
   int64_t n = -1;
   if (extent->op == Op::IntImm) n = extent->int_value;
