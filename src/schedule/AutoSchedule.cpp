@@ -162,20 +162,27 @@ void group_rows(Schedule& s, const LoopRef& tile_loop, const std::map<std::strin
     }
 }
 
-// Step 3, split-K (see AutoSchedule.h): the nests after the chunk nest (the combines and what
-// reads them) run over few rows, each as one grid instance. A nest whose innermost loop is
-// data-parallel and spans more than `width` iterations at `sizes` (a head_dim row of partial
-// outputs) is split by `width`, and the outer part moves out of the nest's serial loops, so
-// that it becomes a grid axis: each row's columns are combined by several instances.
+// Step 3, split-K (see AutoSchedule.h): the combine nests after the chunk nest run over few
+// rows, each as one grid instance. A combine whose innermost loop is data-parallel and spans
+// more than `width` iterations at `sizes` (a head_dim row of partial outputs) is split by
+// `width`, and the outer part moves out of its serial chunk loop, so that it becomes a grid axis:
+// each row's columns are combined by several instances. The nests that read its result join it
+// there (reverse_compute_at), and the combines it reads are computed there again for each
+// column block (compute_at), so that the whole combine is one kernel over the wider grid and its
+// scalar results (the maximum, the sum) never leave the instance.
 void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
                     const std::map<std::string, int64_t>& sizes,
                     const std::function<void(const std::string&)>& note) {
-  const ir::LoopProgram& p = s.program();
-  size_t fused = root_index(p, find_block(p.body, tile_loop.block, "auto"));
-  std::vector<std::string> blocks;
-  for (size_t k = fused + 1; k < p.body->stmts.size(); ++k)
-    for (const ir::StmtNode* b : blocks_under(p.body->stmts[k])) blocks.push_back(b->name);
-  for (const std::string& name : blocks) {
+  auto nests_after = [&](const std::string& block) {
+    const ir::LoopProgram& p = s.program();
+    size_t first = root_index(p, find_block(p.body, block, "auto")) + 1;
+    std::vector<std::string> out;
+    for (size_t k = first; k < p.body->stmts.size(); ++k)
+      for (const ir::StmtNode* b : blocks_under(p.body->stmts[k])) out.push_back(b->name);
+    return out;
+  };
+  std::vector<std::string> combines = nests_after(tile_loop.block);
+  for (const std::string& name : combines) {
     StmtPath path = find_block(s.program().body, name, "auto");
     const ir::StmtNode& b = *path.back();
     std::vector<const ir::StmtNode*> loops = loops_on(path);
@@ -184,7 +191,9 @@ void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
         return iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, l->var);
       });
     };
-    if (loops.empty() || !parallel(loops.back())) continue;
+    if (loops.empty() || !parallel(loops.back()) ||
+        std::all_of(loops.begin(), loops.end(), parallel))
+      continue;
     int64_t extent = 0;
     try {
       extent = ir::eval_int(loops.back()->extent, sizes);
@@ -200,10 +209,26 @@ void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
         serial = serial || !parallel(loops[k]);
         if (serial) order.push_back(loops[k]->var);
       }
-      if (order.size() > 1) s.reorder(name, order);
+      s.reorder(name, order);
+      std::set<std::string> written =
+          block_writes(*find_block(s.program().body, name, "auto").back());
+      for (const std::string& c : nests_after(name)) {
+        std::set<std::string> reads = block_reads(*find_block(s.program().body, c, "auto").back());
+        if (std::any_of(reads.begin(), reads.end(),
+                        [&](const std::string& r) { return written.count(r) > 0; }))
+          s.reverse_compute_at(c, parts[0]);
+      }
+      for (auto it = combines.rbegin(); it != combines.rend(); ++it) {
+        const ir::LoopProgram& p = s.program();
+        if (*it == name || root_index(p, find_block(p.body, *it, "auto")) >=
+                               root_index(p, find_block(p.body, name, "auto")))
+          continue;
+        s.compute_at(*it, parts[0]);
+      }
     } catch (const ScheduleError& e) {
-      note("the columns of '" + name + "' stay in one instance: " + e.what());
+      note("the columns of '" + name + "' are not spread: " + e.what());
     }
+    return;
   }
 }
 
