@@ -14,6 +14,19 @@ namespace {
 
 enum class Variant { SameRow, OtherRows, OtherGrid };
 
+// Names `b`'s kernel the second one, over grid axis `g`.
+void as_second(Builder& b, tile::GridAxis g) {
+  b.kernel().name = "test.1";
+  b.kernel().grid = {std::move(g)};
+}
+
+// The program of `first`'s kernel followed by `second`'s.
+tile::TileProgram joined(const Builder& first, Builder& second) {
+  tile::TileProgram p = first.program;
+  p.kernels.push_back(second.kernel());
+  return p;
+}
+
 TileOp row_region(OpKind kind, ir::Expr row, bool squeezed) {
   TileOp o;
   o.kind = kind;
@@ -41,8 +54,7 @@ tile::TileProgram two_kernels(Variant v) {
   first.emit(st);
 
   Builder second;
-  second.kernel().name = "test.1";
-  second.kernel().grid = {v == Variant::OtherGrid ? tile::GridAxis{"i", dim("M")} : g};
+  as_second(second, v == Variant::OtherGrid ? tile::GridAxis{"i", dim("M")} : g);
   bool own_row = v != Variant::OtherRows;
   int y = second.emit(row_region(OpKind::Load, own_row ? index("i") : ir::make_int(0), own_row));
   int one = second.full(ir::make_float(1.0, DType::F32));
@@ -50,10 +62,7 @@ tile::TileProgram two_kernels(Variant v) {
   out.args = {own_row ? second.map(ir::Op::Add, {y, one}, f32({8}))
                       : second.broadcast(one, {}, f32({8}))};
   second.emit(out);
-
-  tile::TileProgram p = first.program;
-  p.kernels.push_back(second.kernel());
-  return p;
+  return joined(first, second);
 }
 
 }  // namespace
@@ -87,4 +96,43 @@ TEST(TileFuseKernels, DecodeCombinesAreOneKernel) {
   ASSERT_EQ(tp.kernels.size(), 2u);  // the chunks' partials, then everything over the rows
   EXPECT_EQ(tp.kernels[1].grid.size(), 3u);
   EXPECT_EQ(last_store(tp.kernels[1].body).buffer, "O");
+}
+
+namespace {
+
+// Kernel 0 over (i: N) stores rows [i * 4, i * 4 + 4) of Y; kernel 1 over (k: N), the same grid
+// named after another loop, adds 1 to rows [k * step, k * step + 4).
+tile::TileProgram row_blocks(int64_t step) {
+  Builder first;
+  first.kernel().grid = {tile::GridAxis{"i", dim("N")}};
+  TileOp st = row_region(OpKind::Store, times(index("i"), 4), false);
+  st.bounds_checked = {false, false};
+  st.args = {first.broadcast(first.full(ir::make_float(2.0, DType::F32)), {}, f32({4, 8}))};
+  first.emit(st);
+  Builder second;
+  as_second(second, tile::GridAxis{"k", dim("N")});
+  TileOp ld = row_region(OpKind::Load, times(index("k"), step), false);
+  ld.bounds_checked = {false, false};
+  int y = second.emit(ld);
+  TileOp out = row_region(OpKind::Store, times(index("k"), step), false);
+  out.bounds_checked = {false, false};
+  out.args = {
+      second.map(ir::Op::Add, {y, second.full(ir::make_float(1.0, DType::F32))}, f32({4, 8}))};
+  second.emit(out);
+  return joined(first, second);
+}
+
+}  // namespace
+
+TEST(TileFuseKernels, BlocksOfRowsOverARenamedGridFuse) {
+  tile::TileProgram p = row_blocks(4);
+  tile::verify(p);
+  tile::fuse_kernels(p);
+  tile::verify(p);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(ir::to_string(last_store(p.kernels[0].body).starts[0]), "i * 4");
+  // Blocks of 4 rows every 2 rows overlap the next instance's: apart.
+  tile::TileProgram overlapping = row_blocks(2);
+  tile::fuse_kernels(overlapping);
+  EXPECT_EQ(overlapping.kernels.size(), 2u);
 }

@@ -77,6 +77,16 @@ TEST(TileTranslate, GroupedQueryDecodeReadsEachKeyTileOnceForTheGroup) {
               "again for these sizes");
   }
   tile::check_specialised(tp.specialised, "decode_gqa", sizes);
+  // At head_dim 128 the combine runs over blocks of 32 columns, the maximum and the sum
+  // recomputed in each: one kernel, whose blocks the specialised D = 128 keeps untailed.
+  sizes["D"] = 128;
+  tile::TileProgram wide = tiled("attention/decode_gqa.te", sizes);
+  ASSERT_EQ(wide.kernels.size(), 2u);
+  EXPECT_EQ(wide.kernels[1].grid.size(), 4u);
+  const tile::TileOp& out = tile_test::last_store(wide.kernels[1].body);
+  EXPECT_EQ(out.buffer, "O");
+  EXPECT_EQ(out.args.size(), 1u);  // no mask
+  EXPECT_EQ(out.bounds_checked, (std::vector<bool>{false, false, false, false}));
 }
 
 TEST(TileTranslate, NotTileForm) {
