@@ -139,6 +139,11 @@ int KernelWriter::site(const std::string& text) {
 }
 
 std::string KernelWriter::scalar(const Expr& e) {
+  // A size the kernels are specialised for is a constant (the launch checks it): the head size
+  // folds into strides, the group size HQ / HK into the group's first row.
+  if ((e->op == Op::Var && e->var_kind == ir::VarKind::Dim) || e->op == Op::Div)
+    if (auto sp = p_.specialised.find(ir::to_string(e)); sp != p_.specialised.end())
+      return "(" + std::to_string(sp->second.value) + "LL)";
   switch (e->op) {
     case Op::IntImm:
       return "(" + std::to_string(e->int_value) + "LL)";
@@ -229,13 +234,16 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   // The grid instance: the last axis varies fastest; walked backwards when a loop's bounds depend
   // on it (a causal key loop grows with the query tile: the heavy instances start first and the
   // last wave is made of light ones).
-  line("long long ks_block = blockIdx.x;");
+  // The launch checks that the grid has fewer than 2^31 instances, so every extent fits 32 bits
+  // and the divisions are 32-bit ones (a 64-bit division is a long emulated sequence, which a
+  // short-lived CTA of a decode chunk would pay for several times).
+  line("unsigned ks_block = blockIdx.x;");
   for (auto it = k.grid.rbegin(); it != k.grid.rend(); ++it) {
     std::string ext = tmp();
-    line("const long long " + ext + " = " + scalar(it->extent) + ";");
+    line("const unsigned " + ext + " = (unsigned)(" + scalar(it->extent) + ");");
     bool backwards = it == k.grid.rbegin() && work_grows_along(k, it->var);
-    line("const long long " + ident("v", it->var) + " = " + (backwards ? ext + " - 1 - " : "") +
-         "ks_block % " + ext + ";");
+    line("const long long " + ident("v", it->var) + " = (long long)(" +
+         (backwards ? ext + " - 1u - " : "") + "ks_block % " + ext + ");");
     line("ks_block /= " + ext + ";");
   }
   for (const tile::Register& r : k.registers) declare_register(r);
