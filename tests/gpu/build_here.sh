@@ -12,7 +12,11 @@ prefix="$build/deps"
 ls "$debs"/*.deb >/dev/null 2>&1 || { echo "no packages in $debs: run scripts/gpu_debs.sh" >&2; exit 1; }
 mkdir -p "$prefix"
 for f in "$debs"/*.deb; do dpkg -x "$f" "$prefix"; done
+# The system's compilers, whatever CC and CXX say: a toolchain of its own (CXX=/opt/gcc/bin/g++
+# there) links its C++ runtime into the Python module, which then crashes once PyTorch loads the
+# system's libstdc++ after it.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_COMPILER="$(command -v gcc)" -DCMAKE_CXX_COMPILER="$(command -v g++)" \
   -DCMAKE_PREFIX_PATH="$prefix/usr" -DKINTSUGI_BUILD_PYTHON=ON \
   -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
 cmake --build "$build" -j "$(nproc)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU acceptance run of the CUDA back end on one machine: every example verified on the GPU
 # (default, odd and fully masked sizes), compute-sanitizer memcheck and racecheck on the fused
-# prefill kernels at odd sizes and on decode (at T=10000 the combine streams its partials
-# through two cp.async slots for more than one tile), the device primitive tests, and the Python
+# prefill kernels at odd sizes and on decode at head_dim 128 (grouped-query: 8 query heads a
+# chunk's rows; causal at T=10000: the combine over column blocks streams its partials through
+# two cp.async slots for more than one tile), the device primitive tests, and the Python
 # binding on PyTorch CUDA tensors (the module of a build made on this machine by
 # tests/gpu/build_here.sh, else one that tests/gpu/build_python.sh builds against a carried
 # library).
@@ -22,8 +23,9 @@ part examples bash "$root/tests/gpu/run_examples.sh" "$bin"
 grep "gpu examples" /tmp/final_examples.log
 for tool in memcheck racecheck; do
   for case in "prefill_causal.te --shape H=2,S=1000,T=1000" "prefill_windowed.te --shape S=48,T=80 --param W=16" \
-              "prefill_gqa.te --shape S=130,T=70" "decode_gqa.te --shape T=1000" \
-              "decode_causal.te --shape T=10000"; do
+              "prefill_gqa.te --shape S=130,T=70" \
+              "decode_gqa.te --shape B=1,HQ=64,HK=8,S=1,D=128,T=1000" \
+              "decode_causal.te --shape B=1,H=2,S=1,D=128,T=10000"; do
     # shellcheck disable=SC2086
     part "sanitizer_${tool}_${case%%.te*}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
       "$bin" run "$root/examples/attention/"$case --target cuda --verify
