@@ -97,7 +97,6 @@ bool instance_private(Kernel& k, const std::string& buffer) {
 
 bool fusable(Kernel& a, Kernel& b) {
   if (!same_grid(a, b)) return false;
-  rename_grid(b, a);
   for (const Register& ra : a.registers)
     for (const Register& rb : b.registers)
       if (ra.name == rb.name) return false;
@@ -114,6 +113,7 @@ bool fusable(Kernel& a, Kernel& b) {
 }
 
 void append(Kernel& a, Kernel b) {
+  rename_grid(b, a);
   int offset = a.num_values;
   for_each_op(b.body, [&](TileOp& o) {
     if (o.result >= 0) o.result += offset;
