@@ -6,7 +6,8 @@
 //     where e had none);
 //   - provably_equal(a, b) is never true for expressions that evaluate differently, for pairs
 //     that are unrelated, related by a small change, or equal by construction;
-//   - provably_divides(d, e) is never true when d does not divide e.
+//   - provably_divides(d, e) is never true when d does not divide e;
+//   - simplify_in_ranges keeps the value where its range facts hold.
 // The oracle is an independent evaluator (floor division and modulo written out here, overflow
 // detected), cross-checked against ir::eval_int. Every failure prints a repro line with the seed
 // and the expressions.
@@ -18,6 +19,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Simplify.h"
+#include "ir/Visit.h"
 
 namespace {
 
@@ -242,3 +244,45 @@ TEST(simplify_fuzz, ProvablyDividesIsSound) {
 }
 
 }  // namespace
+
+// simplify_in_ranges with z in [0, E), E over x and y: the folds of (q * E + z) / E and % E keep
+// the value wherever E > 0 and z lies in its range (q may use z too: then nothing may fold).
+TEST(simplify_fuzz, RangeFoldsPreserveValues) {
+  int checked = 0, folded = 0;
+  Expr z = ir::make_var("z", ir::VarKind::Index, DType::Int);
+  for (uint64_t seed = 30001; seed <= 33000; ++seed) {
+    Gen g(seed);
+    auto with_index_z = [&](const Expr& e) { return ir::substitute(e, {{"z", z}}); };
+    Expr extent =
+        ir::substitute(g.expr(2), {{"z", ir::make_var("y", ir::VarKind::Dim, DType::Int)}});
+    Expr num = g.pick(3) == 0
+                   ? with_index_z(g.expr(3))
+                   : ir::make_binary(Op::Add,
+                                     ir::make_binary(Op::Mul, with_index_z(g.expr(2)), extent), z);
+    Expr e = ir::make_binary(g.pick(2) ? Op::Div : Op::Mod, num, extent);
+    if (g.pick(2)) e = ir::make_binary(Op::Add, e, with_index_z(g.expr(1)));
+    Expr s = ir::simplify_in_ranges(e, {{"z", extent}});
+    folded += !ir::equal(ir::simplify(e), s);
+    std::string repro = "repro: seed=" + std::to_string(seed) + " e=" + ir::to_string(e) +
+                        " extent(z)=" + ir::to_string(extent) + " simplified=" + ir::to_string(s);
+    for (Point p : points(g)) {
+      Bad why = Bad::None;
+      auto n = eval(extent, p, &why);
+      if (!n || *n <= 0) continue;
+      p.z = static_cast<int64_t>(g.rng() % static_cast<uint64_t>(*n));
+      Bad why_e = Bad::None, why_s = Bad::None;
+      auto ve = eval(e, p, &why_e);
+      if (!ve) continue;
+      auto vs = eval(s, p, &why_s);
+      if (!vs && why_s == Bad::Overflow) continue;
+      ++checked;
+      EXPECT_NE(why_s, Bad::DivZero) << repro << " at " << at(p);
+      if (vs) {
+        EXPECT_EQ(*vs, *ve) << repro << " at " << at(p);
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  EXPECT_GT(checked, 5000);
+  EXPECT_GT(folded, 300);
+}

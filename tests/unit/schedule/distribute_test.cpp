@@ -124,6 +124,15 @@ output y[h, j]: f32 = X[h / (H / G), j] * X[h, j] + W[0, j]
   EXPECT_EQ(s.trace().back().at("factor").dump(), R"({"args":[{"dim":"H"},{"dim":"G"}],"op":"/"})");
   Schedule r = schedule::replay(p, s.trace());
   EXPECT_EQ(ir::to_string(r.program()), text);
+  // A trace whose factor uses an operator no factor has is refused.
+  nlohmann::json bad_trace = s.trace();
+  bad_trace.back()["factor"]["op"] = "^";
+  try {
+    schedule::replay(p, bad_trace);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), "schedule trace: unknown operator '^' in a split factor");
+  }
   // A factor that is not fixed for the run is refused.
   Schedule bad(p);
   try {
