@@ -234,8 +234,8 @@ void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
 
 // Step 3, split-K (see AutoSchedule.h): the combine nest of `block` walks the chunks in tiles of
 // as many chunks as keep a tile of partials (the chunks times what the loops inside the chunk
-// loop span, at `sizes`) within `elements`: a power of two, at least one chunk and at most
-// `max_chunks`.
+// loop span, at `sizes`) within `elements`: a power of two, at least one chunk, at most
+// `max_chunks` and at most the chunks there are at `sizes` (rounded up to a power of two).
 void tile_combine(Schedule& s, const std::string& block, int64_t elements, int64_t max_chunks,
                   const std::map<std::string, int64_t>& sizes,
                   const std::function<void(const std::string&)>& note) {
@@ -251,6 +251,14 @@ void tile_combine(Schedule& s, const std::string& block, int64_t elements, int64
           per_chunk *= ir::eval_int(l->extent, sizes);
         } catch (const UserError&) {
           per_chunk *= 128;  // a size not given: assume a head dimension's
+        }
+      } else if (l->var == iv.binding->name) {
+        // No wider than the chunks there are at these sizes (rounded up to a power of two).
+        try {
+          int64_t n = ir::eval_int(l->extent, sizes), p = 1;
+          while (p < n) p *= 2;
+          max_chunks = std::min(max_chunks, p);
+        } catch (const UserError&) {
         }
       }
       inside = inside || l->var == iv.binding->name;

@@ -43,9 +43,10 @@ struct AutoScheduleOptions {
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;
   // Split-K: the combine nests walk the chunks' partial results in tiles of up to this many
-  // elements and this many chunks (a power of two of chunks: a head_dim 128 row of partials
-  // takes 32 chunks a tile, a scalar partial 2048). 0 walks them one chunk at a time.
-  int64_t combine_tile_elements = 4096;
+  // elements and this many chunks (a power of two of chunks, and no more than there are: a
+  // head_dim 128 row of partials takes 64 chunks a tile, a block of 32 columns 256, a scalar
+  // partial 2048). 0 walks them one chunk at a time.
+  int64_t combine_tile_elements = 8192;
   int64_t combine_tile_chunks = 2048;
   // Split-K: a combine whose innermost loop is data-parallel and wider than this is split by it,
   // the outer part a grid axis, with what reads its result and the combines it reads (a head_dim

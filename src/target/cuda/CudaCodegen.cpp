@@ -3,19 +3,19 @@
 // tensor-core writer (FragmentCodegen.cpp) when it takes it, else to the element-cyclic writer
 // below, which is correct for every tile kernel.
 //
-// Layout: an array-valued tile of E elements (row-major order) is cut into chunks of W
-// consecutive elements, W the chunk width of its shape (chunk_width: 8, 4 or 2 when that divides
-// the innermost extent and leaves every thread a chunk, else 1), and the chunks are dealt out
-// cyclically: entry k * W + w of thread t holds element (t + k * kThreads) * W + w. Tiles of one
-// shape share the layout, so elementwise operations need no communication; consecutive threads
-// touch consecutive chunks of the innermost axis (coalesced), and a load whose rows are aligned
-// runs of the buffer's innermost dimension reads a chunk with one vector load. Scalar-shaped
-// values are plain variables every thread holds. Reductions reduce within a thread and a warp
-// first where the layout keeps what they combine there (reduce_scalar, reduce_innermost,
-// reduce_leading); otherwise, and for broadcast, permute and dot, operands are staged in shared
-// memory between two barriers. A barrier after every store makes the stored elements visible to
-// the loads that follow. Loops are uniform across the CTA (their bounds depend only on grid
-// variables, sizes and params), so barriers and shuffles inside them are safe.
+// Layout: a kernel runs on N threads (threads_for: 128, more for wide tiles). An array-valued
+// tile of E elements (row-major order) is cut into chunks of W consecutive elements, W the chunk
+// width of its shape (chunk_width: 8, 4 or 2 when that divides the innermost extent and leaves
+// every thread a chunk, else 1), and the chunks are dealt out cyclically: entry k * W + w of
+// thread t holds element (t + k * N) * W + w. Tiles of one shape share the layout, so elementwise
+// operations need no communication; consecutive threads touch consecutive chunks of the innermost
+// axis (coalesced), and a load whose rows are aligned runs of the buffer's innermost dimension
+// reads a chunk with one vector load. Scalar-shaped values are plain variables every thread holds.
+// Reductions reduce within a thread and a warp first where the layout keeps what they combine there
+// (reduce_scalar, reduce_innermost, reduce_leading); otherwise, and for broadcast, permute and dot,
+// operands are staged in shared memory between two barriers. A barrier after every store makes the
+// stored elements visible to the loads that follow. Loops are uniform across the CTA (their bounds
+// depend only on grid variables, sizes and params), so barriers and shuffles inside them are safe.
 //
 // Invariant established: the generated kernels compute what the tile IR means (TileIR.h): loads
 // past a buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
@@ -43,35 +43,60 @@ using ir::Op;
 using tile::OpKind;
 using tile::TileOp;
 
-// The chunk width of a tile shape's layout (see the file comment).
-int64_t chunk_width(const std::vector<int64_t>& shape) {
+int64_t elements_of(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+// The chunk width of a tile shape's layout over `threads` threads (see the file comment).
+int64_t chunk_width(const std::vector<int64_t>& shape, int threads) {
   if (shape.empty()) return 1;
-  int64_t elements = std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
   for (int64_t w : {8, 4, 2})
-    if (shape.back() % w == 0 && elements / w >= kThreads) return w;
+    if (shape.back() % w == 0 && elements_of(shape) / w >= threads) return w;
   return 1;
+}
+
+// Threads per CTA: kThreads, and for a kernel whose instances walk a loop of tiles (a split-K
+// combine, a row of a norm) twice that, up to kMaxThreads, while every thread still holds at least
+// kMinPerThread elements of the kernel's largest tile. Such an instance is a serial chain of loads
+// and barriers, and few instances run at once (a combine has one per block of output columns):
+// more warps per instance hide its latencies, and each thread holds fewer registers. A kernel of
+// one tile per instance (a decode chunk) keeps kThreads: its grid gives the parallelism, and
+// more, smaller CTAs keep more loads in flight per SM.
+constexpr int kMaxThreads = 512;
+constexpr int64_t kMinPerThread = 4;
+int threads_for(const tile::Kernel& k) {
+  bool walks = false;
+  int64_t largest = 0;
+  for (const tile::TileStmt& s : k.body) walks |= s.kind == tile::StmtKind::For;
+  for (const tile::Register& r : k.registers)
+    largest = std::max(largest, elements_of(r.type.shape));
+  tile::for_each_op(
+      k.body, [&](const TileOp& o) { largest = std::max(largest, elements_of(o.type.shape)); });
+  int t = kThreads;
+  while (walks && t < kMaxThreads && largest >= 2 * t * kMinPerThread) t *= 2;
+  return t;
 }
 
 class CyclicWriter : public KernelWriter {
  public:
-  CyclicWriter(const tile::TileProgram& p, std::vector<std::string>& sites, bool stage_loads)
-      : KernelWriter(p, sites), planned_(!stage_loads) {}
+  CyclicWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites,
+               bool stage_loads)
+      : KernelWriter(p, sites), threads_(threads_for(k)), planned_(!stage_loads) {}
 
  private:
   struct Value {
     std::string name;
     DType dtype = DType::F32;
     std::vector<int64_t> shape;
+    int threads = kThreads;  // the kernel's threads per CTA
     bool exact_f16 = false;  // every element is an f16 value (a dot may run on f16 tensor cores)
-    int64_t elements() const {
-      return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-    }
+    int64_t elements() const { return elements_of(shape); }
     bool scalar() const { return shape.empty(); }
-    int64_t width() const { return chunk_width(shape); }
-    int64_t chunks_per_thread() const { return (elements() / width() + kThreads - 1) / kThreads; }
+    int64_t width() const { return chunk_width(shape, threads); }
+    int64_t chunks_per_thread() const { return (elements() / width() + threads - 1) / threads; }
     int64_t per_thread() const { return chunks_per_thread() * width(); }
     // Every entry of every thread holds an element (no thread runs past the end).
-    bool full() const { return elements() % (kThreads * width()) == 0; }
+    bool full() const { return elements() % (threads * width()) == 0; }
     // Whether the current element (ks_e) is one: a condition, or "" when it always is.
     std::string holds(const std::string& e = "ks_e") const {
       return full() ? "" : e + " < " + std::to_string(elements()) + "u";
@@ -79,10 +104,10 @@ class CyclicWriter : public KernelWriter {
   };
 
   // --- kernels
-  int threads() const override { return kThreads; }
+  int threads() const override { return threads_; }
 
   void declare_register(const tile::Register& r) override {
-    Value v{ident("r", r.name), r.type.dtype, r.type.shape};
+    Value v{ident("r", r.name), r.type.dtype, r.type.shape, threads_};
     registers_[r.name] = v;
     if (v.scalar())
       line(std::string(ctype(v.dtype)) + " " + v.name + " = 0;");
@@ -102,7 +127,7 @@ class CyclicWriter : public KernelWriter {
         continue;
       }
       bool streams = !staged_streams(s).empty();
-      if (streams) issue_streams(s, s.min, "0");
+      if (streams && !prefetched_.count(&s)) issue_streams(s, s.min, "0");
       // A loop without barriers (a split-K combine: scalar loads and register updates) is
       // unrolled by four, so that the loads of four iterations are in flight together.
       std::string lo, hi;
@@ -165,7 +190,7 @@ class CyclicWriter : public KernelWriter {
   // element index; returns the element's multi-index. With `chunks`, the loop runs over chunks
   // only: ks_i and ks_e are those of the chunk's first element.
   std::vector<std::string> open_elements(const Value& v, bool chunks = false) {
-    std::string w = std::to_string(v.width()), T = std::to_string(kThreads);
+    std::string w = std::to_string(v.width()), T = std::to_string(threads_);
     bool per_element = v.width() > 1 && !chunks;
     line("#pragma unroll");
     line("for (int ks_k = 0; ks_k < " + std::to_string(v.chunks_per_thread()) + "; ++ks_k) {");
@@ -209,7 +234,7 @@ class CyclicWriter : public KernelWriter {
     if (values_.size() <= static_cast<size_t>(o.result))
       values_.resize(static_cast<size_t>(o.result) + 1);
     Value& v = values_[static_cast<size_t>(o.result)];
-    v = Value{"t" + std::to_string(o.result), o.type.dtype, o.type.shape};
+    v = Value{"t" + std::to_string(o.result), o.type.dtype, o.type.shape, threads_};
     v.exact_f16 = holds_f16_values(o, [&](int id) { return val(id).exact_f16; });
     return v;
   }
@@ -238,7 +263,7 @@ class CyclicWriter : public KernelWriter {
     line("const int ks_lane = ks_tid & 31;");
     std::string nb = std::to_string(N / 8), Ks = std::to_string(K), Ns = std::to_string(N);
     line("for (int ks_b = ks_tid >> 5; ks_b < " + std::to_string((M / 16) * (N / 8)) +
-         "; ks_b += " + std::to_string(kThreads / 32) + ") {");
+         "; ks_b += " + std::to_string(threads_ / 32) + ") {");
     ++indent_;
     line("const int ks_m0 = (ks_b / " + nb + ") * 16, ks_n0 = (ks_b % " + nb + ") * 8;");
     line("float ks_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};");
@@ -286,7 +311,7 @@ class CyclicWriter : public KernelWriter {
 
   void region(const TileOp& o, bool is_store) {
     Region reg = open_region(o);
-    Value shape_of{"", o.type.dtype, o.type.shape};
+    Value shape_of{"", o.type.dtype, o.type.shape, threads_};
     const std::string& buf = buffer_ids_.at(o.buffer);
     std::string offset, inside;
     if (is_store) {
@@ -357,7 +382,7 @@ class CyclicWriter : public KernelWriter {
   // shorter than 4 bytes.
   std::string vector_type(const TileOp& o) const {
     DType bt = buffer_dtype(o.buffer);
-    int64_t w = chunk_width(o.type.shape);
+    int64_t w = chunk_width(o.type.shape, threads_);
     if (w == 1 || (bt != DType::F16 && bt != DType::BF16 && bt != DType::F32) ||
         !innermost_chunks(o, w))
       return "";
@@ -394,8 +419,13 @@ class CyclicWriter : public KernelWriter {
   static constexpr int64_t kMaxStagedBytes = 96 * 1024;
 
   bool stageable(const TileOp& o, const std::set<std::string>& written) const {
-    return o.kind == OpKind::Load && !written.count(o.buffer) && !vector_type(o).empty() &&
-           chunk_bytes(o) % 16 == 0;
+    return o.kind == OpKind::Load && !written.count(o.buffer) && !o.type.shape.empty() &&
+           ((!vector_type(o).empty() && chunk_bytes(o) % 16 == 0) || copied_by_element(o));
+  }
+  // A load whose chunks are not aligned runs of its buffer (a strided gather: a split-K
+  // combine's scalar partials along the chunk axis) is staged element by element, 4 bytes each.
+  bool copied_by_element(const TileOp& o) const {
+    return vector_type(o).empty() && buffer_dtype(o.buffer) == DType::F32;
   }
 
   // Assigns slots to the stageable loads of `b` (top level) and of its pipelined loops, within
@@ -416,7 +446,7 @@ class CyclicWriter : public KernelWriter {
             const TileOp& o = c.op;
             if (c.kind != tile::StmtKind::Op || o.stream_loop != s.var || !stageable(o, written))
               continue;
-            int64_t size = slot_bytes(o);
+            int64_t size = (slot_bytes(o) + 15) / 16 * 16;
             if (bytes + 2 * size > kMaxStagedBytes) continue;
             staged_[o.result] = Staged{bytes, size, 0, &s};
             bytes += 2 * size;
@@ -425,7 +455,7 @@ class CyclicWriter : public KernelWriter {
         }
         const TileOp& o = s.op;
         if (!top_level || !stageable(o, written)) continue;
-        int64_t size = slot_bytes(o);
+        int64_t size = (slot_bytes(o) + 15) / 16 * 16;
         if (bytes + size > kMaxStagedBytes) continue;
         staged_[o.result] = Staged{bytes, size, static_cast<int>(top.size()), nullptr};
         top.push_back(&o);
@@ -440,10 +470,19 @@ class CyclicWriter : public KernelWriter {
       line("cp_async_commit();");
     }
     groups_ = static_cast<int>(top.size());
+    // The first iteration's tiles of every top-level pipelined loop follow, so that the loops'
+    // first loads (a combine's maximum, sum and output passes) are in flight together. A loop's
+    // first wait then also waits for the groups issued before its own: never too early.
+    for (const tile::TileStmt& s : b)
+      if (s.kind == tile::StmtKind::For && !staged_streams(s).empty()) {
+        issue_streams(s, s.min, "0");
+        prefetched_.insert(&s);
+        ++groups_;
+      }
   }
 
   int64_t slot_bytes(const TileOp& o) const {
-    return o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape));
+    return o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape, threads_));
   }
 
   // The cp.async copies of this thread's chunks of load `o` into the slot at byte offset `slot`
@@ -453,11 +492,21 @@ class CyclicWriter : public KernelWriter {
     line("{");
     ++indent_;
     Region reg = open_region(o);
-    Value shape_of{"", o.type.dtype, o.type.shape};
-    std::vector<std::string> ix = open_elements(shape_of, true);
+    Value shape_of{"", o.type.dtype, o.type.shape, threads_};
+    bool by_element = copied_by_element(o);
+    std::vector<std::string> ix = open_elements(shape_of, !by_element);
     std::string offset, inside;
     element(reg, ix, &offset, &inside);
     const std::string& buf = buffer_ids_.at(o.buffer);
+    if (by_element) {
+      line("const bool ks_in = " + inside + ";");
+      line("cp_async_ca<4>(smem_addr(ks_smem + " + slot + ") + ks_e * 4u, ks_in ? (const void*)(" +
+           buf + " + " + offset + ") : (const void*)" + buf + ", ks_in ? 4u : 0u);");
+      close_elements();
+      --indent_;
+      line("}");
+      return;
+    }
     int64_t cb = chunk_bytes(o), eb = cb / shape_of.width();
     line("const u32 ks_dst = smem_addr(ks_smem + " + slot + ") + ks_e * " + std::to_string(eb) +
          "u;");
@@ -496,7 +545,7 @@ class CyclicWriter : public KernelWriter {
 
   // Bytes of one chunk of load `o`'s buffer elements.
   int64_t chunk_bytes(const TileOp& o) const {
-    return chunk_width(o.type.shape) * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2);
+    return chunk_width(o.type.shape, threads_) * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2);
   }
 
   // The value of a staged load: this thread's chunks, read back from its slot once its group
@@ -509,8 +558,16 @@ class CyclicWriter : public KernelWriter {
     else
       line("cp_async_wait_group<" + std::to_string(groups_ - 1 - st.group) + ">();");
     declare(v);
-    open_elements(v, true);
     std::string sty = storage(buffer_dtype(o.buffer));
+    if (copied_by_element(o)) {
+      open_elements(v);
+      line(v.name + "[ks_i] = " +
+           load_value(o.buffer, "((const " + sty + "*)(ks_smem + " + slot + "))[ks_e]", v.dtype) +
+           ";");
+      close_elements();
+      return;
+    }
+    open_elements(v, true);
     load_chunk(o, v, "(const " + sty + "*)(ks_smem + " + slot + ") + ks_e");
     close_elements();
   }
@@ -551,11 +608,11 @@ class CyclicWriter : public KernelWriter {
     close_elements();
     shuffle_fold(o, acc, 16);
     line("__syncthreads();");
-    std::string part = smem_array(v, kThreads / 32);
+    std::string part = smem_array(v, threads_ / 32);
     line("if ((ks_tid & 31) == 0) " + part + "[ks_tid >> 5] = " + acc + ";");
     line("__syncthreads();");
     line("#pragma unroll");
-    line("for (int ks_r = 0; ks_r < " + std::to_string(kThreads / 32) + "; ++ks_r) " + v.name +
+    line("for (int ks_r = 0; ks_r < " + std::to_string(threads_ / 32) + "; ++ks_r) " + v.name +
          " = " + fold(o, v.name, part + "[ks_r]") + ";");
     --indent_;
     line("}");
@@ -577,7 +634,7 @@ class CyclicWriter : public KernelWriter {
     line("#pragma unroll");
     line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k) {");
     ++indent_;
-    line("const unsigned ks_e = ((unsigned)ks_tid + ks_k * " + std::to_string(kThreads) + "u) * " +
+    line("const unsigned ks_e = ((unsigned)ks_tid + ks_k * " + std::to_string(threads_) + "u) * " +
          w + "u;");
     std::string acc = tmp();
     line(ty + " " + acc + " = " + identity + ";");
@@ -598,18 +655,18 @@ class CyclicWriter : public KernelWriter {
     return true;
   }
 
-  // Along the leading axis, when the rest of the shape (`rest` elements) divides the kThreads * W
+  // Along the leading axis, when the rest of the shape (`rest` elements) divides the threads_ * W
   // elements one pass of the threads covers: every chunk of a thread then holds the same output
-  // elements, so the thread folds its chunks, and each output element folds the kThreads * W /
+  // elements, so the thread folds its chunks, and each output element folds the threads_ * W /
   // rest partial results of the threads that hold it, from shared memory.
   bool reduce_leading(const TileOp& o, const Value& a, const Value& v) {
     int64_t W = a.width(), rest = a.elements() / a.shape[0];
-    if (o.axis != 0 || (kThreads * W) % rest != 0) return false;
+    if (o.axis != 0 || (threads_ * W) % rest != 0) return false;
     declare(v);
     const std::string ty = ctype(v.dtype), w = std::to_string(W);
     std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
     line("__syncthreads();");
-    std::string part = smem_array(v, kThreads * W);
+    std::string part = smem_array(v, threads_ * W);
     line("#pragma unroll");
     line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) {");
     ++indent_;
@@ -618,7 +675,7 @@ class CyclicWriter : public KernelWriter {
     line("#pragma unroll");
     line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k)");
     std::string e =
-        "((unsigned)ks_tid + ks_k * " + std::to_string(kThreads) + "u) * " + w + "u + ks_c";
+        "((unsigned)ks_tid + ks_k * " + std::to_string(threads_) + "u) * " + w + "u + ks_c";
     line("  " + (a.full() ? "" : "if (" + a.holds(e) + ") ") + acc + " = " +
          fold(o, acc, a.name + "[ks_k * " + w + " + ks_c]") + ";");
     line(part + "[ks_tid * " + w + " + ks_c] = " + acc + ";");
@@ -629,7 +686,7 @@ class CyclicWriter : public KernelWriter {
     acc = tmp();
     line(ty + " " + acc + " = " + identity + ";");
     line("#pragma unroll");
-    line("for (int ks_g = 0; ks_g < " + std::to_string(kThreads * W / rest) + "; ++ks_g) " + acc +
+    line("for (int ks_g = 0; ks_g < " + std::to_string(threads_ * W / rest) + "; ++ks_g) " + acc +
          " = " + fold(o, acc, part + "[ks_e + ks_g * " + std::to_string(rest) + "]") + ";");
     line(v.name + "[ks_i] = " + acc + ";");
     close_elements();
@@ -811,9 +868,11 @@ class CyclicWriter : public KernelWriter {
 
   std::vector<Value> values_;
   std::map<std::string, Value> registers_;
-  std::vector<int> open_depths_;  // braces each open_elements opened
-  bool planned_;                  // the staged loads are issued (or none are to be)
-  std::map<int, Staged> staged_;  // load result -> its slot
+  std::vector<int> open_depths_;                // braces each open_elements opened
+  int threads_;                                 // per CTA (threads_for)
+  bool planned_;                                // the staged loads are issued (or none are to be)
+  std::map<int, Staged> staged_;                // load result -> its slot
+  std::set<const tile::TileStmt*> prefetched_;  // loops whose first tiles the kernel start issues
   std::map<const tile::TileStmt*, std::string> stream_slots_;  // loop -> its slot variable
   int groups_ = 0;
   int64_t scratch_ = 0;  // shared memory below this holds the staged slots
@@ -836,11 +895,11 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
       // both do not fit in what every supported architecture gives a CTA.
       size_t sites = out.sites.size();
       KernelLaunch first = launch;
-      text = CyclicWriter(program, out.sites, true).write(k, launch);
+      text = CyclicWriter(program, k, out.sites, true).write(k, launch);
       if (launch.dynamic_shared_bytes > kMaxSharedBytes) {
         out.sites.resize(sites);
         launch = first;
-        text = CyclicWriter(program, out.sites, false).write(k, launch);
+        text = CyclicWriter(program, k, out.sites, false).write(k, launch);
       }
     }
     code += text + "\n";
