@@ -9,12 +9,9 @@
 //
 // Generated kernel ABI: `extern "C" __global__ void <kernel name>(KsArgs args, int* err)` per
 // tile kernel, launched in order with a 1-D grid over the flattened grid axes (the last axis
-// fastest) and `dynamic_shared_bytes` of shared memory; on sm_90 each kernel after the first is
-// launched with programmatic stream serialization, its CTAs waiting for the previous kernel at
-// their start, so its launch overlaps the previous kernel's last CTAs. KsArgs holds the device
-// address of every buffer that is not a register (LoopProgram::buffers order), the sizes (dims
-// order) and the params. `err` receives 1 + the error site of the first failed index or division
-// check.
+// fastest) and `dynamic_shared_bytes` of shared memory. KsArgs holds the device address of every
+// buffer that is not a register (LoopProgram::buffers order), the sizes (dims order) and the
+// params. `err` receives 1 + the error site of the first failed index or division check.
 #pragma once
 
 #include <map>
@@ -39,11 +36,6 @@ struct KernelLaunch {
   std::vector<ir::Expr> grid;  // extents of the grid axes
   int threads = kThreads;      // per CTA
   int dynamic_shared_bytes = 0;
-  // Programmatic dependent launch (sm_90): a kernel after the first waits for the one before it
-  // in its first statement (grid_dependency_wait), so it may be launched while that one is still
-  // running; a kernel before the last lets the next one launch from its start.
-  bool after_previous = false;
-  bool before_next = false;
 };
 
 struct CudaSource {
@@ -109,7 +101,6 @@ class CudaKernel {
   std::unique_ptr<Impl> impl_;
   tile::TileProgram program_;
   CudaSource source_;
-  bool programmatic_launches_ = false;  // compiled for sm_90 or later: the kernels wait in code
   bool from_cache_ = false;
   double compile_seconds_ = 0;
 };

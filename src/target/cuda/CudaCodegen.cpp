@@ -886,8 +886,6 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
   for (const tile::Kernel& k : program.kernels) {
     KernelLaunch launch;
     launch.name = ident("ks", k.name);
-    launch.after_previous = &k != &program.kernels.front();
-    launch.before_next = &k != &program.kernels.back();
     for (const tile::GridAxis& g : k.grid) launch.grid.push_back(g.extent);
     std::string text;
     if (std::unique_ptr<KernelWriter> fragments = fragment_writer(program, k, out.sites)) {

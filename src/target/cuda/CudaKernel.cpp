@@ -59,7 +59,6 @@ struct CudaKernel::Impl {
 CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch)
     : impl_(new Impl), program_(program), source_(generate_cuda_source(program)) {
   CompiledModule m = compile_cuda(source_.code, program.source.name, arch);
-  programmatic_launches_ = arch.rfind("sm_9", 0) == 0 || arch.rfind("sm_1", 0) == 0;
   for (const FunctionResources& f : m.resources.functions)
     if (f.spill_store_bytes > 0 || f.spill_load_bytes > 0)
       std::cerr << "kintsugi: kernel " << f.name << " spills " << f.spill_store_bytes
@@ -156,7 +155,6 @@ double CudaKernel::launch_all(Launch& l, const runtime::SizeMap& sizes, void* st
     cfg.block.x = static_cast<unsigned>(kl.threads);
     cfg.dynamic_shared_bytes = static_cast<unsigned>(kl.dynamic_shared_bytes);
     cfg.stream = stream;
-    cfg.programmatic = programmatic_launches_ && kl.after_previous;
     impl_->functions[k].launch(cfg, l.args, err_ptr);
   }
   stop.record(stream);

@@ -10,7 +10,6 @@
 
 #include <dlfcn.h>
 
-#include <cstring>
 #include <initializer_list>
 
 namespace kintsugi::cuda {
@@ -28,21 +27,6 @@ constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
-
-// cuLaunchKernelEx's configuration and one launch attribute, laid out as cuda.h declares
-// CUlaunchConfig and CUlaunchAttribute (an attribute's value is a 64-byte union).
-struct LaunchAttribute {
-  int id;
-  char pad[4];
-  alignas(8) char value[64];
-};
-struct LaunchConfigEx {
-  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
-  Handle stream;
-  LaunchAttribute* attributes;
-  unsigned attribute_count;
-};
-constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_..._SERIALIZATION
 
 // The entry points, resolved once per process.
 struct Api {
@@ -62,7 +46,6 @@ struct Api {
   CUresult (*cuFuncSetAttribute)(Handle, int, int);
   CUresult (*cuLaunchKernel)(Handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, Handle, void**, void**);
-  CUresult (*cuLaunchKernelEx)(const LaunchConfigEx*, Handle, void**, void**);  // may be null
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
@@ -122,8 +105,6 @@ Api load() {
   resolve(api.cuFuncGetAttribute, {"cuFuncGetAttribute"});
   resolve(api.cuFuncSetAttribute, {"cuFuncSetAttribute"});
   resolve(api.cuLaunchKernel, {"cuLaunchKernel"});
-  api.cuLaunchKernelEx = reinterpret_cast<decltype(api.cuLaunchKernelEx)>(
-      dlsym(library, "cuLaunchKernelEx"));  // CUDA 12 and later; optional
   resolve(api.cuMemAlloc, {"cuMemAlloc_v2"});
   resolve(api.cuMemFree, {"cuMemFree_v2"});
   resolve(api.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
@@ -323,20 +304,8 @@ void Function::set_max_dynamic_shared_bytes(int bytes) {
 }
 
 void Function::launch_with_params(const LaunchConfig& c, void** params) const {
-  const Api& a = ready();
-  if (c.programmatic && a.cuLaunchKernelEx) {
-    LaunchAttribute serialization{};
-    serialization.id = kProgrammaticStreamSerialization;
-    int allowed = 1;
-    std::memcpy(serialization.value, &allowed, sizeof(allowed));
-    LaunchConfigEx ex{
-        c.grid.x, c.grid.y,       c.grid.z, c.block.x, c.block.y, c.block.z, c.dynamic_shared_bytes,
-        c.stream, &serialization, 1};
-    check(a.cuLaunchKernelEx(&ex, handle_, params, nullptr), "cuLaunchKernelEx(" + name_ + ")");
-    return;
-  }
-  check(a.cuLaunchKernel(handle_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z,
-                         c.dynamic_shared_bytes, c.stream, params, nullptr),
+  check(ready().cuLaunchKernel(handle_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
+                               c.block.z, c.dynamic_shared_bytes, c.stream, params, nullptr),
         "cuLaunchKernel(" + name_ + ")");
 }
 

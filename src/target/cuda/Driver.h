@@ -134,10 +134,6 @@ struct LaunchConfig {
   Dim3 grid, block;
   unsigned dynamic_shared_bytes = 0;
   StreamHandle stream = nullptr;  // the stream the launch is queued on
-  // Programmatic stream serialization (cuLaunchKernelEx, sm_90): the kernel may start before the
-  // previous kernel in the stream has finished, and waits for it in its code. Launched plainly
-  // where the driver has no cuLaunchKernelEx.
-  bool programmatic = false;
 };
 
 // The attributes cuFuncGetAttribute reports (values are CUfunction_attribute's).

@@ -210,9 +210,6 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   ++indent_;
   line("extern __shared__ __align__(128) unsigned char ks_smem[];");
   line("const int ks_tid = threadIdx.x;");
-  if (launch.before_next) line("launch_dependents();");
-  if (launch.after_previous)
-    line("grid_dependency_wait();  // the previous kernel's results are visible from here on");
   const ir::LoopProgram& lp = p_.source;
   for (size_t d = 0; d < lp.dims.size(); ++d)
     line("const long long " + ident("d", lp.dims[d]) + " = ks_args.sizes[" + std::to_string(d) +

@@ -1,6 +1,6 @@
 // \file ids.cuh
 // Thread identity and synchronisation: lane and warp index, named barriers, block and warp
-// barriers, and the grid dependency of programmatic dependent launch.
+// barriers.
 //
 // Named barriers let warp groups synchronise without the whole block: bar_sync(id, n) waits until
 // n threads (a multiple of 32) have arrived at barrier id, bar_arrive(id, n) signals arrival
@@ -46,23 +46,6 @@ __device__ __forceinline__ void sync_threads() {
 // Warp-wide barrier over all 32 lanes.
 __device__ __forceinline__ void sync_warp() {
   __syncwarp();
-}
-
-// Programmatic dependent launch (sm_90; no-ops before): a kernel launched with programmatic
-// stream serialization may start before the kernel ahead of it in the stream has finished.
-// grid_dependency_wait blocks until that kernel has completed and its memory operations are
-// visible (griddepcontrol.wait); launch_dependents lets the kernel behind this one start once
-// every CTA of this one has called it or exited (griddepcontrol.launch_dependents).
-__device__ __forceinline__ void grid_dependency_wait() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void launch_dependents() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 
 }  // namespace kintsugi::device
