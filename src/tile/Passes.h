@@ -28,18 +28,12 @@
 //   7. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
-//   8. sink_broadcasts  (passes/SinkBroadcast.cpp)
-//                                              a broadcast of an elementwise function of one
-//                                              loaded tile is that function of the broadcast
-//                                              tile (the split-K combine's chunk scales and
-//                                              masks: one broadcast of the loaded maximum)
-//   9. cse              again: forwarding makes reads of one value identical, and sinking
-//                                              makes copies of a broadcast
-//  10. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//   8. cse              again: forwarding makes reads of one value identical
+//   9. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//  11. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  12. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//   10. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  11. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -60,7 +54,6 @@ void forward_stores(TileProgram& p);
 void forward_registers(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
-void sink_broadcasts(TileProgram& p);
 void hoist_invariants(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);

@@ -56,8 +56,6 @@ void optimize(TileProgram& p) {
   verify(p);
   fold_permutes_into_reduces(p);
   verify(p);
-  sink_broadcasts(p);
-  verify(p);
   cse(p);
   verify(p);
   hoist_invariants(p);
