@@ -61,6 +61,26 @@ TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
   }
 }
 
+// Decode at the benchmark's sizes (head_dim 128, 512 chunks and more): the chunk kernels and the
+// combines, which run on 512 threads there, compile without spills.
+TEST(CudaCodegen, DecodeAtBenchmarkSizesCompilesWithoutSpills) {
+  const std::vector<std::pair<std::string, runtime::SizeMap>> cases = {
+      {"attention/decode_gqa.te", {{"HQ", 32}, {"HK", 4}, {"D", 128}, {"T", 32768}}},
+      {"attention/decode_softcap.te", {{"HQ", 32}, {"HK", 16}, {"D", 128}, {"T", 32768}}},
+      {"attention/decode_causal.te", {{"H", 32}, {"D", 128}, {"T", 131072}}}};
+  for (const auto& [example, sizes] : cases) {
+    cuda::CudaSource src = cuda_source_of(example, sizes);
+    ASSERT_EQ(src.launches.size(), 2u) << example;
+    EXPECT_EQ(src.launches[1].threads, 512) << example;
+    cuda::CompiledModule m = cuda::compile_cuda(src.code, example, "sm_90a");
+    for (const cuda::KernelLaunch& l : src.launches) {
+      const cuda::FunctionResources* f = m.resources.find(l.name);
+      ASSERT_NE(f, nullptr) << example << ": no resource report for " << l.name;
+      EXPECT_EQ(f->spill_store_bytes, 0) << example << ": " << l.name << " spills";
+    }
+  }
+}
+
 // Every kernel of every example asks for no more dynamic shared memory than a CTA gets on sm_90,
 // at the default sizes and at the odd sizes tests/gpu/run_examples.sh runs, and no more than on
 // sm_80 either (loads staged through shared memory give way where they would not fit), except
