@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every example on the GPU with --target cuda --verify at its default sizes, at odd sizes
-# (prefill S=T=1000, decode T=1000, norms M=37,N=1000) and, for the windowed program, with fully
-# masked leading key tiles (S=48, T=80, W=16); prints one line per run and a summary, and exits
-# non-zero if any run fails to verify.
+# (prefill S=T=1000, decode T=1000, norms M=37,N=1000), at long ones for the split-K programs
+# (decode T=32768, norms M=4,N=65536: their combines walk wide tiles on 256 or 512 threads) and,
+# for the windowed program, with fully masked leading key tiles (S=48, T=80, W=16); prints one
+# line per run and a summary, and exits non-zero if any run fails to verify.
 #   tests/gpu/run_examples.sh [KINTSUGI_BINARY]      (jobs in parallel: $JOBS, default 8)
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -11,12 +12,14 @@ export KINTSUGI_CACHE_DIR="${KINTSUGI_CACHE_DIR:-$(mktemp -d)}"
 runs=()
 for f in "$root"/examples/attention/*.te "$root"/examples/norm/*.te "$root"/examples/performer.te; do
   n="$(basename "$f" .te)"
+  long=""
   case "$n" in
     prefill*|performer) odd="--shape S=1000,T=1000" ;;
-    decode*) odd="--shape T=1000" ;;
-    *) odd="--shape M=37,N=1000" ;;
+    decode*) odd="--shape T=1000" long="--shape T=32768" ;;
+    *) odd="--shape M=37,N=1000" long="--shape M=4,N=65536" ;;
   esac
   runs+=("$f|" "$f|$odd")
+  [ -n "$long" ] && runs+=("$f|$long")
   [ "$n" = prefill_windowed ] && runs+=("$f|--shape S=48,T=80 --param W=16")
 done
 one() {
