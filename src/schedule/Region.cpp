@@ -3,6 +3,7 @@
 #include "schedule/Region.h"
 
 #include <functional>
+#include <set>
 
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
@@ -205,11 +206,57 @@ bool access_region(const ir::Stmt& s, const ir::LoopProgram& program, const std:
   return true;
 }
 
-// The tile of the reduction axis that one iteration of the loop covers: an access under the loop
-// whose index, over the loops inside it, spans [lv * F, lv * F + F) of a dimension with the
-// axis's extent, where the loop runs ceil(extent / F) times; so the tiles partition the axis.
-bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir::Expr& axis_extent,
-                    Range* tile) {
+// The tile of the reduction axis that one iteration of the loop covers (see Region.h).
+bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir::StmtNode& target,
+                    const ir::IterVar& axis, Range* tile, bool* of_chunk) {
+  const ir::Expr& axis_extent = axis.extent;
+  // The target's reads at `offset + axis`: buffer, dimension and the offset in loop terms.
+  struct Shifted {
+    std::string buffer;
+    size_t dim;
+    ir::Expr offset;
+  };
+  // Followed through the producers: a block storing a shifted buffer's dimension at its
+  // variable v reads its own inputs at o + v, shifted by the sum of both offsets (the exponentials
+  // of a chunk that its sum reads, computed from the scores).
+  std::vector<Shifted> shifted;
+  std::map<std::string, const ir::StmtNode*> writers;
+  std::function<void(const ir::Stmt&)> collect = [&](const ir::Stmt& s) {
+    if (!s) return;
+    if (s->kind == ir::StmtKind::Block && s->body && s->body->kind == ir::StmtKind::Store)
+      writers[s->body->buffer] = s.get();
+    for (const ir::Stmt& c : s->stmts) collect(c);
+    collect(s->body);
+    collect(s->then_case);
+  };
+  collect(p.body);
+  std::set<std::string> seen;
+  std::function<void(const ir::StmtNode&, const std::string&, const ir::Expr&)> reads_of =
+      [&](const ir::StmtNode& block, const std::string& v, const ir::Expr& base) {
+        ir::Expr v_expr = ir::make_var(v, ir::VarKind::Index, DType::Int);
+        for (const ir::Stmt& part : {block.init, block.body}) {
+          if (!part) continue;
+          ir::visit_exprs(part, [&](const ir::Expr& e) {
+            ir::visit(e, [&](const ir::Expr& x) {
+              if (x->op != ir::Op::Load) return true;
+              for (size_t d = 0; d < x->args.size(); ++d) {
+                if (!ir::uses_var(x->args[d], v)) continue;
+                ir::Expr o = sub(x->args[d], v_expr);
+                if (ir::uses_var(o, v)) continue;
+                ir::Expr offset = add(base, in_loop_terms(block, o));
+                shifted.push_back(Shifted{x->name, d, offset});
+                auto w = writers.find(x->name);
+                if (w == writers.end() || !seen.insert(x->name).second) continue;
+                const ir::StmtNode& wb = *w->second;
+                const ir::Expr& stored = wb.body->indices[d];
+                if (stored->op == ir::Op::Var) reads_of(wb, stored->name, offset);
+              }
+              return true;
+            });
+          });
+        }
+      };
+  reads_of(target, axis.name, ir::make_int(0));
   bool found = false;
   std::map<std::string, Range> inner;
   std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& s) {
@@ -240,7 +287,13 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
       const ir::Buffer* b = p.find_buffer(buffer);
       if (!b || found) return;
       for (size_t d = 0; d < idx.size() && d < b->shape.size(); ++d) {
-        if (!ir::equal(b->shape[d], axis_extent)) continue;
+        // Where this dimension starts the axis: 0 for a dimension of the axis' extent, the
+        // target's offset for a dimension the target reads shifted.
+        std::vector<ir::Expr> origins;
+        if (ir::equal(b->shape[d], axis_extent)) origins.push_back(ir::make_int(0));
+        for (const Shifted& sh : shifted)
+          if (sh.buffer == buffer && sh.dim == d) origins.push_back(sh.offset);
+        if (origins.empty()) continue;
         Interval iv = bound(in_loop_terms(*s, idx[d]), inner);
         if (!iv.ok) continue;
         ir::Expr ext = ir::simplify(ir::make_binary(
@@ -252,10 +305,14 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
         ir::Expr count = ir::simplify(ir::make_binary(
             ir::Op::Div, ir::make_binary(ir::Op::Add, axis_extent, ir::make_int(*f - 1)),
             ir::make_int(*f)));
-        if (ir::provably_equal(iv.lo, start) && ir::provably_equal(loop.extent, count)) {
-          *tile = Range{ir::simplify(start), ext};
-          found = true;
-        }
+        if (!ir::provably_equal(loop.extent, count)) continue;
+        for (const ir::Expr& origin : origins)
+          if (ir::provably_equal(sub(iv.lo, origin), start)) {
+            *tile = Range{ir::simplify(start), ext};
+            if (of_chunk) *of_chunk = !ir::equal(origin, ir::make_int(0));
+            found = true;
+            return;
+          }
       }
     };
     for (const ir::Stmt& part : {s->init, s->body}) {

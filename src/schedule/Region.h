@@ -42,10 +42,17 @@ ir::Expr in_loop_terms(const ir::StmtNode& block, const ir::Expr& index);
 bool access_region(const ir::Stmt& s, const ir::LoopProgram& program, const std::string& buffer,
                    bool writes, std::vector<Range>* region);
 
-// The tile of a reduction axis that one iteration of `loop` covers: some access under the loop
-// spans [v * F, v * F + F) of a dimension of extent `axis_extent` (v the loop variable) and the
-// loop runs ceil(axis_extent / F) times, so the tiles partition the axis exactly.
+// The tile of the reduction axis `axis` of block `target` that one iteration of `loop` covers,
+// as a range of the axis variable: the loop runs ceil(extent / F) times and either
+//   - some access under the loop spans [v * F, v * F + F) of a dimension of the axis' extent (v
+//     the loop variable): the tiles partition the axis; or
+//   - the target reads a buffer at `offset + axis` in some dimension (offset free of the axis:
+//     a split-K chunk's partial reads its chunk's elements, j0 * C + a), and an access under the
+//     loop spans [offset + v * F, offset + v * F + F) of it: the tiles partition the chunk.
+// `of_chunk` (optional) tells which: the tiles of a chunk that the target's predicate cuts
+// short (the last chunk) may hold no element at all.
 bool find_axis_tile(const ir::LoopProgram& program, const ir::StmtNode& loop,
-                    const ir::Expr& axis_extent, Range* tile);
+                    const ir::StmtNode& target, const ir::IterVar& axis, Range* tile,
+                    bool* of_chunk = nullptr);
 
 }  // namespace kintsugi::schedule

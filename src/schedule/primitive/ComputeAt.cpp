@@ -85,6 +85,25 @@ ir::Stmt nest_over_box(const Schedule& s, const ir::StmtNode& block,
         conj(ir::make_binary(Op::Ge, value, ir::make_int(0)));
     }
   }
+  // The block's own predicate (a split-K chunk's tail) over its former loops, which bound its
+  // iteration variables: a loop L that bound a variable to o + L now reads as the variable's new
+  // value minus o.
+  if (block.predicate) {
+    std::map<std::string, ir::Expr> now;
+    for (size_t k = 0; k < block.iters.size(); ++k) {
+      const ir::Expr& was = block.iters[k].binding;
+      ir::visit(was, [&](const ir::Expr& x) {
+        if (x->op != Op::Var || x->var_kind != ir::VarKind::Index || now.count(x->name))
+          return true;
+        ir::Expr o = ir::simplify(ir::make_binary(Op::Sub, was, x));
+        if (!ir::uses_var(o, x->name))
+          now[x->name] = ir::simplify(ir::make_binary(Op::Sub, b.iters[k].binding, o));
+        return true;
+      });
+    }
+    ir::Expr old = ir::simplify(ir::substitute(block.predicate, now));
+    pred = pred ? ir::make_binary(Op::And, old, pred) : old;
+  }
   b.predicate = pred;
   ir::Stmt out = std::make_shared<const ir::StmtNode>(std::move(b));
   for (auto it = loops.rbegin(); it != loops.rend(); ++it)

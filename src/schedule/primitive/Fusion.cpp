@@ -5,8 +5,10 @@
 #include <algorithm>
 
 #include "algebra/Eval.h"
+#include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "schedule/Region.h"
 
 namespace kintsugi::schedule {
 
@@ -67,23 +69,28 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
   return true;
 }
 
-std::map<std::string, std::string> axis_iterations(const ir::LoopProgram& program,
-                                                   const std::string& target,
-                                                   const std::string& axis,
-                                                   const std::vector<std::string>& between) {
-  std::map<std::string, std::string> out = {{target, axis}};
+std::map<std::string, AxisIteration> axis_iterations(const ir::LoopProgram& program,
+                                                     const std::string& target,
+                                                     const std::string& axis,
+                                                     const std::vector<std::string>& between) {
+  std::map<std::string, AxisIteration> out = {{target, AxisIteration{axis, ir::make_int(0)}}};
   for (auto it = between.rbegin(); it != between.rend(); ++it) {
     const ir::StmtNode& prod = *find_block(program.body, *it, "fusion").back();
     const ir::StmtNode& st = *prod.body;
     for (const auto& [consumer, civ] : out) {
       const ir::StmtNode& c = *find_block(program.body, consumer, "fusion").back();
+      ir::Expr consumer_var = ir::make_var(civ.var, ir::VarKind::Index, DType::Int);
       ir::visit_exprs(c.body, [&](const ir::Expr& e) {
         ir::visit(e, [&](const ir::Expr& x) {
           if (x->op == ir::Op::Load && x->name == st.buffer)
-            for (size_t d = 0; d < x->args.size(); ++d)
-              if (x->args[d]->op == ir::Op::Var && x->args[d]->name == civ &&
-                  st.indices[d]->op == ir::Op::Var)
-                out[*it] = st.indices[d]->name;
+            for (size_t d = 0; d < x->args.size(); ++d) {
+              if (!ir::uses_var(x->args[d], civ.var) || st.indices[d]->op != ir::Op::Var) continue;
+              ir::Expr o = ir::simplify(ir::make_binary(ir::Op::Sub, x->args[d], consumer_var));
+              if (ir::uses_var(o, civ.var)) continue;
+              out[*it] = AxisIteration{
+                  st.indices[d]->name,
+                  ir::simplify(ir::make_binary(ir::Op::Add, civ.offset, in_loop_terms(c, o)))};
+            }
           return true;
         });
       });

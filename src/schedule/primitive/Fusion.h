@@ -30,13 +30,19 @@ void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity);
 
-// For each fused block, the iteration variable that runs along the target's reduction axis: the
-// target's `axis` itself, and in each producer (consumers first, `between` is producers-first)
-// the variable it stores at where a fused consumer reads it with that consumer's axis variable.
-std::map<std::string, std::string> axis_iterations(const ir::LoopProgram& program,
-                                                   const std::string& target,
-                                                   const std::string& axis,
-                                                   const std::vector<std::string>& between);
+// For each fused block, the iteration variable that runs along the target's reduction axis and
+// where it starts: the target's `axis` itself (offset 0), and in each producer (consumers first,
+// `between` is producers-first) the variable it stores at where a fused consumer reads it at
+// `o + v`, v the consumer's axis variable and o free of v: its offset is the consumer's plus o,
+// in loop terms (a split-K chunk's partial reads its chunk at j0 * C + a: offset j0 * C).
+struct AxisIteration {
+  std::string var;
+  ir::Expr offset;
+};
+std::map<std::string, AxisIteration> axis_iterations(const ir::LoopProgram& program,
+                                                     const std::string& target,
+                                                     const std::string& axis,
+                                                     const std::vector<std::string>& between);
 
 // One statistic of an augmented-state repair (Welford: the sum of the values and the count) as
 // a reduction computed alongside `target` under `loop`: the program with a block `<target>.<var>`

@@ -48,6 +48,31 @@ bool incomplete_under(const ir::StmtNode& b, const std::string& loop_var,
   return false;
 }
 
+// The write-back of `block` reads partial `rf` only where the partial's first element ran (its
+// predicate with its reduction variables at 0), and the reducer's identity elsewhere.
+void guard_empty_tiles(ir::LoopProgram& p, const std::string& block, const std::string& rf,
+                       ir::Reducer reducer, const std::string& P) {
+  const ir::StmtNode& part = *find_block(p.body, rf, P).back();
+  if (!part.predicate) return;
+  std::map<std::string, ir::Expr> first;  // reduction loops at 0
+  for (const ir::IterVar& iv : part.iters)
+    if (iv.kind != ir::IterKind::Spatial && iv.binding->op == ir::Op::Var)
+      first[iv.binding->name] = ir::make_int(0);
+  ir::Expr ran = ir::simplify(ir::substitute(part.predicate, first));
+  StmtPath wpath = find_block(p.body, block, P);
+  ir::StmtNode wb = *wpath.back();
+  // In the write-back's iteration variables (the loops it shares with the partial).
+  std::map<std::string, ir::Expr> iters;
+  for (const ir::IterVar& iv : wb.iters)
+    if (iv.binding->op == ir::Op::Var) iters[iv.binding->name] = var(iv.name);
+  ran = ir::substitute(ran, iters);
+  const ir::StmtNode& st = *wb.body;
+  ir::Expr partial = st.value->args[1];
+  ir::Expr guarded = ir::make_select(ran, partial, reducer_identity_expr(reducer, partial->type));
+  wb.body = ir::make_store(st.buffer, st.indices, combine(reducer, st.value->args[0], guarded));
+  p.body = replace_at(wpath, std::make_shared<const ir::StmtNode>(std::move(wb)));
+}
+
 }  // namespace
 
 void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
@@ -79,7 +104,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     }
   if (!axis) throw ScheduleError(P, "block '" + block + "' is not a reduction");
   Range tile;
-  if (!find_axis_tile(program_, l0, axis->extent, &tile))
+  bool of_chunk = false;
+  if (!find_axis_tile(program_, l0, target0, *axis, &tile, &of_chunk))
     throw ScheduleError(P, "loop '" + lv + "' does not tile an axis of extent " +
                                ir::to_string(axis->extent) + " (the reduction axis of block '" +
                                block + "'); split that axis and use the outer loop");
@@ -119,18 +145,27 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // Which iteration variable of each fused block runs along the axis: the target's reduction
   // variable, and in a producer the variable it stores at where a fused consumer reads it with
   // that consumer's axis variable.
-  std::map<std::string, std::string> axis_iter =
+  std::map<std::string, AxisIteration> axis_iter =
       axis_iterations(tmp.program(), block, axis->name, between);
   auto box_for = [&](const std::string& name) {
     std::map<std::string, Range> box;
-    if (axis_iter.count(name)) box[axis_iter.at(name)] = tile;
+    if (axis_iter.count(name)) {
+      const AxisIteration& ai = axis_iter.at(name);
+      box[ai.var] =
+          Range{ir::simplify(ir::make_binary(ir::Op::Add, ai.offset, tile.min)), tile.extent};
+    }
     return box;
   };
   // Blocks between that others still read are cloned: the fused copy reads running values.
   std::map<std::string, std::string> renamed;  // original buffer -> buffer the fused blocks read
   for (const std::string& name : between) {
     const ir::StmtNode& b = *find_block(tmp.program_.body, name, P).back();
-    ElementwiseBlock eb = match_elementwise(tmp.program_, b, P);
+    // (A split-K chunk's elementwise block also iterates over the chunk, which it does not
+    // store at.)
+    if (!b.body || b.body->kind != ir::StmtKind::Store || b.init)
+      throw ScheduleError(P, "block '" + name + "' between is not a single store");
+    ElementwiseBlock eb;
+    eb.buffer = b.body->buffer;
     bool others = false;
     std::set<std::string> fused(between.begin(), between.end());
     fused.insert(block);
@@ -238,8 +273,15 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       const ir::StmtNode& st = *prod->body;
       std::map<std::string, ir::Expr> sub;
       for (size_t d = 0; d < st.indices.size(); ++d) sub[st.indices[d]->name] = n->args[d];
-      for (const ir::IterVar& iv : prod->iters)
-        if (!sub.count(iv.name)) sub[iv.name] = var(kPos);  // the loop position
+      // A variable it does not store at is the target's variable bound alike (a split-K
+      // chunk), else the loop position.
+      const ir::StmtNode& t = *find_block(tmp.program_.body, block, P).back();
+      for (const ir::IterVar& iv : prod->iters) {
+        if (sub.count(iv.name)) continue;
+        sub[iv.name] = var(kPos);
+        for (const ir::IterVar& tv : t.iters)
+          if (ir::equal(tv.binding, iv.binding)) sub[iv.name] = var(tv.name);
+      }
       return expand(ir::substitute(st.value, sub));
     });
   };
@@ -269,7 +311,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     statistic_scans[stat.var] = tmp.reduce_to_scan(sb, LoopRef{sb, lv});
   }
   // 5. Partial results per iteration and the repaired write-back.
-  tmp.rfactor(block, LoopRef{block, lv});
+  std::string rf = tmp.rfactor(block, LoopRef{block, lv});
+  // A tile of a chunk past the axis' end holds no element: its partial never ran its init, and
+  // reads as the reducer's identity (the running value keeps what the tiles before it gave).
+  if (of_chunk) guard_empty_tiles(tmp.program_, block, rf, reducer, P);
   if (repair.kind == algebra::RepairResult::Kind::Derived) {
     StmtPath wpath = find_block(tmp.program_.body, block, P);
     ir::StmtNode wb = *wpath.back();

@@ -144,15 +144,19 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   });
   // Move the fused blocks under the loop, restricted to the chunk of the axis.
   Range tile;
-  if (!find_axis_tile(program_, l0, axis->extent, &tile))
+  if (!find_axis_tile(program_, l0, target0, *axis, &tile))
     throw ScheduleError(P, "loop '" + lv + "' does not tile an axis of extent " +
                                ir::to_string(axis->extent) + " (the reduction axis of block '" +
                                block + "'); split that axis and use the outer loop");
-  std::map<std::string, std::string> axis_iter =
+  std::map<std::string, AxisIteration> axis_iter =
       axis_iterations(tmp.program(), block, axis->name, between);
   for (const std::string& name : between) {
     std::map<std::string, Range> box;
-    if (axis_iter.count(name)) box[axis_iter.at(name)] = tile;
+    if (axis_iter.count(name)) {
+      const AxisIteration& ai = axis_iter.at(name);
+      box[ai.var] =
+          Range{ir::simplify(ir::make_binary(ir::Op::Add, ai.offset, tile.min)), tile.extent};
+    }
     std::map<std::string, std::string> aliases;
     for (const auto& [g, ph] : placeholder) aliases[ph] = frontier.at(g);
     tmp.reverse_compute_at_box(name, LoopRef{loop.block, lv}, box, aliases);

@@ -1,6 +1,7 @@
 // rfactor, reduce_to_scan and rolling_update: equivalence on random inputs, and the repaired
 // structure in the printed IR.
 #include "ScheduleTestUtil.h"
+#include "schedule/Analysis.h"
 
 using namespace kintsugi;
 using schedtest::expect_equivalent;
@@ -261,4 +262,47 @@ TEST(SplitKUpdate, LayerNormVarianceWithAugmentedState) {
   EXPECT_EQ(text.find("block var.sum0.S1("), std::string::npos) << text;
   expect_equivalent(p, s.program(), kNorm);
   expect_equivalent(p, s.program(), {{{"M", 2}, {"N", 1}}, {{"M", 1}, {"N", 30}}}, 7);
+}
+
+// FlashDecoding: split-K over chunks of two key tiles, and the rolling update over the tiles
+// inside each chunk (the tiles of a chunk are a range of the axis that starts at the chunk's
+// offset). Each chunk's partials are online-softmax states; the combine is split-K's. T = 4 and
+// 9 leave the last chunk's second tile empty: its partials read as the reducers' identities.
+TEST(SplitKUpdate, RollingUpdateOverTheTilesOfAChunk) {
+  for (const char* file :
+       {"attention/decode_causal.te", "attention/decode_softcap.te", "attention/decode_gqa.te"}) {
+    ir::LoopProgram p = schedtest::example(file);
+    Schedule s(p);
+    auto j = s.split(LoopRef{"s.sum0", "j"}, 8);
+    auto k = s.split(j[1], 4);
+    // The elementwise blocks between the scores and the maximum.
+    for (const ir::StmtNode* b : schedule::blocks_under(p.body)) {
+      if (b->name == "m") break;
+      if (b->name != "s.sum0") s.reverse_compute_at(b->name, k[0]);
+    }
+    for (const char* m : {"m", "l", "o"}) s.split_k_update(m, j[0]);
+    for (const char* m : {"m.rf", "l.rf", "o.rf"}) s.rolling_update(m, k[0]);
+    std::string text = ir::to_string(s.program());
+    // The chunk's running maximum is a scan over its tiles; the chunk's sum is repaired with it.
+    EXPECT_NE(text.find("block m.rf(spatial b:B, spatial h:"), std::string::npos) << file << text;
+    EXPECT_NE(text.find("scan j10:2)"), std::string::npos) << file << text;
+    EXPECT_NE(text.find("l.rf[j0, b, h, i] = select(j10 > 0, l.rf[j0, b, h, i] * "),
+              std::string::npos)
+        << file << text;
+    std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"S", 1}, {"T", 13}, {"D", 3}},
+                                            {{"B", 2}, {"S", 1}, {"T", 4}, {"D", 2}},
+                                            {{"B", 1}, {"S", 1}, {"T", 16}, {"D", 2}},
+                                            {{"B", 1}, {"S", 1}, {"T", 9}, {"D", 2}},
+                                            {{"B", 1}, {"S", 2}, {"T", 1}, {"D", 2}}};
+    for (auto& sh : shapes) {
+      if (std::string(file).find("gqa") != std::string::npos ||
+          std::string(file).find("softcap") != std::string::npos) {
+        sh["HQ"] = 4;
+        sh["HK"] = 2;
+      } else {
+        sh["H"] = 2;
+      }
+    }
+    expect_equivalent(p, s.program(), shapes);
+  }
 }
