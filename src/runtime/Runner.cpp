@@ -250,6 +250,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (o.schedule == "auto") {
     schedule::AutoScheduleOptions auto_options;
     auto_options.sizes = r.shape;
+    auto_options.chunk_tiles = o.chunk_tiles;
     schedule::Schedule s = schedule::auto_schedule(p, auto_options, &r.schedule_notes);
     scheduled = s.program();
     r.schedule = s.primitive_names();

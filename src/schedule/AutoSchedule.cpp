@@ -333,21 +333,6 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       throw ScheduleError("auto",
                           "the axis of block '" + head + "' is not driven by a single loop");
     hoist_complete_producers(s, head, members);
-    auto tiles = s.split(LoopRef{head, axis_loop}, options.tile);
-    LoopRef tile_loop = tiles[0];
-    // 3. Elementwise blocks between the head and the first reduction, then the chain.
-    bool after_head = false;
-    for (const ir::StmtNode* b : ordered_blocks(s.program())) {
-      if (b->name == head) {
-        after_head = true;
-        continue;
-      }
-      if (!after_head || b->name == members.front()) {
-        if (b->name == members.front()) break;
-        continue;
-      }
-      if (closure.count(b->name)) s.reverse_compute_at(b->name, tile_loop);
-    }
     // Rows that run in parallel without splitting the axis.
     std::map<std::string, int64_t> sizes =
         options.sizes.empty() ? program.size_hints : options.sizes;
@@ -362,6 +347,28 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       }
     }
     bool split_k = known && rows < options.split_k_below_rows;
+    // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
+    // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
+    bool chunked = split_k && options.chunk_tiles > 1;
+    auto tiles =
+        s.split(LoopRef{head, axis_loop}, options.tile * (chunked ? options.chunk_tiles : 1));
+    LoopRef tile_loop = tiles[0];
+    LoopRef chunk_tile_loop;
+    if (chunked) chunk_tile_loop = s.split(tiles[1], options.tile)[0];
+    const LoopRef fuse_under = chunked ? chunk_tile_loop : tile_loop;
+    // 3. Elementwise blocks between the head and the first reduction, then the chain.
+    bool after_head = false;
+    for (const ir::StmtNode* b : ordered_blocks(s.program())) {
+      if (b->name == head) {
+        after_head = true;
+        continue;
+      }
+      if (!after_head || b->name == members.front()) {
+        if (b->name == members.front()) break;
+        continue;
+      }
+      if (closure.count(b->name)) s.reverse_compute_at(b->name, fuse_under);
+    }
     note(std::string(split_k ? "split-K" : "rolling update") + ": " +
          (known ? std::to_string(rows) : std::string("unknown")) +
          " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");
@@ -375,11 +382,16 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       if (m == tile_loop.block && split_k)
         tile_loop.block = s.fresh_name(m + ".rf") == m + ".rf" ? m : m + ".rf";
     }
+    if (chunked) {
+      for (const std::string& m : members) s.rolling_update(m + ".rf", chunk_tile_loop);
+      note("chunks of " + std::to_string(options.chunk_tiles) +
+           " tiles, each walked with the rolling update");
+    }
     std::vector<std::string> scans;
     for (const ir::StmtNode* b : blocks_under(s.program().body))
       for (const ir::IterVar& iv : b->iters)
         if (iv.kind == ir::IterKind::Scan) scans.push_back(b->name);
-    for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, tile_loop.var});
+    for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, fuse_under.var});
     // Masks that kill whole tiles: skip those tiles (rolling update only; split-K combines
     // every chunk's partial).
     if (!split_k) {
@@ -407,6 +419,12 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
     s.compact_buffer();
     return s;
   } catch (const ScheduleError& e) {
+    if (options.chunk_tiles > 1) {
+      note(std::string("chunks of one tile: ") + e.what());
+      AutoScheduleOptions one = options;
+      one.chunk_tiles = 1;
+      return auto_schedule(program, one, notes);
+    }
     note(std::string("fusion abandoned: ") + e.what());
     return unscheduled;
   }

@@ -39,6 +39,9 @@ struct AutoScheduleOptions {
   // Split-K (chunks of the axis in parallel, then a combine) instead of Rolling Update when the
   // chain has fewer independent rows than this (decode: one query row per head).
   int64_t split_k_below_rows = 128;
+  // Split-K: tiles a chunk walks with the rolling update inside (FlashDecoding); 1: a chunk is
+  // one tile. Fewer chunks to combine, a serial loop per chunk.
+  int64_t chunk_tiles = 1;
   // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;

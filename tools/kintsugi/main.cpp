@@ -103,11 +103,14 @@ ir::LoopProgram load(const std::string& file) {
 
 // The program after the requested schedule, with the trace and the auto-scheduler's notes.
 // `sizes`: what the auto-scheduler decides with (split-K or rolling update, tile extents).
+// `chunk_tiles`: split-K chunks of that many key tiles, walked with the rolling update.
 schedule::Schedule apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
-                                  const runtime::SizeMap& sizes, std::vector<std::string>* notes) {
+                                  const runtime::SizeMap& sizes, int64_t chunk_tiles,
+                                  std::vector<std::string>* notes) {
   if (schedule == "none") return schedule::Schedule(lp);
   schedule::AutoScheduleOptions options;
   options.sizes = sizes;
+  options.chunk_tiles = chunk_tiles;
   return schedule::auto_schedule(lp, options, notes);
 }
 
@@ -120,7 +123,8 @@ int cmd_check(const std::string& file) {
 }
 
 int cmd_lower(const std::string& file, const std::string& print, const std::string& schedule,
-              const std::string& target, const std::string& arch, const runtime::SizeMap& shape) {
+              const std::string& target, const std::string& arch, const runtime::SizeMap& shape,
+              int64_t chunk_tiles) {
   te::Program p = te::parse_file(file);
   te::check(p);
   if (schedule != "auto" && schedule != "none")
@@ -135,21 +139,22 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   if (print == "loop") {
     std::cout << ir::to_string(lp);
   } else if (print == "scheduled") {
-    std::cout << ir::to_string(apply_schedule(lp, schedule, sizes, &notes).program());
+    std::cout << ir::to_string(apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program());
     for (const std::string& n : notes) std::cout << "# " << n << "\n";
   } else if (print == "trace") {
     nlohmann::json j;
     j["schedule"] = schedule;
-    j["primitives"] = apply_schedule(lp, schedule, sizes, &notes).trace();
+    j["primitives"] = apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).trace();
     j["notes"] = notes;
     std::cout << j.dump(2) << "\n";
   } else if (print == "source" && target == "cpu") {
-    std::cout << cpu::generate_source(apply_schedule(lp, schedule, sizes, &notes).program());
+    std::cout << cpu::generate_source(
+        apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program());
   } else if (print == "source" || print == "ptx") {
     if (target != "cuda")
       arg_error << "--print " << print << ": unknown target '" << target << "'; use "
                 << (print == "ptx" ? "cuda" : "cpu or cuda");
-    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, &notes).program();
+    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program();
     tile::TileProgram tp;
     try {
       tp = tile::translate(scheduled, sizes);
@@ -172,7 +177,7 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {
-    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, &notes).program();
+    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program();
     try {
       std::cout << tile::to_string(tile::translate(scheduled, sizes));
     } catch (const tile::NotTileForm& e) {
@@ -254,6 +259,7 @@ int main(int argc, char** argv) {
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
   std::string save_io, inputs_dir, reference_dir, param_arg;
   bool verify = false, bench = false, json = false;
+  int64_t chunk_tiles = 1;
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
   check->add_option("file", file, ".te source")->required();
@@ -265,6 +271,8 @@ int main(int argc, char** argv) {
   lower->add_option("--target", target, "cpu|cuda");
   lower->add_option("--arch", arch, "sm_80|sm_90a");
   lower->add_option("--shape", shape, "N=V,... sizes the schedule and tile extents are chosen for");
+  lower->add_option("--chunk-tiles", chunk_tiles,
+                    "split-K: key tiles a chunk walks with the rolling update (default 1)");
 
   auto* run = app.add_subcommand("run", "compile and run a .te file on random inputs");
   run->add_option("file", file, ".te source")->required();
@@ -272,6 +280,8 @@ int main(int argc, char** argv) {
   run->add_option("--target", target, "cpu|cuda");
   run->add_option("--schedule", schedule, "auto|none");
   run->add_option("--seed", seed, "random input seed");
+  run->add_option("--chunk-tiles", chunk_tiles,
+                  "split-K: key tiles a chunk walks with the rolling update (default 1)");
   run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
@@ -296,7 +306,8 @@ int main(int argc, char** argv) {
   try {
     if (*check) return cmd_check(file);
     if (*lower) {
-      return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape));
+      if (chunk_tiles < 1) arg_error << "--chunk-tiles takes a positive count, not " << chunk_tiles;
+      return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape), chunk_tiles);
     }
     if (*run) {
       runtime::RunOptions o;
@@ -310,6 +321,8 @@ int main(int argc, char** argv) {
       o.inputs_dir = inputs_dir;
       o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
+      if (chunk_tiles < 1) arg_error << "--chunk-tiles takes a positive count, not " << chunk_tiles;
+      o.chunk_tiles = chunk_tiles;
       return cmd_run(file, o, json);
     }
     if (*tune) {

@@ -85,3 +85,43 @@ TEST(AutoSchedule, GroupedQueryDecodeGroupsHeadsAndSpreadsTheCombine) {
                      {{"B", 1}, {"HQ", 8}, {"HK", 1}, {"S", 1}, {"T", 13}, {"D", 9}},
                      {{"B", 1}, {"HQ", 2}, {"HK", 2}, {"S", 1}, {"T", 2}, {"D", 4}}});
 }
+
+// Split-K chunks of two tiles walked with the rolling update (FlashDecoding), on every decode
+// variant: the trace replays, and the program computes what the unscheduled one does, also where
+// the last chunk's second tile is empty (T = 5, 9 with tiles of 4).
+TEST(AutoSchedule, DecodeChunksOfSeveralTilesWalkTheRollingUpdate) {
+  for (const char* file : {"attention/decode_causal.te", "attention/decode_alibi.te",
+                           "attention/decode_gqa.te", "attention/decode_softcap.te"}) {
+    ir::LoopProgram p = schedtest::example(file);
+    bool grouped = std::string(file).find("gqa") != std::string::npos ||
+                   std::string(file).find("softcap") != std::string::npos;
+    std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"S", 1}, {"T", 9}, {"D", 6}},
+                                            {{"B", 2}, {"S", 2}, {"T", 5}, {"D", 3}},
+                                            {{"B", 1}, {"S", 1}, {"T", 16}, {"D", 2}},
+                                            {{"B", 1}, {"S", 1}, {"T", 1}, {"D", 4}}};
+    for (auto& sh : shapes) {
+      if (grouped) {
+        sh["HQ"] = 4;
+        sh["HK"] = 2;
+      } else {
+        sh["H"] = 2;
+      }
+    }
+    schedule::AutoScheduleOptions o;
+    o.tile = 4;
+    o.chunk_tiles = 2;
+    o.combine_columns = 4;
+    o.sizes = shapes[0];
+    std::vector<std::string> notes;
+    Schedule s = schedule::auto_schedule(p, o, &notes);
+    EXPECT_EQ(count(s, "split_k_update"), 3) << file << s.trace().dump(1);
+    EXPECT_EQ(count(s, "rolling_update"), 3) << file << s.trace().dump(1);
+    EXPECT_NE(std::find(notes.begin(), notes.end(),
+                        "chunks of 2 tiles, each walked with the rolling update"),
+              notes.end())
+        << file;
+    EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), ir::to_string(s.program()))
+        << file;
+    expect_equivalent(p, s.program(), shapes);
+  }
+}
