@@ -90,14 +90,14 @@ def flops(causal, decode, S, T, heads, kind):
     return f / 2 if causal and not decode else f
 
 
-def run_ours(binary, name, shape, inputs, ref):
+def run_ours(binary, name, shape, inputs, ref, extra=()):
     with tempfile.TemporaryDirectory() as d:
         for key, t in inputs.items():
             np.save(os.path.join(d, key + ".npy"), t.cpu().numpy())
         np.save(os.path.join(d, "O.npy"), ref.cpu().numpy())
         cmd = [binary, "run", os.path.join(ROOT, "examples", "attention", name + ".te"),
                "--target", "cuda", "--inputs", d, "--reference", d, "--bench", "--json",
-               "--shape", ",".join(f"{k}={v}" for k, v in shape.items())]
+               "--shape", ",".join(f"{k}={v}" for k, v in shape.items()), *extra]
         p = subprocess.run(cmd, capture_output=True, text=True)
         try:
             r = json.loads(p.stdout[p.stdout.index("{"):])
@@ -163,6 +163,8 @@ def main():
     a.add_argument("--prefill", default="1024,4096,16384")
     a.add_argument("--decode", default="4096,32768,131072")
     a.add_argument("--heads", type=int, default=32)
+    a.add_argument("--chunk-tiles", type=int, default=1,
+                   help="decode: split-K chunks of this many key tiles (kintsugi --chunk-tiles)")
     a.add_argument("--json", default="bench.json")
     a.add_argument("--perf", metavar="FILE",
                    help="also append the table as a markdown section (GPU, commit, date) to FILE, "
@@ -190,7 +192,8 @@ def main():
             inputs = {"Q": q, "K": k, "V": v}
             if kind == "alibi":
                 inputs["slopes"] = slopes
-            results = [("kintsugi",) + run_ours(args.kintsugi, name, shape, inputs, ref)]
+            extra = ["--chunk-tiles", str(args.chunk_tiles)] if decode else []
+            results = [("kintsugi",) + run_ours(args.kintsugi, name, shape, inputs, ref, extra)]
             if kind == "plain":  # SDPA has no score modifications
                 for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
                                        ("cudnn", SDPBackend.CUDNN_ATTENTION)):
