@@ -137,8 +137,10 @@ struct Val {
 // One leaf nest: its tile axes and the block, turned into operations.
 class NestTranslator {
  public:
-  NestTranslator(const Context& ctx, Emitter& em, std::vector<TileAxis> axes, const StmtNode& block)
-      : ctx_(ctx), em_(em), axes_(std::move(axes)), block_(block) {}
+  // `serial`: the serial loops around the nest that start at 0, with their extents.
+  NestTranslator(const Context& ctx, Emitter& em, std::vector<TileAxis> axes, const StmtNode& block,
+                 const std::map<std::string, Expr>& serial)
+      : ctx_(ctx), em_(em), axes_(std::move(axes)), block_(block), serial_(serial) {}
 
   void run() {
     std::map<std::string, Expr> bindings;
@@ -256,6 +258,11 @@ class NestTranslator {
             if (!n) return std::nullopt;
             return Range{0, n->second - 1};
           }
+        if (auto it = serial_.find(e->name); it != serial_.end()) {
+          auto n = range_of(it->second);
+          if (!n) return std::nullopt;
+          return Range{0, n->second - 1};
+        }
         return std::nullopt;
       }
       case Op::Add:
@@ -647,6 +654,7 @@ class NestTranslator {
   Emitter& em_;
   std::vector<TileAxis> axes_;
   const StmtNode& block_;
+  const std::map<std::string, Expr>& serial_;
 };
 
 // Every block under `loop` binds its variable only to spatial iteration variables.
@@ -733,7 +741,9 @@ class KernelTranslator {
     saved->push_back(std::move(f));
     em_.set_body(&saved->back().body);
     enclosing_loops_.push_back(loop.var);
+    if (is_zero(loop.min)) serial_[loop.var] = loop.extent;
     body();
+    serial_.erase(loop.var);
     enclosing_loops_.pop_back();
     em_.set_body(saved);
   }
@@ -767,7 +777,7 @@ class KernelTranslator {
     if (b.predicate) b.predicate = ir::simplify(ir::substitute(b.predicate, fixed));
     std::function<void(size_t)> emit_from = [&](size_t k) {
       if (k == first_tile) {
-        NestTranslator(ctx_, em_, axes, b).run();
+        NestTranslator(ctx_, em_, axes, b, serial_).run();
         return;
       }
       serial_loop(*loops[k], [&] { emit_from(k + 1); });
@@ -778,6 +788,7 @@ class KernelTranslator {
   Context& ctx_;
   Emitter em_;
   std::vector<std::string> enclosing_loops_;  // serial loops around the current statement
+  std::map<std::string, Expr> serial_;        // those starting at 0, with their extents
 };
 
 // Size expressions the schedule keeps as one tile axis, printed: a dim that some loop runs over

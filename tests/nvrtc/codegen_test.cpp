@@ -19,8 +19,10 @@ using namespace kintsugi;
 
 namespace {
 
-// The example's CUDA source at its default sizes, or with `sizes` overriding some of them.
-cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeMap& sizes = {}) {
+// The example's CUDA source at its default sizes, or with `sizes` overriding some of them (and
+// split-K chunks of `chunk_tiles` key tiles).
+cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeMap& sizes = {},
+                                int64_t chunk_tiles = 1) {
   te::Program p = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + example);
   te::check(p);
   ir::LoopProgram lp = te::lower(p);
@@ -28,6 +30,7 @@ cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeM
   for (const auto& [name, value] : sizes) hints[name] = value;
   schedule::AutoScheduleOptions o;
   o.sizes = hints;
+  o.chunk_tiles = chunk_tiles;
   std::vector<std::string> notes;
   ir::LoopProgram scheduled = schedule::auto_schedule(lp, o, &notes).program();
   return cuda::generate_cuda_source(tile::translate(scheduled, hints));
@@ -78,6 +81,39 @@ TEST(CudaCodegen, DecodeAtBenchmarkSizesCompilesWithoutSpills) {
       ASSERT_NE(f, nullptr) << example << ": no resource report for " << l.name;
       EXPECT_EQ(f->spill_store_bytes, 0) << example << ": " << l.name << " spills";
     }
+  }
+}
+
+// Decode with one key (T = 1: the combines' registers start at 0, nothing is loaded before
+// their loops) compiles for both architectures without spills; so do chunks of four key tiles
+// walked with the rolling update at the benchmark's sizes, the grouped ones on tensor cores
+// (their chunk kernel's registers and spills are reported).
+TEST(CudaCodegen, DecodeOfOneKeyAndOfChunksOfTilesCompile) {
+  for (const std::string example : {"attention/decode_causal.te", "attention/decode_alibi.te",
+                                    "attention/decode_gqa.te", "attention/decode_softcap.te"}) {
+    cuda::CudaSource one = cuda_source_of(example, {{"T", 1}});
+    for (const std::string arch : {"sm_80", "sm_90a"}) {
+      cuda::CompiledModule m = cuda::compile_cuda(one.code, example, arch);
+      for (const cuda::KernelLaunch& l : one.launches) {
+        const cuda::FunctionResources* f = m.resources.find(l.name);
+        ASSERT_NE(f, nullptr) << example << " T=1 " << arch << ": " << l.name;
+        EXPECT_EQ(f->spill_store_bytes, 0) << example << " T=1 " << arch << ": " << l.name;
+      }
+    }
+    bool grouped =
+        example.find("gqa") != std::string::npos || example.find("softcap") != std::string::npos;
+    runtime::SizeMap sizes = {{"D", 128}, {"T", 32768}};
+    if (grouped)
+      sizes.insert({{"HQ", 32}, {"HK", example.find("gqa") != std::string::npos ? 4 : 16}});
+    cuda::CudaSource chunked = cuda_source_of(example, sizes, 4);
+    cuda::CompiledModule m = cuda::compile_cuda(chunked.code, example, "sm_90a");
+    if (grouped) {
+      EXPECT_NE(m.ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << example;
+    }
+    const cuda::FunctionResources* f = m.resources.find(chunked.launches[0].name);
+    ASSERT_NE(f, nullptr) << example;
+    std::cout << example << " in chunks of 4 tiles: " << f->registers << " registers, "
+              << f->spill_store_bytes << " bytes spilled\n";
   }
 }
 

@@ -2,10 +2,12 @@
 // Stores masked by their own region's bound (see Bound.h).
 #include "tile/passes/Bound.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include "ir/Simplify.h"
+#include "ir/Visit.h"
 #include "tile/passes/Walk.h"
 
 namespace kintsugi::tile {
@@ -21,22 +23,27 @@ class BoundMask {
     });
   }
 
-  bool covers(const TileOp& store, const ir::Buffer& b) const {
+  // Exactly (`exact`), or at most (other conjuncts allowed, which only narrow it). Conjuncts
+  // that are uniform conditions true under `at` (a loop variable at its first value) count as
+  // true.
+  bool covers(const TileOp& store, const ir::Buffer& b, bool exact,
+              const std::map<std::string, ir::Expr>& at = {}) const {
+    at_ = at;
     std::vector<std::pair<int, int>> conjuncts;  // (value, axis of the stored tile it spans)
-    if (!bound_conjuncts(store.args[1], {}, &conjuncts)) return false;
+    if (!bound_conjuncts(store.args[1], {}, exact, &conjuncts)) return false;
     std::set<size_t> covered;
     for (auto [id, axis] : conjuncts) {
       const TileOp& lt = *defs_.at(id);
       const TileOp& lhs = *defs_.at(lt.args[0]);
       const TileOp& rhs = *defs_.at(lt.args[1]);
-      if (lhs.kind != OpKind::Arange || rhs.kind != OpKind::Full) return false;
       bool matched = false;
-      for (size_t d = 0; d < store.starts.size() && !matched; ++d)
-        matched = store.axis_of_dim[d] == axis && store.bounds_checked[d] &&
-                  ir::provably_equal(store.starts[d], lhs.scalar) &&
-                  ir::provably_equal(b.shape[d], rhs.scalar) && non_negative(lhs.scalar) &&
-                  covered.insert(d).second;
-      if (!matched) return false;
+      if (lhs.kind == OpKind::Arange && rhs.kind == OpKind::Full)
+        for (size_t d = 0; d < store.starts.size() && !matched; ++d)
+          matched = store.axis_of_dim[d] == axis && store.bounds_checked[d] &&
+                    ir::provably_equal(store.starts[d], lhs.scalar) &&
+                    ir::provably_equal(b.shape[d], rhs.scalar) && non_negative(lhs.scalar) &&
+                    covered.insert(d).second;
+      if (!matched && exact) return false;
     }
     for (size_t d = 0; d < store.starts.size(); ++d)
       if (store.bounds_checked[d] && !covered.count(d)) return false;
@@ -45,22 +52,44 @@ class BoundMask {
 
  private:
   // The `lt` conjuncts of mask `id` with the stored axis each spans (`axes`: the stored axis of
-  // each axis of `id`, empty at the mask itself); false when the mask has another form.
-  bool bound_conjuncts(int id, std::vector<int> axes, std::vector<std::pair<int, int>>* out) const {
+  // each axis of `id`, empty at the mask itself); false when the mask has another form (`exact`),
+  // else conjuncts of other forms are passed over.
+  bool bound_conjuncts(int id, std::vector<int> axes, bool exact,
+                       std::vector<std::pair<int, int>>* out) const {
     const TileOp& o = *defs_.at(id);
     if (axes.empty())
       for (size_t a = 0; a < o.type.shape.size(); ++a) axes.push_back(static_cast<int>(a));
     if (o.kind == OpKind::Broadcast) {
       std::vector<int> inner;
       for (int d : o.dims) inner.push_back(axes[static_cast<size_t>(d)]);
-      return bound_conjuncts(o.args[0], inner, out);
+      return bound_conjuncts(o.args[0], inner, exact, out);
     }
-    if (o.kind != OpKind::Map || o.is_call) return false;
-    if (o.op == ir::Op::And)
-      return bound_conjuncts(o.args[0], axes, out) && bound_conjuncts(o.args[1], axes, out);
-    if (o.op != ir::Op::Lt || axes.size() != 1) return false;
+    if (o.kind == OpKind::Full && !at_.empty() && holds(ir::substitute(o.scalar, at_))) return true;
+    bool map = o.kind == OpKind::Map && !o.is_call;
+    if (map && o.op == ir::Op::And)
+      return bound_conjuncts(o.args[0], axes, exact, out) &&
+             bound_conjuncts(o.args[1], axes, exact, out);
+    if (!map || o.op != ir::Op::Lt || axes.size() != 1) return !exact;
     out->push_back({id, axes[0]});
     return true;
+  }
+
+  // Whether a condition provably holds: true, an equality of provably equal sides (`0 == 0`,
+  // `0 * 64 == 0`), or a conjunction of such.
+  static bool holds(const ir::Expr& c) {
+    ir::Expr e = ir::simplify(c);
+    switch (e->op) {
+      case ir::Op::BoolImm:
+        return e->int_value == 1;
+      case ir::Op::Eq:
+      case ir::Op::Le:
+      case ir::Op::Ge:
+        return ir::provably_equal(e->args[0], e->args[1]);
+      case ir::Op::And:
+        return holds(e->args[0]) && holds(e->args[1]);
+      default:
+        return false;
+    }
   }
 
   // Literals, sizes and grid indices, combined by +, * and floor division.
@@ -81,6 +110,7 @@ class BoundMask {
 
   std::set<std::string> grid_;
   std::map<int, const TileOp*> defs_;
+  mutable std::map<std::string, ir::Expr> at_;
 };
 
 }  // namespace
@@ -89,7 +119,24 @@ bool masked_by_its_bound(const Kernel& k, const TileOp& store, const ir::LoopPro
   const ir::Buffer* b = source.find_buffer(store.buffer);
   if (store.kind != OpKind::Store || store.args.size() != 2 || !b || b->dtype != store.type.dtype)
     return false;
-  return BoundMask(k).covers(store, *b);
+  return BoundMask(k).covers(store, *b, true);
+}
+
+bool writes_its_whole_bound_at(const Kernel& k, const TileOp& store, const ir::LoopProgram& source,
+                               const std::string& var, const ir::Expr& value) {
+  const ir::Buffer* b = source.find_buffer(store.buffer);
+  if (store.kind != OpKind::Store || !b || b->dtype != store.type.dtype) return false;
+  if (store.args.size() < 2)
+    return std::none_of(store.bounds_checked.begin(), store.bounds_checked.end(),
+                        [](bool c) { return c; });
+  return BoundMask(k).covers(store, *b, true, {{var, value}});
+}
+
+bool masked_within_its_bound(const Kernel& k, const TileOp& store, const ir::LoopProgram& source) {
+  const ir::Buffer* b = source.find_buffer(store.buffer);
+  if (store.kind != OpKind::Store || store.args.size() != 2 || !b || b->dtype != store.type.dtype)
+    return false;
+  return BoundMask(k).covers(store, *b, false);
 }
 
 }  // namespace kintsugi::tile

@@ -17,4 +17,14 @@ namespace kintsugi::tile {
 // one, and the stored dtype is the buffer's.
 bool masked_by_its_bound(const Kernel& k, const TileOp& store, const ir::LoopProgram& source);
 
+// Whether `store` writes nothing past its region's bound: some conjuncts of its mask are those of
+// masked_by_its_bound, and the others (a first-iteration condition) only narrow it.
+bool masked_within_its_bound(const Kernel& k, const TileOp& store, const ir::LoopProgram& source);
+
+// Whether `store` writes every element of its region inside the buffer when loop variable `var`
+// is `value`: unmasked with no tail, or masked by exactly its bound and conditions that hold
+// there (a split-K chunk's init at the first tile: `j10 == 0`).
+bool writes_its_whole_bound_at(const Kernel& k, const TileOp& store, const ir::LoopProgram& source,
+                               const std::string& var, const ir::Expr& value);
+
 }  // namespace kintsugi::tile

@@ -8,16 +8,18 @@
 // A loop qualifies for buffer B when, in the loop's own body (no nested loops there):
 //   - every access to B is a top-level load or store of the same region: equal starts that do
 //     not mention the loop variable, the same tile axes and shape, no tail bounds (so a load
-//     reads back exactly what the last store wrote) unless every store is masked by exactly the
-//     region's bound (Bound.h: the register keeps the 0 loaded past the bound, as every load
-//     would read), in B's own dtype (no rounding on store);
+//     reads back exactly what the last store wrote) unless no store writes past the region's
+//     bound (Bound.h: the register keeps the 0 loaded past the bound, as every load would
+//     read; a split-K chunk's first-iteration init is masked by the bound and its iteration),
+//     in B's own dtype (no rounding on store);
 //   - B is not an input (accesses to B outside the loop see it in memory: loaded before the
 //     loop, stored after it);
 //   - a loaded value is used only before the next store to B (a register read may not outlive
 //     the next write to its register: TileIR.h's verifier rule).
 // The rewrite: `load B` becomes `read R`; `store B = v` becomes `write R = v`, and a masked
-// store `write R = select(mask, v, read R)`. A loop that never runs then loads and stores back
-// the same values, which changes nothing.
+// store `write R = select(mask, v, read R)`. R starts as B loaded, or as 0 when the first
+// iteration stores the whole region before any load (Bound.h: writes_its_whole_bound_at). A loop
+// that never runs then loads and stores back the same values, which changes nothing.
 //
 // Invariant established: the program computes the same values; after the pass, no loop both
 // loads and stores one loop-invariant region of a buffer.
@@ -61,7 +63,7 @@ class Promoter {
       bool loads = false, stores = false, ok = true, bound_masked = true;
       for (const TileOp* o : ops)
         if (o->kind == OpKind::Store)
-          bound_masked = bound_masked && masked_by_its_bound(k_, *o, p_.source);
+          bound_masked = bound_masked && masked_within_its_bound(k_, *o, p_.source);
       for (const TileOp* o : ops) {
         loads = loads || o->kind == OpKind::Load;
         stores = stores || o->kind == OpKind::Store;
@@ -112,6 +114,16 @@ class Promoter {
     for (const TileStmt& s : b[i].body)
       if (s.op.buffer == name) region = s.op;
     TileType type{region.type.dtype, region.type.shape};
+    // When the first iteration's first access stores the whole region (a split-K chunk's init),
+    // the value before the loop is never read: the register starts at 0, as memory reads past
+    // the bound, instead of loading the buffer.
+    bool overwritten = false;
+    for (const TileStmt& s : b[i].body)
+      if (s.op.buffer == name) {
+        overwritten = s.op.kind == OpKind::Store &&
+                      writes_its_whole_bound_at(k_, s.op, p_.source, b[i].var, b[i].min);
+        break;
+      }
     k_.registers.push_back(Register{reg, type, ""});
 
     TileBody body;
@@ -160,6 +172,23 @@ class Promoter {
     load.kind = OpKind::Load;
     load.args.clear();
     load.result = fresh();
+    std::vector<TileStmt> zeros;
+    if (overwritten) {
+      TileOp zero;
+      zero.kind = OpKind::Full;
+      zero.scalar = ir::make_float(0.0, type.dtype);
+      zero.type = TileType{type.dtype, {}};
+      zero.result = fresh();
+      load = zero;
+      if (!type.shape.empty()) {
+        load = TileOp{};
+        load.kind = OpKind::Broadcast;
+        load.args = {zero.result};
+        load.type = type;
+        load.result = fresh();
+        zeros.push_back(op_stmt(zero));
+      }
+    }
     TileOp init;
     init.kind = OpKind::Write;
     init.buffer = reg;
@@ -175,8 +204,10 @@ class Promoter {
     store.result = -1;
     store.args = {last.result};
     b.insert(b.begin() + static_cast<std::ptrdiff_t>(i) + 1, {op_stmt(last), op_stmt(store)});
-    b.insert(b.begin() + static_cast<std::ptrdiff_t>(i), {op_stmt(load), op_stmt(init)});
-    return i + 2;
+    zeros.push_back(op_stmt(load));
+    zeros.push_back(op_stmt(init));
+    b.insert(b.begin() + static_cast<std::ptrdiff_t>(i), zeros.begin(), zeros.end());
+    return i + zeros.size();
   }
 
   const TileProgram& p_;

@@ -1,5 +1,6 @@
 // Buffer promotion (tile/passes/Promote.cpp): a loop that loads and stores one loop-invariant,
-// untailed region of a buffer keeps it in a register (loaded before the loop, stored after);
+// untailed region of a buffer keeps it in a register (loaded before the loop, or started at 0
+// when the first iteration stores the region first; stored after);
 // a loop whose loaded value outlives the next store, whose region moves with the loop, or whose
 // region has a tail keeps its memory accesses. Then the split-K combine kernels of decode as
 // translated: no store is left inside their loops.
@@ -13,13 +14,24 @@ using namespace kintsugi::tile_test;
 
 namespace {
 
-enum class Variant { Promotable, ValueOutlivesStore, RegionMoves, RegionHasTail };
+enum class Variant { Promotable, ValueOutlivesStore, RegionMoves, RegionHasTail, InitFirst };
 
-// for j: y = Y[row]; Y[row] = y + f32(X[4j]) (or the variant's change).
+// for j: y = Y[row]; Y[row] = y + f32(X[4j]) (or the variant's change: InitFirst first stores 0
+// at j == 0, as a split-K chunk's rolling partial starts).
 tile::TileProgram accumulate_into_y(Variant v) {
   Builder b;
   TileType t = f32({4, 8});
   b.open_loop("j");
+  if (v == Variant::InitFirst) {
+    int zero = b.broadcast(b.full(ir::make_float(0.0, DType::F32)), {}, t);
+    int first = b.broadcast(b.full(ir::make_binary(ir::Op::Eq, index("j"), ir::make_int(0))), {},
+                            TileType{DType::Bool, {4, 8}});
+    TileOp init = Builder::region("Y", ir::make_int(0), false);
+    init.kind = OpKind::Store;
+    init.args = {zero, first};
+    init.type = t;
+    b.emit(init);
+  }
   ir::Expr row = v == Variant::RegionMoves ? times(index("j"), 4) : ir::make_int(0);
   bool tail = v == Variant::RegionHasTail;
   int y = b.load_y(row, tail);
@@ -40,16 +52,23 @@ int memory_accesses_in_loops(tile::TileBody& body, const std::string& buffer) {
   return n;
 }
 
+// Promotes, and checks that Y lives in one register for the loop.
+tile::Kernel& promote_y(tile::TileProgram& p) {
+  tile::promote_loop_buffers(p);
+  tile::verify(p);
+  tile::Kernel& k = p.kernels[0];
+  EXPECT_EQ(k.registers.size(), 1u);
+  EXPECT_EQ(memory_accesses_in_loops(k.body, "Y"), 0);
+  return k;
+}
+
 }  // namespace
 
 TEST(TilePromote, LoopInvariantRegionMovesToARegister) {
   tile::TileProgram p = accumulate_into_y(Variant::Promotable);
-  tile::promote_loop_buffers(p);
-  tile::verify(p);
-  tile::Kernel& k = p.kernels[0];
+  tile::Kernel& k = promote_y(p);
   ASSERT_EQ(k.registers.size(), 1u);
   EXPECT_EQ(k.registers[0].name, "Y.promoted");
-  EXPECT_EQ(memory_accesses_in_loops(k.body, "Y"), 0);
   // Loaded once in front of the loop, stored once after it.
   ASSERT_EQ(k.body.size(), 5u);
   EXPECT_EQ(k.body[0].op.kind, OpKind::Load);
@@ -58,6 +77,22 @@ TEST(TilePromote, LoopInvariantRegionMovesToARegister) {
   EXPECT_EQ(k.body[3].op.kind, OpKind::Read);
   EXPECT_EQ(k.body[4].op.kind, OpKind::Store);
   EXPECT_EQ(count(k.body, OpKind::Write), 2);
+}
+
+// A loop whose first iteration first stores the whole region starts its register at 0: the
+// buffer is not loaded before the loop.
+TEST(TilePromote, ARegionTheFirstIterationStoresStartsAtZero) {
+  tile::TileProgram p = accumulate_into_y(Variant::InitFirst);
+  tile::Kernel& k = promote_y(p);
+  EXPECT_EQ(k.body[0].op.kind, OpKind::Full) << tile::to_string(p);
+  int loads_of_y = 0;
+  tile::for_each_op(k.body,
+                    [&](TileOp& o) { loads_of_y += o.kind == OpKind::Load && o.buffer == "Y"; });
+  EXPECT_EQ(loads_of_y, 0) << tile::to_string(p);
+  // Without the init the buffer is loaded first.
+  tile::TileProgram q = accumulate_into_y(Variant::Promotable);
+  tile::promote_loop_buffers(q);
+  EXPECT_EQ(q.kernels[0].body[0].op.kind, OpKind::Load);
 }
 
 TEST(TilePromote, UnsafeLoopsKeepTheirMemoryAccesses) {
