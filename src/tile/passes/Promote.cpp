@@ -18,12 +18,15 @@
 //     the next write to its register: TileIR.h's verifier rule).
 // The rewrite: `load B` becomes `read R`; `store B = v` becomes `write R = v`, and a masked
 // store `write R = select(mask, v, read R)`. R starts as B loaded, or as 0 when the first
-// iteration stores the whole region before any load (Bound.h: writes_its_whole_bound_at). A loop
+// iteration stores the whole region before any load (Bound.h: writes_its_whole_bound_at); that
+// store is dropped when it stores 0 in the first iteration only (a split-K chunk's rolling
+// partial, initialised at its first tile): R already holds it. A loop
 // that never runs then loads and stores back the same values, which changes nothing.
 //
 // Invariant established: the program computes the same values; after the pass, no loop both
 // loads and stores one loop-invariant region of a buffer.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "ir/Visit.h"
@@ -97,6 +100,35 @@ class Promoter {
 
   int fresh() { return k_.num_values++; }
 
+  const TileOp* def(int id) const {
+    const TileOp* out = nullptr;
+    for_each_op(k_.body, [&](const TileOp& o) {
+      if (o.result == id) out = &o;
+    });
+    return out;
+  }
+  // A full tile of 0, or a broadcast of one.
+  bool is_zero(int id) const {
+    const TileOp* d = def(id);
+    if (d && d->kind == OpKind::Broadcast) d = def(d->args[0]);
+    if (!d || d->kind != OpKind::Full) return false;
+    const ir::Expr& v = d->scalar;
+    if (v->op == ir::Op::FloatImm) return v->float_value == 0.0 && !std::signbit(v->float_value);
+    return v->op == ir::Op::IntImm && v->int_value == 0;
+  }
+  // Whether mask `id` has the conjunct `loop.var == loop.min` (a full scalar, maybe broadcast).
+  bool only_first(int id, const TileStmt& loop) const {
+    const TileOp* d = def(id);
+    if (!d) return false;
+    if (d->kind == OpKind::Broadcast) return only_first(d->args[0], loop);
+    if (d->kind == OpKind::Map && !d->is_call && d->op == ir::Op::And)
+      return only_first(d->args[0], loop) || only_first(d->args[1], loop);
+    if (d->kind != OpKind::Full) return false;
+    const ir::Expr& c = d->scalar;
+    return c->op == ir::Op::Eq && c->args[0]->op == ir::Op::Var && c->args[0]->name == loop.var &&
+           ir::equal(c->args[1], loop.min);
+  }
+
   static TileStmt op_stmt(TileOp o) {
     TileStmt s;
     s.op = std::move(o);
@@ -117,11 +149,17 @@ class Promoter {
     // When the first iteration's first access stores the whole region (a split-K chunk's init),
     // the value before the loop is never read: the register starts at 0, as memory reads past
     // the bound, instead of loading the buffer.
+    // If that store stores 0 and only in the first iteration (its mask has the conjunct
+    // `var == min`), it writes what the register already holds: it is dropped.
     bool overwritten = false;
+    const TileOp* zero_init = nullptr;
     for (const TileStmt& s : b[i].body)
       if (s.op.buffer == name) {
         overwritten = s.op.kind == OpKind::Store &&
                       writes_its_whole_bound_at(k_, s.op, p_.source, b[i].var, b[i].min);
+        if (overwritten && is_zero(s.op.args[0]) && s.op.args.size() > 1 &&
+            only_first(s.op.args[1], b[i]))
+          zero_init = &s.op;
         break;
       }
     k_.registers.push_back(Register{reg, type, ""});
@@ -129,6 +167,7 @@ class Promoter {
     TileBody body;
     for (TileStmt& s : b[i].body) {
       TileOp& o = s.op;
+      if (&o == zero_init) continue;
       if (o.buffer != name) {
         body.push_back(std::move(s));
         continue;

@@ -89,6 +89,8 @@ TEST(TilePromote, ARegionTheFirstIterationStoresStartsAtZero) {
   tile::for_each_op(k.body,
                     [&](TileOp& o) { loads_of_y += o.kind == OpKind::Load && o.buffer == "Y"; });
   EXPECT_EQ(loads_of_y, 0) << tile::to_string(p);
+  // The init stores what the register starts with: it is gone (one write in the loop).
+  EXPECT_EQ(count(k.body, OpKind::Write), 2) << tile::to_string(p);
   // Without the init the buffer is loaded first.
   tile::TileProgram q = accumulate_into_y(Variant::Promotable);
   tile::promote_loop_buffers(q);
