@@ -184,6 +184,7 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   if (options_.schedule == "auto") {
     schedule::AutoScheduleOptions auto_options;
     auto_options.sizes = sizes;
+    auto_options.chunk_tiles = options_.chunk_tiles;
     schedule::Schedule s = schedule::auto_schedule(program_, auto_options, &v->notes);
     v->scheduled = s.program();
     v->schedule = s.primitive_names();

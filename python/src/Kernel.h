@@ -83,6 +83,7 @@ struct KernelOptions {
   runtime::SizeMap shape;         // size hints (kintsugi.compile(shape=...))
   runtime::ParamMap params;       // param overrides
   std::string name;               // program name for source text (default "program")
+  int64_t chunk_tiles = 1;        // split-K: key tiles a chunk walks with the rolling update
 };
 
 // One compiled variant: the program scheduled and compiled for one size binding.

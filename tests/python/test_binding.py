@@ -259,6 +259,19 @@ def test_type_error_in_source_located():
         kintsugi.compile("input X: f32[N]\noutput Y[i]: f32 = X[i] + Z[i]\n")
 
 
+@pytest.mark.parametrize("t", [1000, 64])
+def test_decode_in_chunks_of_tiles(t):
+    """chunk_tiles: split-K chunks of several key tiles walked with the rolling update."""
+    kernel = kintsugi.compile(EXAMPLES / "attention" / "decode_causal.te", chunk_tiles=4)
+    rng = np.random.default_rng(t)
+    q, k, v = qkv(rng, 1, 2, 1, t, 32)
+    out = np.from_dlpack(kernel(q, k, v))
+    ref = references.attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                               causal=True)
+    assert rel_err(out, ref) <= F16_TOL
+    assert any("chunks of 4 tiles" in n for n in kernel.notes)
+
+
 def test_compile_errors():
     with pytest.raises(ValueError, match="unknown target 'gpu'; use target='cpu' or 'cuda'"):
         kintsugi.compile(SOFTMAX_SRC, target="gpu")
@@ -274,6 +287,8 @@ def test_compile_errors():
         kintsugi.compile(SOFTMAX_SRC, params={"EPS": 1.0})
     with pytest.raises(ValueError, match="unknown schedule"):
         kintsugi.compile(SOFTMAX_SRC, schedule="fast")
+    with pytest.raises(ValueError, match="chunk_tiles takes a positive count, not 0"):
+        kintsugi.compile(SOFTMAX_SRC, chunk_tiles=0)
 
 
 # --------------------------------------------------------------------------------------------
