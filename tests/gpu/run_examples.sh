@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every example on the GPU with --target cuda --verify at its default sizes, at odd sizes
 # (prefill S=T=1000, decode T=1000, norms M=37,N=1000), at long ones for the split-K programs
-# (decode T=32768, norms M=4,N=65536: their combines walk wide tiles on 256 or 512 threads) and,
-# for the windowed program, with fully masked leading key tiles (S=48, T=80, W=16); prints one
-# line per run and a summary, and exits non-zero if any run fails to verify.
+# (decode T=32768, norms M=4,N=65536: their combines walk wide tiles on 256 or 512 threads),
+# decode in chunks of four key tiles walked with the rolling update (--chunk-tiles 4, T=1000: the
+# last chunk's last tile empty, and T=32768) and, for the windowed program, with fully masked
+# leading key tiles (S=48, T=80, W=16); prints one line per run and a summary, and exits non-zero
+# if any run fails to verify.
 #   tests/gpu/run_examples.sh [KINTSUGI_BINARY]      (jobs in parallel: $JOBS, default 8)
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -20,6 +22,9 @@ for f in "$root"/examples/attention/*.te "$root"/examples/norm/*.te "$root"/exam
   esac
   runs+=("$f|" "$f|$odd")
   [ -n "$long" ] && runs+=("$f|$long")
+  case "$n" in
+    decode*) runs+=("$f|--chunk-tiles 4 --shape T=1000" "$f|--chunk-tiles 4 --shape T=32768") ;;
+  esac
   [ "$n" = prefill_windowed ] && runs+=("$f|--shape S=48,T=80 --param W=16")
 done
 one() {
