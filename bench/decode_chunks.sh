@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Decode in split-K chunks of 1, 2, 4 and 8 key tiles (--chunk-tiles), each walked with the
+# rolling update: the benchmark (every output verified against the float64 reference before it is
+# timed) and Nsight Compute's time per kernel for each count, on a GPU machine.
+#   bench/decode_chunks.sh BINARY OUT_DIR [LENGTHS]     (LENGTHS: default 32768,131072)
+set -u
+bin="$1"
+out="$2"
+lengths="${3:-32768,131072}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mkdir -p "$out"
+for ct in 1 2 4 8; do
+  echo "=== chunks of $ct tiles"
+  python3 "$root/bench/attention_bench.py" --kintsugi "$bin" --chunk-tiles "$ct" \
+    --ops decode_gqa,decode_softcap,decode_causal,decode_alibi --prefill "" --decode "$lengths" \
+    --json "$out/chunks_$ct.json" 2>&1 | grep -E "kintsugi|Error"
+  for op in "decode_gqa B=1,HQ=32,HK=4,S=1,D=128,T=32768" \
+            "decode_softcap B=1,HQ=32,HK=16,S=1,D=128,T=32768" \
+            "decode_causal B=1,H=32,S=1,D=128,T=32768"; do
+    set -- $op
+    echo "--- $1 (ncu)"
+    ncu --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size \
+      "$bin" run "$root/examples/attention/$1.te" --target cuda --chunk-tiles "$ct" --shape "$2" 2>&1 |
+      grep -E "^  ks_|duration|registers|grid_size" | sed 's/  */ /g'
+  done
+done
