@@ -244,4 +244,11 @@ Expr var(const std::string& name) {
   return ir::make_var(name, ir::VarKind::Index, DType::Int);
 }
 
+std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root) {
+  std::map<std::string, const ir::StmtNode*> out;
+  for (const ir::StmtNode* b : blocks_under(root))
+    for (const std::string& w : block_writes(*b)) out[w] = b;
+  return out;
+}
+
 }  // namespace kintsugi::schedule

@@ -4,6 +4,7 @@
 // buffers a block reads and writes.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,6 +50,8 @@ using ir::reducer_identity_expr;
 // Buffers read and written by a block (init included).
 std::set<std::string> block_reads(const ir::StmtNode& block);
 std::set<std::string> block_writes(const ir::StmtNode& block);
+// The block that writes each buffer.
+std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root);
 
 ir::Expr var(const std::string& name);  // an Int loop/iteration variable
 

@@ -7,6 +7,7 @@
 
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
+#include "schedule/Analysis.h"
 
 namespace kintsugi::schedule {
 
@@ -220,16 +221,7 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
   // variable v reads its own inputs at o + v, shifted by the sum of both offsets (the exponentials
   // of a chunk that its sum reads, computed from the scores).
   std::vector<Shifted> shifted;
-  std::map<std::string, const ir::StmtNode*> writers;
-  std::function<void(const ir::Stmt&)> collect = [&](const ir::Stmt& s) {
-    if (!s) return;
-    if (s->kind == ir::StmtKind::Block && s->body && s->body->kind == ir::StmtKind::Store)
-      writers[s->body->buffer] = s.get();
-    for (const ir::Stmt& c : s->stmts) collect(c);
-    collect(s->body);
-    collect(s->then_case);
-  };
-  collect(p.body);
+  std::map<std::string, const ir::StmtNode*> writers = block_writers(p.body);
   std::set<std::string> seen;
   std::function<void(const ir::StmtNode&, const std::string&, const ir::Expr&)> reads_of =
       [&](const ir::StmtNode& block, const std::string& v, const ir::Expr& base) {
@@ -248,6 +240,9 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
                 auto w = writers.find(x->name);
                 if (w == writers.end() || !seen.insert(x->name).second) continue;
                 const ir::StmtNode& wb = *w->second;
+                if (!wb.body || wb.body->kind != ir::StmtKind::Store ||
+                    d >= wb.body->indices.size())
+                  continue;
                 const ir::Expr& stored = wb.body->indices[d];
                 if (stored->op == ir::Op::Var) reads_of(wb, stored->name, offset);
               }

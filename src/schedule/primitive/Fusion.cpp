@@ -12,13 +12,6 @@
 
 namespace kintsugi::schedule {
 
-std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root) {
-  std::map<std::string, const ir::StmtNode*> out;
-  for (const ir::StmtNode* b : blocks_under(root))
-    for (const std::string& w : block_writes(*b)) out[w] = b;
-  return out;
-}
-
 void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
                    const std::function<bool(const ir::StmtNode& producer)>& is_frontier,
                    std::set<std::string>* frontier, std::vector<std::string>* between) {
@@ -67,6 +60,16 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
     if (value != 0.0) return false;
   }
   return true;
+}
+
+std::map<std::string, Range> axis_box(const std::map<std::string, AxisIteration>& axis_iter,
+                                      const std::string& block, const Range& tile) {
+  std::map<std::string, Range> box;
+  auto it = axis_iter.find(block);
+  if (it != axis_iter.end())
+    box[it->second.var] =
+        Range{ir::simplify(ir::make_binary(ir::Op::Add, it->second.offset, tile.min)), tile.extent};
+  return box;
 }
 
 std::map<std::string, AxisIteration> axis_iterations(const ir::LoopProgram& program,

@@ -13,9 +13,6 @@
 
 namespace kintsugi::schedule {
 
-// The block that writes each buffer.
-std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root);
-
 // Neptune's frontier discovery: walks the producers of `target` through elementwise blocks;
 // producers for which `is_frontier` holds are recorded in `frontier` (their buffers) and not
 // entered; the elementwise blocks on a path to one are recorded in `between`, producers first.
@@ -39,6 +36,10 @@ struct AxisIteration {
   std::string var;
   ir::Expr offset;
 };
+// The box that restricts `block` to one tile of the axis: its axis variable over `tile`, moved
+// by its offset (empty when the block has none).
+std::map<std::string, Range> axis_box(const std::map<std::string, AxisIteration>& axis_iter,
+                                      const std::string& block, const Range& tile);
 std::map<std::string, AxisIteration> axis_iterations(const ir::LoopProgram& program,
                                                      const std::string& target,
                                                      const std::string& axis,

@@ -147,15 +147,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // that consumer's axis variable.
   std::map<std::string, AxisIteration> axis_iter =
       axis_iterations(tmp.program(), block, axis->name, between);
-  auto box_for = [&](const std::string& name) {
-    std::map<std::string, Range> box;
-    if (axis_iter.count(name)) {
-      const AxisIteration& ai = axis_iter.at(name);
-      box[ai.var] =
-          Range{ir::simplify(ir::make_binary(ir::Op::Add, ai.offset, tile.min)), tile.extent};
-    }
-    return box;
-  };
+  auto box_for = [&](const std::string& name) { return axis_box(axis_iter, name, tile); };
   // Blocks between that others still read are cloned: the fused copy reads running values.
   std::map<std::string, std::string> renamed;  // original buffer -> buffer the fused blocks read
   for (const std::string& name : between) {
@@ -164,20 +156,19 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     // store at.)
     if (!b.body || b.body->kind != ir::StmtKind::Store || b.init)
       throw ScheduleError(P, "block '" + name + "' between is not a single store");
-    ElementwiseBlock eb;
-    eb.buffer = b.body->buffer;
+    const std::string buffer = b.body->buffer;
     bool others = false;
     std::set<std::string> fused(between.begin(), between.end());
     fused.insert(block);
     for (const ir::StmtNode* r : blocks_under(tmp.program_.body))
-      if (!fused.count(r->name) && r != &b && block_reads(*r).count(eb.buffer)) others = true;
+      if (!fused.count(r->name) && r != &b && block_reads(*r).count(buffer)) others = true;
     const ir::StmtNode* lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P).back();
     bool already_under = false;
     for (const ir::StmtNode* u : blocks_under(lp->body)) already_under |= u == &b;
     if (already_under) continue;
     if (others) {
       // Clone the nest under new block and buffer names, and redirect the fused readers.
-      std::string nb = tmp.fresh_name(name + ".ru"), nbuf = tmp.fresh_name(eb.buffer + ".ru");
+      std::string nb = tmp.fresh_name(name + ".ru"), nbuf = tmp.fresh_name(buffer + ".ru");
       size_t idx = 0;
       const ir::StmtNode* nest = find_block(tmp.program_.body, name, P)[1];
       for (; idx < tmp.program_.body->stmts.size(); ++idx)
@@ -186,14 +177,14 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
           ir::mutate(tmp.program_.body->stmts[idx], [&](const ir::Stmt& n) -> ir::Stmt {
             ir::StmtNode c = *n;
             if (c.kind == ir::StmtKind::Block && c.name == name) c.name = nb;
-            if (c.kind == ir::StmtKind::Store && c.buffer == eb.buffer) c.buffer = nbuf;
+            if (c.kind == ir::StmtKind::Store && c.buffer == buffer) c.buffer = nbuf;
             return std::make_shared<const ir::StmtNode>(std::move(c));
           });
       ir::LoopProgram p = tmp.program_;
       ir::StmtNode root = *p.body;
       root.stmts.insert(root.stmts.begin() + static_cast<long>(idx) + 1, clone);
       p.body = std::make_shared<const ir::StmtNode>(std::move(root));
-      ir::Buffer copy = *p.find_buffer(eb.buffer);
+      ir::Buffer copy = *p.find_buffer(buffer);
       copy.name = nbuf;
       p.buffers.push_back(copy);
       std::set<std::string> redirect(between.begin(), between.end());
@@ -204,7 +195,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
         auto fix = [&](const ir::Stmt& part) {
           return part ? ir::mutate_exprs(part,
                                          [&](const ir::Expr& e) {
-                                           return e->op == ir::Op::Load && e->name == eb.buffer
+                                           return e->op == ir::Op::Load && e->name == buffer
                                                       ? ir::make_load(nbuf, e->type, e->args)
                                                       : e;
                                          })
@@ -215,7 +206,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
         return std::make_shared<const ir::StmtNode>(std::move(c));
       });
       tmp.program_ = p;
-      renamed[eb.buffer] = nbuf;
+      renamed[buffer] = nbuf;
       tmp.reverse_compute_at_box(nb, LoopRef{loop.block, lv}, box_for(name));
       if (axis_iter.count(name)) axis_iter[nb] = axis_iter.at(name);
     } else {
@@ -275,11 +266,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       for (size_t d = 0; d < st.indices.size(); ++d) sub[st.indices[d]->name] = n->args[d];
       // A variable it does not store at is the target's variable bound alike (a split-K
       // chunk), else the loop position.
-      const ir::StmtNode& t = *find_block(tmp.program_.body, block, P).back();
       for (const ir::IterVar& iv : prod->iters) {
         if (sub.count(iv.name)) continue;
         sub[iv.name] = var(kPos);
-        for (const ir::IterVar& tv : t.iters)
+        for (const ir::IterVar& tv : target.iters)
           if (ir::equal(tv.binding, iv.binding)) sub[iv.name] = var(tv.name);
       }
       return expand(ir::substitute(st.value, sub));

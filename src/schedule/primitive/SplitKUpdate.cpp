@@ -151,12 +151,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   std::map<std::string, AxisIteration> axis_iter =
       axis_iterations(tmp.program(), block, axis->name, between);
   for (const std::string& name : between) {
-    std::map<std::string, Range> box;
-    if (axis_iter.count(name)) {
-      const AxisIteration& ai = axis_iter.at(name);
-      box[ai.var] =
-          Range{ir::simplify(ir::make_binary(ir::Op::Add, ai.offset, tile.min)), tile.extent};
-    }
+    std::map<std::string, Range> box = axis_box(axis_iter, name, tile);
     std::map<std::string, std::string> aliases;
     for (const auto& [g, ph] : placeholder) aliases[ph] = frontier.at(g);
     tmp.reverse_compute_at_box(name, LoopRef{loop.block, lv}, box, aliases);
