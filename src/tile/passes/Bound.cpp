@@ -28,9 +28,8 @@ class BoundMask {
   // true.
   bool covers(const TileOp& store, const ir::Buffer& b, bool exact,
               const std::map<std::string, ir::Expr>& at = {}) const {
-    at_ = at;
     std::vector<std::pair<int, int>> conjuncts;  // (value, axis of the stored tile it spans)
-    if (!bound_conjuncts(store.args[1], {}, exact, &conjuncts)) return false;
+    if (!bound_conjuncts(store.args[1], {}, exact, at, &conjuncts)) return false;
     std::set<size_t> covered;
     for (auto [id, axis] : conjuncts) {
       const TileOp& lt = *defs_.at(id);
@@ -53,8 +52,9 @@ class BoundMask {
  private:
   // The `lt` conjuncts of mask `id` with the stored axis each spans (`axes`: the stored axis of
   // each axis of `id`, empty at the mask itself); false when the mask has another form (`exact`),
-  // else conjuncts of other forms are passed over.
+  // else conjuncts of other forms are passed over. Uniform conditions true under `at` are true.
   bool bound_conjuncts(int id, std::vector<int> axes, bool exact,
+                       const std::map<std::string, ir::Expr>& at,
                        std::vector<std::pair<int, int>>* out) const {
     const TileOp& o = *defs_.at(id);
     if (axes.empty())
@@ -62,13 +62,13 @@ class BoundMask {
     if (o.kind == OpKind::Broadcast) {
       std::vector<int> inner;
       for (int d : o.dims) inner.push_back(axes[static_cast<size_t>(d)]);
-      return bound_conjuncts(o.args[0], inner, exact, out);
+      return bound_conjuncts(o.args[0], inner, exact, at, out);
     }
-    if (o.kind == OpKind::Full && !at_.empty() && holds(ir::substitute(o.scalar, at_))) return true;
+    if (o.kind == OpKind::Full && !at.empty() && holds(ir::substitute(o.scalar, at))) return true;
     bool map = o.kind == OpKind::Map && !o.is_call;
     if (map && o.op == ir::Op::And)
-      return bound_conjuncts(o.args[0], axes, exact, out) &&
-             bound_conjuncts(o.args[1], axes, exact, out);
+      return bound_conjuncts(o.args[0], axes, exact, at, out) &&
+             bound_conjuncts(o.args[1], axes, exact, at, out);
     if (!map || o.op != ir::Op::Lt || axes.size() != 1) return !exact;
     out->push_back({id, axes[0]});
     return true;
@@ -110,22 +110,25 @@ class BoundMask {
 
   std::set<std::string> grid_;
   std::map<int, const TileOp*> defs_;
-  mutable std::map<std::string, ir::Expr> at_;
 };
+
+// The buffer a store writes, when it is a store in the buffer's own dtype.
+const ir::Buffer* stored_buffer(const TileOp& store, const ir::LoopProgram& source) {
+  const ir::Buffer* b = source.find_buffer(store.buffer);
+  return store.kind == OpKind::Store && b && b->dtype == store.type.dtype ? b : nullptr;
+}
 
 }  // namespace
 
 bool masked_by_its_bound(const Kernel& k, const TileOp& store, const ir::LoopProgram& source) {
-  const ir::Buffer* b = source.find_buffer(store.buffer);
-  if (store.kind != OpKind::Store || store.args.size() != 2 || !b || b->dtype != store.type.dtype)
-    return false;
-  return BoundMask(k).covers(store, *b, true);
+  const ir::Buffer* b = stored_buffer(store, source);
+  return b && store.args.size() == 2 && BoundMask(k).covers(store, *b, true);
 }
 
 bool writes_its_whole_bound_at(const Kernel& k, const TileOp& store, const ir::LoopProgram& source,
                                const std::string& var, const ir::Expr& value) {
-  const ir::Buffer* b = source.find_buffer(store.buffer);
-  if (store.kind != OpKind::Store || !b || b->dtype != store.type.dtype) return false;
+  const ir::Buffer* b = stored_buffer(store, source);
+  if (!b) return false;
   if (store.args.size() < 2)
     return std::none_of(store.bounds_checked.begin(), store.bounds_checked.end(),
                         [](bool c) { return c; });
@@ -133,10 +136,8 @@ bool writes_its_whole_bound_at(const Kernel& k, const TileOp& store, const ir::L
 }
 
 bool masked_within_its_bound(const Kernel& k, const TileOp& store, const ir::LoopProgram& source) {
-  const ir::Buffer* b = source.find_buffer(store.buffer);
-  if (store.kind != OpKind::Store || store.args.size() != 2 || !b || b->dtype != store.type.dtype)
-    return false;
-  return BoundMask(k).covers(store, *b, false);
+  const ir::Buffer* b = stored_buffer(store, source);
+  return b && store.args.size() == 2 && BoundMask(k).covers(store, *b, false);
 }
 
 }  // namespace kintsugi::tile
