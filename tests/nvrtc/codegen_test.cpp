@@ -84,8 +84,8 @@ TEST(CudaCodegen, DecodeAtBenchmarkSizesCompilesWithoutSpills) {
   }
 }
 
-// Decode with one key (T = 1: the combines' registers start at 0, nothing is loaded before
-// their loops) compiles for both architectures without spills; so do chunks of four key tiles
+// Decode with one key (T = 1: one chunk, the combines' loops run once) compiles for both
+// architectures without spills; so do chunks of four key tiles
 // walked with the rolling update at the benchmark's sizes, the grouped ones on tensor cores
 // (their chunk kernel's registers and spills are reported).
 TEST(CudaCodegen, DecodeOfOneKeyAndOfChunksOfTilesCompile) {

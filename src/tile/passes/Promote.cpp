@@ -17,8 +17,9 @@
 //   - a loaded value is used only before the next store to B (a register read may not outlive
 //     the next write to its register: TileIR.h's verifier rule).
 // The rewrite: `load B` becomes `read R`; `store B = v` becomes `write R = v`, and a masked
-// store `write R = select(mask, v, read R)`. R starts as B loaded, or as 0 when the first
-// iteration stores the whole region before any load (Bound.h: writes_its_whole_bound_at); that
+// store `write R = select(mask, v, read R)`. R starts as B loaded, or as 0 when the loop runs a
+// constant, positive number of times and its first iteration stores the whole region before any
+// load (Bound.h: writes_its_whole_bound_at); that
 // store is dropped when it stores 0 in the first iteration only (a split-K chunk's rolling
 // partial, initialised at its first tile): R already holds it. A loop
 // that never runs then loads and stores back the same values, which changes nothing.
@@ -28,7 +29,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
+#include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "tile/Passes.h"
 #include "tile/passes/Bound.h"
@@ -153,9 +156,11 @@ class Promoter {
     // `var == min`), it writes what the register already holds: it is dropped.
     bool overwritten = false;
     const TileOp* zero_init = nullptr;
+    // (Only in a loop that surely runs: one that never runs stores back what was loaded.)
+    std::optional<int64_t> trips = ir::as_const_int(b[i].extent);
     for (const TileStmt& s : b[i].body)
       if (s.op.buffer == name) {
-        overwritten = s.op.kind == OpKind::Store &&
+        overwritten = trips && *trips > 0 && s.op.kind == OpKind::Store &&
                       writes_its_whole_bound_at(k_, s.op, p_.source, b[i].var, b[i].min);
         if (overwritten && is_zero(s.op.args[0]) && s.op.args.size() > 1 &&
             only_first(s.op.args[1], b[i]))

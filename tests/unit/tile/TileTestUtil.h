@@ -69,12 +69,13 @@ class Builder {
     return bodies_.back()->back().op.result;
   }
 
-  void open_loop(const std::string& var) {
+  // A loop over N iterations, or `extent` when given.
+  void open_loop(const std::string& var, ir::Expr extent = nullptr) {
     tile::TileStmt s;
     s.kind = tile::StmtKind::For;
     s.var = var;
     s.min = ir::make_int(0);
-    s.extent = dim("N");
+    s.extent = extent ? extent : dim("N");
     bodies_.back()->push_back(std::move(s));
     bodies_.push_back(&bodies_.back()->back().body);
   }

@@ -18,10 +18,10 @@ enum class Variant { Promotable, ValueOutlivesStore, RegionMoves, RegionHasTail,
 
 // for j: y = Y[row]; Y[row] = y + f32(X[4j]) (or the variant's change: InitFirst first stores 0
 // at j == 0, as a split-K chunk's rolling partial starts).
-tile::TileProgram accumulate_into_y(Variant v) {
+tile::TileProgram accumulate_into_y(Variant v, ir::Expr trips = nullptr) {
   Builder b;
   TileType t = f32({4, 8});
-  b.open_loop("j");
+  b.open_loop("j", trips);
   if (v == Variant::InitFirst) {
     int zero = b.broadcast(b.full(ir::make_float(0.0, DType::F32)), {}, t);
     int first = b.broadcast(b.full(ir::make_binary(ir::Op::Eq, index("j"), ir::make_int(0))), {},
@@ -79,10 +79,10 @@ TEST(TilePromote, LoopInvariantRegionMovesToARegister) {
   EXPECT_EQ(count(k.body, OpKind::Write), 2);
 }
 
-// A loop whose first iteration first stores the whole region starts its register at 0: the
-// buffer is not loaded before the loop.
+// A loop of 3 iterations whose first iteration first stores the whole region starts its register
+// at 0: the buffer is not loaded before the loop. Over N iterations (maybe none) it is loaded.
 TEST(TilePromote, ARegionTheFirstIterationStoresStartsAtZero) {
-  tile::TileProgram p = accumulate_into_y(Variant::InitFirst);
+  tile::TileProgram p = accumulate_into_y(Variant::InitFirst, ir::make_int(3));
   tile::Kernel& k = promote_y(p);
   EXPECT_EQ(k.body[0].op.kind, OpKind::Full) << tile::to_string(p);
   int loads_of_y = 0;
@@ -91,10 +91,13 @@ TEST(TilePromote, ARegionTheFirstIterationStoresStartsAtZero) {
   EXPECT_EQ(loads_of_y, 0) << tile::to_string(p);
   // The init stores what the register starts with: it is gone (one write in the loop).
   EXPECT_EQ(count(k.body, OpKind::Write), 2) << tile::to_string(p);
-  // Without the init the buffer is loaded first.
-  tile::TileProgram q = accumulate_into_y(Variant::Promotable);
+  // Without the init, or in a loop that may not run, the buffer is loaded first.
+  tile::TileProgram q = accumulate_into_y(Variant::Promotable, ir::make_int(3));
   tile::promote_loop_buffers(q);
   EXPECT_EQ(q.kernels[0].body[0].op.kind, OpKind::Load);
+  tile::TileProgram r = accumulate_into_y(Variant::InitFirst);
+  tile::promote_loop_buffers(r);
+  EXPECT_EQ(r.kernels[0].body[0].op.kind, OpKind::Load) << tile::to_string(r);
 }
 
 TEST(TilePromote, UnsafeLoopsKeepTheirMemoryAccesses) {
