@@ -446,7 +446,7 @@ class CyclicWriter : public KernelWriter {
             const TileOp& o = c.op;
             if (c.kind != tile::StmtKind::Op || o.stream_loop != s.var || !stageable(o, written))
               continue;
-            int64_t size = (slot_bytes(o) + 15) / 16 * 16;
+            int64_t size = slot_bytes(o);
             if (bytes + 2 * size > kMaxStagedBytes) continue;
             staged_[o.result] = Staged{bytes, size, 0, &s};
             bytes += 2 * size;
@@ -455,7 +455,7 @@ class CyclicWriter : public KernelWriter {
         }
         const TileOp& o = s.op;
         if (!top_level || !stageable(o, written)) continue;
-        int64_t size = (slot_bytes(o) + 15) / 16 * 16;
+        int64_t size = slot_bytes(o);
         if (bytes + size > kMaxStagedBytes) continue;
         staged_[o.result] = Staged{bytes, size, static_cast<int>(top.size()), nullptr};
         top.push_back(&o);
@@ -481,8 +481,10 @@ class CyclicWriter : public KernelWriter {
       }
   }
 
+  // Bytes of a load's slot, rounded up to 16 so that every slot starts 16-byte aligned.
   int64_t slot_bytes(const TileOp& o) const {
-    return o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape, threads_));
+    int64_t bytes = o.type.elements() * (chunk_bytes(o) / chunk_width(o.type.shape, threads_));
+    return (bytes + 15) / 16 * 16;
   }
 
   // The cp.async copies of this thread's chunks of load `o` into the slot at byte offset `slot`
