@@ -83,7 +83,7 @@ struct KernelOptions {
   runtime::SizeMap shape;         // size hints (kintsugi.compile(shape=...))
   runtime::ParamMap params;       // param overrides
   std::string name;               // program name for source text (default "program")
-  int64_t chunk_tiles = 1;        // split-K: key tiles a chunk walks with the rolling update
+  int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
 };
 
 // One compiled variant: the program scheduled and compiled for one size binding.

@@ -174,7 +174,8 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
                                 const std::optional<std::map<std::string, int64_t>>& shape,
                                 const std::optional<std::map<std::string, double>>& params,
                                 const std::string& schedule, const std::optional<std::string>& name,
-                                const std::optional<std::string>& arch, int64_t chunk_tiles) {
+                                const std::optional<std::string>& arch,
+                                std::optional<int64_t> chunk_tiles) {
   std::string text;
   bool is_source = false;
   if (py::isinstance<py::str>(path_or_source)) {
@@ -195,10 +196,12 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
   if (params) options.params = *params;
   if (name) options.name = *name;
   if (arch) options.arch = *arch;
-  if (chunk_tiles < 1)
-    throw py::value_error("kintsugi.compile: chunk_tiles takes a positive count, not " +
-                          std::to_string(chunk_tiles));
-  options.chunk_tiles = chunk_tiles;
+  if (chunk_tiles && *chunk_tiles < 1)
+    throw py::value_error(
+        "kintsugi.compile: chunk_tiles takes None (chosen at the run's sizes) or a positive "
+        "count, not " +
+        std::to_string(*chunk_tiles));
+  options.chunk_tiles = chunk_tiles.value_or(0);
   py::gil_scoped_release release;  // compiles when `shape` binds every size
   return std::make_shared<Kernel>(text, is_source, std::move(options));
 }
@@ -391,7 +394,7 @@ call returns when the kernels have finished, so the results can be used on any s
 
   m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
         "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(),
-        "arch"_a = py::none(), "chunk_tiles"_a = 1, R"doc(
+        "arch"_a = py::none(), "chunk_tiles"_a = py::none(), R"doc(
 Compiles a tensor-expression program. path_or_source is .te source text when it contains a
 newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
 target: "cpu" (the default) or "cuda" (an NVIDIA GPU, device 0; tile programs with
@@ -401,7 +404,8 @@ overrides of the source's defaults. schedule: "auto" (fused, the default) or "no
 program's name (source text is called "program" otherwise). arch (target "cuda"): the GPU
 architecture to compile for, e.g. "sm_80" or "sm_90a"; None (the default) asks the device
 (sm_90a for compute capability 9.0). chunk_tiles: split-K (few rows, as in decode) in chunks of
-that many key tiles, each walked with the rolling update (the CLI's --chunk-tiles; default 1).
+that many key tiles, each walked with the rolling update (the CLI's --chunk-tiles); None (the
+default) chooses it at the sizes of the run.
 
 Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
 arguments, RuntimeError for target="cuda" where no GPU can be used (see cuda_available()).)doc");

@@ -27,7 +27,7 @@ struct RunOptions {
   // Verify against float64 NAME.npy arrays in this directory instead of the interpreter (needs
   // inputs_dir: the reference must come from the same inputs). Implies verification.
   std::string reference_dir;
-  int64_t chunk_tiles = 1;  // split-K: key tiles a chunk walks with the rolling update
+  int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
@@ -132,8 +133,9 @@ ir::Expr group_divisor(const ir::StmtNode& block, const std::string& v) {
 // read through a floor division `h / E` (grouped-query attention: E = HQ / HK query heads share
 // one key/value head) is distributed over groups of E rows, so that every nest of a chunk covers
 // the whole group and each tile of keys and values is loaded once for it.
-void group_rows(Schedule& s, const LoopRef& tile_loop, const std::map<std::string, int64_t>& sizes,
-                const std::function<void(const std::string&)>& note) {
+int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
+                   const std::map<std::string, int64_t>& sizes,
+                   const std::function<void(const std::string&)>& note) {
   StmtPath path = find_loop(s.program().body, tile_loop, "auto");
   std::vector<const ir::StmtNode*> loops = loops_on(path);
   loops.pop_back();  // the tile loop itself
@@ -148,18 +150,20 @@ void group_rows(Schedule& s, const LoopRef& tile_loop, const std::map<std::strin
       try {
         group = ir::eval_int(divisor, sizes);
       } catch (const UserError&) {
-        return;  // a size not given: the group is unknown
+        return 1;  // a size not given: the group is unknown
       }
-      if (group <= 1) return;
+      if (group <= 1) return 1;
       try {
         s.distribute(LoopRef{tile_loop.block, iv.binding->name}, divisor);
         note("rows grouped by " + ir::to_string(divisor) + " (" + std::to_string(group) +
              " at these sizes): a chunk's keys and values are read once for the group");
+        return group;
       } catch (const ScheduleError& e) {
         note("rows are not grouped: " + std::string(e.what()));
       }
-      return;
+      return 1;
     }
+  return 1;
 }
 
 // Step 3, split-K (see AutoSchedule.h): the combine nests after the chunk nest run over few
@@ -274,10 +278,72 @@ void tile_combine(Schedule& s, const std::string& block, int64_t elements, int64
   }
 }
 
+// What choosing the chunk size (AutoScheduleOptions::chunk_tiles) weighs, measured on the
+// schedule with chunks of one tile at the run's sizes.
+struct SplitKCosts {
+  bool known = false;
+  int64_t tiles = 0;         // chunks of one tile
+  int64_t row_groups = 0;    // grid instances of each chunk
+  double partial_bytes = 0;  // the partial results all chunks write (the combine reads)
+  double input_bytes = 0;    // the program's inputs, which the chunks stream
+};
+
+int64_t bytes_at(const ir::Buffer& b, const std::map<std::string, int64_t>& sizes) {
+  int64_t n = dtype_bytes(b.dtype);
+  for (const ir::Expr& e : b.shape) n *= ir::eval_int(e, sizes);
+  return n;
+}
+
+// The chunk size: doubled from one tile while the partial results weigh more than
+// `partial_fraction` of the inputs and the doubled chunks still make `min_instances` grid
+// instances. Each doubling halves what the combine reads, and halves the parallel chunks.
+int64_t choose_chunk_tiles(const SplitKCosts& c, const AutoScheduleOptions& o) {
+  int64_t chunk = 1;
+  auto chunks = [&](int64_t tiles_a_chunk) {
+    return (c.tiles + tiles_a_chunk - 1) / tiles_a_chunk;
+  };
+  while (chunk < o.max_chunk_tiles &&
+         c.partial_bytes / static_cast<double>(chunk) > o.partial_fraction * c.input_bytes &&
+         chunks(2 * chunk) * c.row_groups >= o.min_chunk_instances)
+    chunk *= 2;
+  return chunk;
+}
+
+Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+                        std::vector<std::string>* notes, SplitKCosts* costs);
+
 }  // namespace
 
 Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,
                        std::vector<std::string>* notes) {
+  if (options.chunk_tiles > 0) return schedule_chain(program, options, notes, nullptr);
+  AutoScheduleOptions chosen = options;
+  chosen.chunk_tiles = 1;
+  SplitKCosts costs;
+  std::vector<std::string> first_notes;
+  Schedule one = schedule_chain(program, chosen, &first_notes, &costs);
+  if (costs.known) chosen.chunk_tiles = choose_chunk_tiles(costs, options);
+  if (chosen.chunk_tiles == 1) {
+    if (notes) notes->insert(notes->end(), first_notes.begin(), first_notes.end());
+    return one;
+  }
+  if (notes) {
+    std::ostringstream n;
+    n << "chunks of " << chosen.chunk_tiles << " tiles chosen: partial results of one-tile chunks "
+      << "weigh " << static_cast<int>(100 * costs.partial_bytes / costs.input_bytes + 0.5)
+      << " % of the inputs (at most " << static_cast<int>(100 * options.partial_fraction + 0.5)
+      << " % wanted), "
+      << (costs.tiles + chosen.chunk_tiles - 1) / chosen.chunk_tiles * costs.row_groups
+      << " grid instances remain";
+    notes->push_back(n.str());
+  }
+  return schedule_chain(program, chosen, notes, nullptr);
+}
+
+namespace {
+
+Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+                        std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(program);
   auto note = [&](const std::string& n) {
     if (notes) notes->push_back(n);
@@ -410,7 +476,23 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       }
     }
     if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
-    if (split_k) group_rows(s, tile_loop, sizes, note);
+    if (split_k) {
+      int64_t group = group_rows(s, tile_loop, sizes, note);
+      if (costs) {
+        try {
+          costs->tiles = (ir::eval_int(extent, sizes) + options.tile - 1) / options.tile;
+          costs->row_groups = (rows + group - 1) / group;
+          for (const ir::Buffer* b : s.program().inputs())
+            costs->input_bytes += static_cast<double>(bytes_at(*b, sizes));
+          for (const std::string& m : members)
+            if (const ir::Buffer* b = s.program().find_buffer(m + ".rf"))
+              costs->partial_bytes += static_cast<double>(bytes_at(*b, sizes));
+          costs->known = costs->input_bytes > 0;
+        } catch (const UserError&) {
+          costs->known = false;  // a size not given: chunks of one tile
+        }
+      }
+    }
     if (split_k && options.combine_columns > 0)
       spread_columns(s, tile_loop, options.combine_columns, sizes, note);
     if (split_k && options.combine_tile_elements > 0)
@@ -423,11 +505,13 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
       note(std::string("chunks of one tile: ") + e.what());
       AutoScheduleOptions one = options;
       one.chunk_tiles = 1;
-      return auto_schedule(program, one, notes);
+      return schedule_chain(program, one, notes, nullptr);
     }
     note(std::string("fusion abandoned: ") + e.what());
     return unscheduled;
   }
 }
+
+}  // namespace
 
 }  // namespace kintsugi::schedule

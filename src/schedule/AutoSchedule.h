@@ -40,8 +40,17 @@ struct AutoScheduleOptions {
   // chain has fewer independent rows than this (decode: one query row per head).
   int64_t split_k_below_rows = 128;
   // Split-K: tiles a chunk walks with the rolling update inside (FlashDecoding); 1: a chunk is
-  // one tile. Fewer chunks to combine, a serial loop per chunk.
-  int64_t chunk_tiles = 1;
+  // one tile. Fewer chunks to combine, a serial loop per chunk. 0 chooses at the run's sizes:
+  // from one tile, doubled (up to max_chunk_tiles) while the chunks' partial results weigh more
+  // than partial_fraction of the inputs and the doubled chunks still make min_chunk_instances
+  // grid instances (the instances of a chunk: its rows, or groups of rows). Measured on the H200
+  // at T=32768 (docs/perf.md): grouped decode (partials 13 % of the inputs in one-tile chunks)
+  // went from 1646 to 2048 GB/s in chunks of 4 tiles (3 %); decode whose partials are 3 % or
+  // less was fastest in one-tile chunks (softcap 2928 against 2783, causal 3359 against 1763).
+  int64_t chunk_tiles = 0;
+  int64_t max_chunk_tiles = 8;
+  double partial_fraction = 0.05;
+  int64_t min_chunk_instances = 256;  // two an SM on the H200's 132
   // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;

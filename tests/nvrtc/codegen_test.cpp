@@ -20,9 +20,9 @@ using namespace kintsugi;
 namespace {
 
 // The example's CUDA source at its default sizes, or with `sizes` overriding some of them (and
-// split-K chunks of `chunk_tiles` key tiles).
+// split-K chunks of `chunk_tiles` key tiles; 0: chosen, as by default).
 cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeMap& sizes = {},
-                                int64_t chunk_tiles = 1) {
+                                int64_t chunk_tiles = 0) {
   te::Program p = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + example);
   te::check(p);
   ir::LoopProgram lp = te::lower(p);

@@ -95,6 +95,21 @@ uint64_t parse_seed(const std::string& text) {
   return v;
 }
 
+// --chunk-tiles: "auto" (0: the auto-scheduler chooses) or a positive count.
+int64_t parse_chunk_tiles(const std::string& text) {
+  if (text == "auto") return 0;
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < 1)
+    arg_error << "--chunk-tiles takes auto or a positive count, not '" << text << "'";
+  return v;
+}
+
 ir::LoopProgram load(const std::string& file) {
   te::Program p = te::parse_file(file);
   te::check(p);
@@ -103,7 +118,7 @@ ir::LoopProgram load(const std::string& file) {
 
 // The program after the requested schedule, with the trace and the auto-scheduler's notes.
 // `sizes`: what the auto-scheduler decides with (split-K or rolling update, tile extents).
-// `chunk_tiles`: split-K chunks of that many key tiles, walked with the rolling update.
+// `chunk_tiles`: split-K chunks of that many key tiles, walked with the rolling update (0: chosen).
 schedule::Schedule apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
                                   const runtime::SizeMap& sizes, int64_t chunk_tiles,
                                   std::vector<std::string>* notes) {
@@ -259,7 +274,7 @@ int main(int argc, char** argv) {
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
   std::string save_io, inputs_dir, reference_dir, param_arg;
   bool verify = false, bench = false, json = false;
-  int64_t chunk_tiles = 1;
+  std::string chunk_tiles = "auto";
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
   check->add_option("file", file, ".te source")->required();
@@ -272,7 +287,7 @@ int main(int argc, char** argv) {
   lower->add_option("--arch", arch, "sm_80|sm_90a");
   lower->add_option("--shape", shape, "N=V,... sizes the schedule and tile extents are chosen for");
   lower->add_option("--chunk-tiles", chunk_tiles,
-                    "split-K: key tiles a chunk walks with the rolling update (default 1)");
+                    "auto|N: key tiles a split-K chunk walks with the rolling update");
 
   auto* run = app.add_subcommand("run", "compile and run a .te file on random inputs");
   run->add_option("file", file, ".te source")->required();
@@ -281,7 +296,7 @@ int main(int argc, char** argv) {
   run->add_option("--schedule", schedule, "auto|none");
   run->add_option("--seed", seed, "random input seed");
   run->add_option("--chunk-tiles", chunk_tiles,
-                  "split-K: key tiles a chunk walks with the rolling update (default 1)");
+                  "auto|N: key tiles a split-K chunk walks with the rolling update");
   run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
@@ -306,8 +321,8 @@ int main(int argc, char** argv) {
   try {
     if (*check) return cmd_check(file);
     if (*lower) {
-      if (chunk_tiles < 1) arg_error << "--chunk-tiles takes a positive count, not " << chunk_tiles;
-      return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape), chunk_tiles);
+      return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape),
+                       parse_chunk_tiles(chunk_tiles));
     }
     if (*run) {
       runtime::RunOptions o;
@@ -321,8 +336,7 @@ int main(int argc, char** argv) {
       o.inputs_dir = inputs_dir;
       o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
-      if (chunk_tiles < 1) arg_error << "--chunk-tiles takes a positive count, not " << chunk_tiles;
-      o.chunk_tiles = chunk_tiles;
+      o.chunk_tiles = parse_chunk_tiles(chunk_tiles);
       return cmd_run(file, o, json);
     }
     if (*tune) {

@@ -27,6 +27,7 @@ constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
+constexpr int kAttrL2CacheSize = 38;
 
 // The entry points, resolved once per process.
 struct Api {
@@ -218,6 +219,7 @@ const DeviceInfo& device() {
     i.multiprocessors = attribute(kAttrMultiprocessorCount, "multiprocessor count");
     i.max_shared_bytes_per_block_optin =
         attribute(kAttrMaxSharedMemoryPerBlockOptin, "max shared memory per block opt-in");
+    i.l2_bytes = attribute(kAttrL2CacheSize, "L2 cache size");
     return i;
   }();
   return info;

@@ -87,6 +87,7 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;  // compute capability
   int multiprocessors = 0;
   int max_shared_bytes_per_block_optin = 0;
+  int l2_bytes = 0;  // the L2 cache
 
   // The NVRTC target for this device: "sm_<major><minor>", with the suffix "a" (architecture-
   // specific instructions such as wgmma) from compute capability 9.0 on, e.g. "sm_90a".

@@ -14,7 +14,9 @@
 // operand computed in registers that is not f16-exact) is left to the element-cyclic writer.
 //
 // Emission, beyond one loop of slots per operation: a dot and the slot-local operations after it
-// run by 16-column blocks when its accumulator is wide (dot_region); a loop body comes in two
+// run by 16-column blocks when its accumulator is wide (dot_region); a dot added to a value
+// accumulates onto it, its zeroing selects moved onto the rows of A (accumulation); a loop body
+// comes in two
 // versions, the interior one with every tile comparison and first-iteration condition folded
 // (versioned_body); streamed tiles are copied one iteration ahead (the first used, two stages)
 // or right after their last use (the others, one stage); ldmatrix and copy addresses add
@@ -25,7 +27,9 @@
 // buffer where the mask holds, squeezed indices out of range record an error site; a streamed
 // tile is read only after its copy group completed and a barrier, and refilled only after a
 // barrier that follows the last read of that stage; the folded version runs only when the
-// conditions it assumes hold over the whole tile, checked uniformly for the CTA.
+// conditions it assumes hold over the whole tile, checked uniformly for the CTA. One departure,
+// for non-finite B operands only: a dot row that a select drops is computed from a zeroed A row,
+// and 0 times an infinite or NaN element of B is NaN, not the 0 the select gives.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -739,12 +743,6 @@ class FragmentWriter : public KernelWriter {
     }
   }
 
-  // The shared-memory element address (u16 units) of (row, chunk) of a tile.
-  std::string swizzled(const SmemTile& t, const std::string& row, const std::string& chunk) const {
-    return "(" + row + ") * " + std::to_string(t.cols) + " + (((" + chunk + ") ^ " +
-           xor_term(row, swizzle_of(t)) + ") * 8)";
-  }
-
   // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
   void copy_tile(const SmemTile& t, const std::string& stage) {
     const TileOp& o = *t.load;
@@ -778,22 +776,38 @@ class FragmentWriter : public KernelWriter {
     line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
          std::to_string(cpr) + ";");
     line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
-    // The XOR term of the rows a thread copies is its first row's when the pass height is a
-    // multiple of the swizzle period: then one destination a thread, advanced by a constant.
+    // The XOR term of the rows a thread copies repeats with the swizzle period: one destination
+    // a thread for each of the passes within a period (a single one when a pass is a period or
+    // more), advanced by a compile-time constant. (Each pass's address of its own, which ptxas
+    // keeps live across the loop, took 50 registers of the one-warp decode kernels.)
     Swizzle z = swizzle_of(t);
-    bool one_term = rows_per_pass % (z.span << z.shift) == 0;
+    int64_t period = z.span << z.shift;
+    int64_t phases = rows_per_pass % period == 0 ? 1 : period / rows_per_pass;
+    internal_assert(phases == 1 || period % rows_per_pass == 0)
+        << "fragment codegen: copy passes of " << rows_per_pass << " rows and a swizzle period of "
+        << period;
     std::string row_bytes = std::to_string(t.cols * 2);
-    if (one_term)
-      line("const u32 ks_dst = " + stage_address(t, stage) + " + (u32)(ks_r0 * " + row_bytes +
-           " + ((ks_c ^ " + xor_term("ks_r0", z) + ") * 16));");
+    auto destination = [&](const std::string& row) {
+      return stage_address(t, stage) + " + (u32)(" + row + " * " + row_bytes + " + ((ks_c ^ " +
+             xor_term(row, z) + ") * 16))";
+    };
+    std::string step = std::to_string(phases * rows_per_pass * t.cols * 2), dst;
+    if (phases == 1) {
+      line("const u32 ks_dst = " + destination("ks_r0") + ";");
+      dst = "ks_dst + ks_i * " + step;
+    } else {
+      line("u32 ks_dst[" + std::to_string(phases) + "];");
+      for (int64_t k = 0; k < phases; ++k)
+        line("ks_dst[" + std::to_string(k) +
+             "] = " + destination("(ks_r0 + " + std::to_string(k * rows_per_pass) + ")") + ";");
+      dst = "ks_dst[ks_i % " + std::to_string(phases) + "] + (ks_i / " + std::to_string(phases) +
+            ") * " + step;
+    }
     line("#pragma unroll");
     line("for (int ks_i = 0; ks_i < " + std::to_string(chunks / threads()) + "; ++ks_i) {");
     ++indent_;
     line("const int ks_r = ks_r0 + ks_i * " + std::to_string(rows_per_pass) + ";");
     line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
-    std::string dst =
-        one_term ? "ks_dst + ks_i * " + std::to_string(rows_per_pass * t.cols * 2)
-                 : stage_address(t, stage) + " + (u32)((" + swizzled(t, "ks_r", "ks_c") + ") * 2)";
     line("cp_async_cg16(" + dst + ", ks_in ? ks_src : " + buf + ", ks_in ? 16 : 0);");
     line("ks_src += " + std::to_string(rows_per_pass) + " * ks_stride;");
     --indent_;
@@ -962,12 +976,68 @@ class FragmentWriter : public KernelWriter {
   // runs in it): they are emitted in front of it.
   static bool hoistable(Kind k) { return k == Kind::Lazy || k == Kind::Uniform || k == Kind::Row; }
 
+  // A dot whose result only reaches `X + select(c, dot, 0)` (through any number of such selects,
+  // each keeping the dot where its condition, uniform or one per row, holds or fails) accumulates
+  // onto X: FlashAttention's o = o a + P V, with the mma adding P V to the rescaled o, so that
+  // the dot's result never takes registers of its own. A row the selects drop has its A row
+  // zeroed instead (the P row of a query whose keys are all masked so far, NaN before the select
+  // drops it): 0 times the B operand, a loaded f16 tile, is 0 where that tile is finite.
+  struct Accumulation {
+    int sum = -1;                    // the add: its value is the mma's accumulator
+    int addend = -1;                 // X
+    std::set<const TileOp*> folded;  // the selects and the add, emitted by the mma
+    std::string keep[2];             // whether the dot counts for row ks_row0 (+ 8)
+  };
+  bool is_zero(int id) const {
+    const TileOp& d = *val(id).def;
+    if (d.kind == OpKind::Broadcast) return is_zero(d.args[0]);
+    return d.kind == OpKind::Full && d.scalar->op == Op::FloatImm && d.scalar->float_value == 0.0;
+  }
+  std::optional<Accumulation> accumulation(const tile::TileBody& b, size_t first, size_t last) {
+    const TileOp& dot = b[first].op;
+    if (val(dot.args[0]).kind != Kind::Frag) return std::nullopt;
+    std::map<const TileOp*, size_t> at_index;
+    for (size_t i = first + 1; i < last; ++i) at_index[&b[i].op] = i;
+    Accumulation acc;
+    acc.keep[0] = acc.keep[1] = "true";
+    for (int cur = dot.result;;) {
+      auto users = users_.find(cur);
+      if (users == users_.end() || users->second.size() != 1 || !at_index.count(users->second[0]))
+        return std::nullopt;
+      const TileOp& u = *users->second[0];
+      if (u.kind != OpKind::Map || u.is_call) return std::nullopt;
+      acc.folded.insert(&u);
+      if (u.op == Op::Add) {
+        acc.sum = u.result;
+        acc.addend = u.args[0] == cur ? u.args[1] : u.args[0];
+        if (val(acc.addend).kind != Kind::Frag) return std::nullopt;
+        return acc;
+      }
+      if (u.op != Op::Select) return std::nullopt;
+      bool kept_when_true = u.args[1] == cur;
+      if (!is_zero(kept_when_true ? u.args[2] : u.args[1])) return std::nullopt;
+      const Val& c = val(u.args[0]);
+      for (int h = 0; h < 2; ++h) {
+        std::string cond;
+        if (c.kind == Kind::Uniform)
+          cond = c.name;
+        else if (c.kind == Kind::RowBcast)
+          cond = val(c.row_source).name + "[" + std::to_string(h) + "]";
+        else if (known_true(u.args[0]) && kept_when_true)
+          continue;
+        else
+          return std::nullopt;
+        acc.keep[h] += std::string(" && ") + (kept_when_true ? "" : "!") + cond;
+      }
+      cur = u.result;
+    }
+  }
+
   // A dot and the slot-local operations after it (b[first], ..., b[last - 1]), interleaved by
   // 16-column blocks: block np's accumulators are finished and consumed (the repaired o update)
   // before the next block's mma, so the dot's result never lives in registers whole.
   void dot_region(const tile::TileBody& b, size_t first, size_t last) {
     const TileOp& o = b[first].op;
-    const Val& v = val(o.result);
     const Val& a = val(o.args[0]);
     const Val& bv = val(o.args[1]);
     const SmemTile& bt = tiles_[static_cast<size_t>(bv.tile)];
@@ -976,10 +1046,25 @@ class FragmentWriter : public KernelWriter {
       const TileOp& c = b[i].op;
       if (c.result >= 0 && c.kind != OpKind::Read && hoistable(val(c.result).kind)) op(c);
     }
-    line(frag_decl("float", v.name, N) + " = {};");
+    std::optional<Accumulation> acc = accumulation(b, first, last);
+    // The operations computing the addend run in front of the mma of their block; the rest after.
+    std::set<const TileOp*> before;
+    if (acc) {
+      std::set<int> needed = {acc->addend};
+      for (size_t i = last - 1; i > first; --i) {
+        const TileOp& c = b[i].op;
+        if (c.result < 0 || !needed.count(c.result)) continue;
+        before.insert(&c);
+        needed.insert(c.args.begin(), c.args.end());
+      }
+    } else {
+      line(frag_decl("float", val(o.result).name, N) + " = {};");
+    }
+    const std::string& sum = val(acc ? acc->sum : o.result).name;
     for (size_t i = first + 1; i < last; ++i) {
       const TileOp& c = b[i].op;
-      if (c.result >= 0 && val(c.result).kind == Kind::Frag && c.kind != OpKind::Read)
+      if (c.result >= 0 && val(c.result).kind == Kind::Frag && c.kind != OpKind::Read &&
+          !(acc && acc->folded.count(&c) && c.result != acc->sum))
         declare(val(c.result), c.type);
     }
     line("{");
@@ -989,18 +1074,24 @@ class FragmentWriter : public KernelWriter {
       // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk; the
       // packing rounds to f16 itself, so an f16 round trip in front of it is skipped.
       const std::string& src = val(unrounded(o.args[0])).name;
-      auto pair = [&](const std::string& block, const std::string& s) {
-        return "pack_f16x2(" + src + "[" + block + "][" + s + "], " + src + "[" + block + "][" + s +
-               " + 1])";
+      bool zeroing = acc && (acc->keep[0] != "true" || acc->keep[1] != "true");
+      if (zeroing)
+        line("const bool ks_keep0 = " + acc->keep[0] + ", ks_keep1 = " + acc->keep[1] + ";");
+      auto element = [&](const std::string& block, const std::string& s, int h) {
+        std::string e = src + "[" + block + "][" + s + "]";
+        return zeroing ? "(ks_keep" + std::to_string(h) + " ? " + e + " : 0.0f)" : e;
+      };
+      auto pair = [&](const std::string& block, const std::string& s, int h) {
+        return "pack_f16x2(" + element(block, s, h) + ", " + element(block, s + " + 1", h) + ")";
       };
       line("u32 ks_pa[" + std::to_string(K / 16) + "][4];");
       line("#pragma unroll");
       line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk) {");
       ++indent_;
-      line("ks_pa[ks_kk][0] = " + pair("2 * ks_kk", "0") + ";");
-      line("ks_pa[ks_kk][1] = " + pair("2 * ks_kk", "2") + ";");
-      line("ks_pa[ks_kk][2] = " + pair("2 * ks_kk + 1", "0") + ";");
-      line("ks_pa[ks_kk][3] = " + pair("2 * ks_kk + 1", "2") + ";");
+      line("ks_pa[ks_kk][0] = " + pair("2 * ks_kk", "0", 0) + ";");
+      line("ks_pa[ks_kk][1] = " + pair("2 * ks_kk", "2", 1) + ";");
+      line("ks_pa[ks_kk][2] = " + pair("2 * ks_kk + 1", "0", 0) + ";");
+      line("ks_pa[ks_kk][3] = " + pair("2 * ks_kk + 1", "2", 1) + ";");
       --indent_;
       line("}");
     }
@@ -1008,17 +1099,36 @@ class FragmentWriter : public KernelWriter {
     // the region consumes it; otherwise k-steps outermost, so that consecutive mma.sync write
     // independent accumulators.
     bool blocked = N / 2 > 32 && last > first + 1;
+    std::string from = blocked ? "ks_np * 8" : "0", to = blocked ? "ks_np * 8 + 8" : "";
+    auto slots = [&](bool in_front) {
+      for (size_t i = first + 1; i < last; ++i) {
+        const TileOp& c = b[i].op;
+        if (before.count(&c) != in_front || (acc && acc->folded.count(&c))) continue;
+        if (c.kind == OpKind::Write || (c.result >= 0 && val(c.result).kind == Kind::Frag))
+          frag_slots(c, from, to);
+      }
+    };
     std::string ksteps = std::to_string(K / 16), npairs = std::to_string(N / 16);
+    if (blocked) {
+      line("#pragma unroll");
+      line("for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {");
+      ++indent_;
+    }
+    if (acc) {
+      slots(true);
+      open_slots(Kind::Frag, N, from, to);
+      line(slot(val(acc->sum)) + " = " + at(acc->addend, Kind::Frag) + ";");
+      close_slots();
+    }
     line("#pragma unroll");
-    line(blocked ? "for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {"
-                 : "for (int ks_kk = 0; ks_kk < " + ksteps + "; ++ks_kk) {");
+    line("for (int ks_kk = 0; ks_kk < " + ksteps + "; ++ks_kk) {");
     ++indent_;
-    if (!blocked) a_fragment(a);
-    line("#pragma unroll");
-    line(blocked ? "for (int ks_kk = 0; ks_kk < " + ksteps + "; ++ks_kk) {"
-                 : "for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {");
-    ++indent_;
-    if (blocked) a_fragment(a);
+    a_fragment(a);
+    if (!blocked) {
+      line("#pragma unroll");
+      line("for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {");
+      ++indent_;
+    }
     line("u32 ks_bq[4];");
     if (bv.transposed)  // B[k][n] = tile[n][k]: block rows n, chunks k; no transpose
       line("ldmatrix_x4(ks_bq, " +
@@ -1027,19 +1137,15 @@ class FragmentWriter : public KernelWriter {
       line("ldmatrix_x4_trans(ks_bq, " +
            ldmatrix_address(bv.tile, Access::BTrans, "ks_b", "ks_kk * 16", "2 * ks_np") + ");");
     line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
-    line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np], ks_a, ks_b0);");
-    line("mma_m16n8k16_f16(" + v.name + "[2 * ks_np + 1], ks_a, ks_b1);");
-    --indent_;
-    line("}");
+    line("mma_m16n8k16_f16(" + sum + "[2 * ks_np], ks_a, ks_b0);");
+    line("mma_m16n8k16_f16(" + sum + "[2 * ks_np + 1], ks_a, ks_b1);");
     if (!blocked) {
       --indent_;
       line("}");
     }
-    for (size_t i = first + 1; i < last; ++i) {
-      const TileOp& c = b[i].op;
-      if (c.kind == OpKind::Write || (c.result >= 0 && val(c.result).kind == Kind::Frag))
-        frag_slots(c, blocked ? "ks_np * 8" : "0", blocked ? "ks_np * 8 + 8" : "");
-    }
+    --indent_;
+    line("}");
+    slots(false);
     if (blocked) {
       --indent_;
       line("}");

@@ -125,3 +125,48 @@ TEST(AutoSchedule, DecodeChunksOfSeveralTilesWalkTheRollingUpdate) {
     expect_equivalent(p, s.program(), shapes);
   }
 }
+
+// The chunk size chosen at the run's sizes (chunk_tiles = 0, the default): grouped decode, whose
+// one-tile chunks write partial results of 13 % of what they read, walks chunks of 4 tiles;
+// decode with one query head a key head (2 %) keeps one-tile chunks, and so does grouped decode
+// when chunks of 2 tiles would leave fewer grid instances than wanted (T = 4096: 64 tiles of
+// 4 groups). A choice above one tile schedules a program that computes what the source does.
+TEST(AutoSchedule, ChunkSizeFollowsThePartialResultsAndTheParallelism) {
+  auto chosen = [](const std::string& example, const runtime::SizeMap& sizes,
+                   schedule::AutoScheduleOptions o = {}) {
+    o.sizes = sizes;
+    std::vector<std::string> notes;
+    Schedule s = schedule::auto_schedule(schedtest::example(example), o, &notes);
+    std::string choice = "one tile";
+    for (const std::string& n : notes)
+      if (n.rfind("chunks of ", 0) == 0 && n.find(" chosen") != std::string::npos)
+        choice = n.substr(0, n.find(" chosen"));
+    EXPECT_EQ(count(s, "rolling_update") > 0, choice != "one tile") << s.trace().dump(1);
+    return std::make_pair(choice, s);
+  };
+  const runtime::SizeMap grouped = {{"B", 1}, {"HQ", 32}, {"HK", 4}, {"S", 1}, {"D", 128}};
+  auto at = [](runtime::SizeMap sizes, int64_t t) {
+    sizes["T"] = t;
+    return sizes;
+  };
+  EXPECT_EQ(chosen("attention/decode_gqa.te", at(grouped, 32768)).first, "chunks of 4 tiles");
+  EXPECT_EQ(chosen("attention/decode_gqa.te", at(grouped, 131072)).first, "chunks of 4 tiles");
+  EXPECT_EQ(chosen("attention/decode_gqa.te", at(grouped, 4096)).first, "one tile");
+  EXPECT_EQ(chosen("attention/decode_causal.te",
+                   {{"B", 1}, {"H", 32}, {"S", 1}, {"D", 128}, {"T", 32768}})
+                .first,
+            "one tile");
+  schedule::AutoScheduleOptions small;
+  small.tile = 4;
+  small.combine_columns = 4;
+  small.min_chunk_instances = 2;
+  const runtime::SizeMap tiny = {{"B", 1}, {"HQ", 4}, {"HK", 2}, {"S", 1}, {"T", 64}, {"D", 6}};
+  auto [choice, s] = chosen("attention/decode_gqa.te", tiny, small);
+  EXPECT_EQ(choice, "chunks of 8 tiles");
+  ir::LoopProgram p = schedtest::example("attention/decode_gqa.te");
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), ir::to_string(s.program()));
+  expect_equivalent(p, s.program(),
+                    {tiny,
+                     {{"B", 1}, {"HQ", 4}, {"HK", 2}, {"S", 1}, {"T", 37}, {"D", 6}},
+                     {{"B", 2}, {"HQ", 6}, {"HK", 3}, {"S", 1}, {"T", 70}, {"D", 5}}});
+}
