@@ -163,8 +163,8 @@ def main():
     a.add_argument("--prefill", default="1024,4096,16384")
     a.add_argument("--decode", default="4096,32768,131072")
     a.add_argument("--heads", type=int, default=32)
-    a.add_argument("--chunk-tiles", type=int, default=1,
-                   help="decode: split-K chunks of this many key tiles (kintsugi --chunk-tiles)")
+    a.add_argument("--chunk-tiles", default="auto",
+                   help="decode: split-K chunks of this many key tiles, or auto (kintsugi --chunk-tiles)")
     a.add_argument("--json", default="bench.json")
     a.add_argument("--perf", metavar="FILE",
                    help="also append the table as a markdown section (GPU, commit, date) to FILE, "
@@ -192,7 +192,7 @@ def main():
             inputs = {"Q": q, "K": k, "V": v}
             if kind == "alibi":
                 inputs["slopes"] = slopes
-            extra = ["--chunk-tiles", str(args.chunk_tiles)] if decode else []
+            extra = ["--chunk-tiles", args.chunk_tiles] if decode else []
             results = [("kintsugi",) + run_ours(args.kintsugi, name, shape, inputs, ref, extra)]
             if kind == "plain":  # SDPA has no score modifications
                 for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
