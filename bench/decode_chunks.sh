@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Decode in split-K chunks of 1, 2, 4 and 8 key tiles (--chunk-tiles), each walked with the
-# rolling update: the benchmark (every output verified against the float64 reference before it is
-# timed) and Nsight Compute's time per kernel for each count, on a GPU machine.
-#   bench/decode_chunks.sh BINARY OUT_DIR [LENGTHS]     (LENGTHS: default 32768,131072)
+# rolling update, or of the size the compiler chooses (auto): the benchmark (every output
+# verified against the float64 reference before it is timed) and Nsight Compute's time per
+# kernel for each setting, on a GPU machine.
+#   bench/decode_chunks.sh BINARY OUT_DIR [LENGTHS [SETTINGS]]
+#   (LENGTHS: default 32768,131072; SETTINGS: default "auto 1 2 4 8")
 set -u
 bin="$1"
 out="$2"
 lengths="${3:-32768,131072}"
+settings="${4:-auto 1 2 4 8}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mkdir -p "$out"
-for ct in 1 2 4 8; do
+for ct in $settings; do
   echo "=== chunks of $ct tiles"
   python3 "$root/bench/attention_bench.py" --kintsugi "$bin" --chunk-tiles "$ct" \
     --ops decode_gqa,decode_softcap,decode_causal,decode_alibi --prefill "" --decode "$lengths" \

@@ -98,7 +98,9 @@ class CudaKernel {
                      const std::vector<int64_t>& shape) const;
   // Allocates the intermediates, launches every kernel on `stream`, waits, and throws when a
   // kernel reported a failed index or division check; returns the event-timed milliseconds.
-  double launch_all(Launch& launch, const runtime::SizeMap& sizes, void* stream) const;
+  // `cold_l2`: twice the L2 is written on the stream right before the start event.
+  double launch_all(Launch& launch, const runtime::SizeMap& sizes, void* stream,
+                    bool cold_l2 = false) const;
 
   std::unique_ptr<Impl> impl_;
   tile::TileProgram program_;

@@ -104,6 +104,7 @@ void synchronize();
 // legacy default stream explicitly. The caller keeps any other stream alive while work is queued
 // on it.
 using StreamHandle = void*;
+inline StreamHandle const kLegacyStream = reinterpret_cast<StreamHandle>(0x1);
 
 // A device allocation (cuMemAlloc); size 0 allocates nothing. Move-only.
 class DeviceBuffer {
