@@ -27,19 +27,20 @@ import triton.testing as tt
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 D = 128
 CAP, WINDOW = 50.0, 4096  # the examples' param defaults (softcap, window)
-# name: (causal, decode, kv-head divisor (GQA group), kind); the example has the same name. The
-# head counts follow ../shared/bench/peers.py.
+# name: (query heads, causal, decode, kv-head divisor (GQA group), kind); the example has the
+# same name. The head counts are ../shared/bench/peers.py's (grouped-query: 64 query heads, 8
+# key/value heads).
 OPS = {
-    "prefill_global": (False, False, 1, "plain"),
-    "prefill_causal": (True, False, 1, "plain"),
-    "prefill_alibi": (True, False, 1, "alibi"),
-    "prefill_gqa": (True, False, 8, "plain"),
-    "prefill_softcap": (True, False, 2, "softcap"),
-    "prefill_windowed": (True, False, 4, "window"),
-    "decode_causal": (True, True, 1, "plain"),
-    "decode_alibi": (True, True, 1, "alibi"),
-    "decode_gqa": (True, True, 8, "plain"),
-    "decode_softcap": (True, True, 2, "softcap"),
+    "prefill_global": (32, False, False, 1, "plain"),
+    "prefill_causal": (32, True, False, 1, "plain"),
+    "prefill_alibi": (32, True, False, 1, "alibi"),
+    "prefill_gqa": (64, True, False, 8, "plain"),
+    "prefill_softcap": (32, True, False, 2, "softcap"),
+    "prefill_windowed": (32, True, False, 4, "window"),
+    "decode_causal": (32, True, True, 1, "plain"),
+    "decode_alibi": (32, True, True, 1, "alibi"),
+    "decode_gqa": (64, True, True, 8, "plain"),
+    "decode_softcap": (32, True, True, 2, "softcap"),
 }
 
 
@@ -162,7 +163,8 @@ def main():
     a.add_argument("--ops", default=",".join(OPS))
     a.add_argument("--prefill", default="1024,4096,16384")
     a.add_argument("--decode", default="4096,32768,131072")
-    a.add_argument("--heads", type=int, default=32)
+    a.add_argument("--heads", type=int, default=None,
+                   help="query heads of every operator (default: each operator's, as peers.py)")
     a.add_argument("--chunk-tiles", default="auto",
                    help="decode: split-K chunks of this many key tiles, or auto (kintsugi --chunk-tiles)")
     a.add_argument("--json", default="bench.json")
@@ -177,9 +179,10 @@ def main():
     rows = []
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")
     for name in args.ops.split(","):
-        causal, decode, group, kind = OPS[name]
+        heads, causal, decode, group, kind = OPS[name]
         for n in (int(x) for x in (args.decode if decode else args.prefill).split(",")):
-            hq, hk = args.heads, args.heads // group
+            hq = args.heads or heads
+            hk = hq // group
             S, T = (1 if decode else n), n
             q = torch.randn(1, hq, S, D, device="cuda", dtype=torch.float16)
             k = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
@@ -229,14 +232,16 @@ def markdown(rows, args):
         except (OSError, subprocess.CalledProcessError):
             commit = "unknown"
     peers = ["sdpa-flash", "cudnn", "flex"]
+    heads_text = (str(args.heads) if args.heads else
+                  "32 (grouped-query: 64 over 8 key/value heads; softcap: 32 over 16; windowed: 32 over 8)")
     out = [f"\n## bench/attention_bench.py, {torch.cuda.get_device_name()}, commit {commit}, "
            f"{time.strftime('%Y-%m-%d')}\n",
-           f"\nf16, B=1, {args.heads} query heads, D={D}; TFLOP/s for prefill, GB/s of K+V for "
+           f"\nf16, B=1, D={D}, query heads {heads_text}; TFLOP/s for prefill, GB/s of K+V for "
            "decode; every output checked against a float64 reference before it was timed.\n\n",
            "| operator | length | Kintsugi | " + " | ".join(peers) + " | Kintsugi / best peer |\n",
            "|---" * (len(peers) + 4) + "|\n"]
     for (op, n) in dict.fromkeys((r["op"], r["len"]) for r in rows):
-        unit = "kv_gbps" if OPS[op][1] else "tflops"
+        unit = "kv_gbps" if OPS[op][2] else "tflops"
         got = {r["who"]: r[unit] for r in rows if r["op"] == op and r["len"] == n}
         fmt = lambda v: "-" if v is None else (f"{v:.0f}" if unit == "kv_gbps" else f"{v:.1f}")
         best = max((got[p] for p in peers if got.get(p)), default=None)

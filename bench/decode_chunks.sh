@@ -17,7 +17,7 @@ for ct in $settings; do
   python3 "$root/bench/attention_bench.py" --kintsugi "$bin" --chunk-tiles "$ct" \
     --ops decode_gqa,decode_softcap,decode_causal,decode_alibi --prefill "" --decode "$lengths" \
     --json "$out/chunks_$ct.json" 2>&1 | grep -E "kintsugi|Error"
-  for op in "decode_gqa B=1,HQ=32,HK=4,S=1,D=128,T=32768" \
+  for op in "decode_gqa B=1,HQ=64,HK=8,S=1,D=128,T=32768" \
             "decode_softcap B=1,HQ=32,HK=16,S=1,D=128,T=32768" \
             "decode_causal B=1,H=32,S=1,D=128,T=32768"; do
     set -- $op
