@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "ir/Printer.h"
@@ -44,19 +45,27 @@ std::vector<std::pair<std::string, std::string>> parse_assignments(const std::st
   return out;
 }
 
+// The whole of `text` as a decimal integer, if it is one.
+std::optional<long long> parse_integer(const std::string& text) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (used != text.size()) return std::nullopt;
+  return v;
+}
+
 // --shape: positive integer sizes.
 runtime::SizeMap parse_shape_arg(const std::string& text) {
   runtime::SizeMap out;
   for (const auto& [name, value] : parse_assignments(text, "--shape", "S=1024,T=1024")) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(value, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (used != value.size())
+    std::optional<long long> parsed = parse_integer(value);
+    if (!parsed)
       arg_error << "--shape " << name << "=" << value << ": the value must be an integer";
+    long long v = *parsed;
     if (v <= 0) arg_error << "--shape " << name << "=" << value << ": sizes must be positive";
     out[name] = v;
   }
@@ -98,16 +107,10 @@ uint64_t parse_seed(const std::string& text) {
 // --chunk-tiles: "auto" (0: the auto-scheduler chooses) or a positive count.
 int64_t parse_chunk_tiles(const std::string& text) {
   if (text == "auto") return 0;
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v < 1)
+  std::optional<long long> v = parse_integer(text);
+  if (!v || *v < 1)
     arg_error << "--chunk-tiles takes auto or a positive count, not '" << text << "'";
-  return v;
+  return *v;
 }
 
 ir::LoopProgram load(const std::string& file) {
