@@ -64,10 +64,13 @@ TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
   }
 }
 
-// Decode at the benchmark's sizes (head_dim 128, 512 chunks and more): the chunk kernels and the
-// combines, which run on 512 threads there, compile without spills.
+// Decode at the benchmark's sizes (head_dim 128, 512 chunks and more, the chunk size chosen as by
+// default: grouped decode walks chunks of 4 tiles, on one warp's tensor-core rows): the chunk
+// kernels and the combines, which run on 512 threads there, compile without spills.
 TEST(CudaCodegen, DecodeAtBenchmarkSizesCompilesWithoutSpills) {
   const std::vector<std::pair<std::string, runtime::SizeMap>> cases = {
+      {"attention/decode_gqa.te", {{"HQ", 64}, {"HK", 8}, {"D", 128}, {"T", 32768}}},
+      {"attention/decode_gqa.te", {{"HQ", 64}, {"HK", 8}, {"D", 128}, {"T", 131072}}},
       {"attention/decode_gqa.te", {{"HQ", 32}, {"HK", 4}, {"D", 128}, {"T", 32768}}},
       {"attention/decode_softcap.te", {{"HQ", 32}, {"HK", 16}, {"D", 128}, {"T", 32768}}},
       {"attention/decode_causal.te", {{"H", 32}, {"D", 128}, {"T", 131072}}}};

@@ -797,9 +797,10 @@ class FragmentWriter : public KernelWriter {
       dst = "ks_dst + ks_i * " + step;
     } else {
       line("u32 ks_dst[" + std::to_string(phases) + "];");
-      for (int64_t k = 0; k < phases; ++k)
-        line("ks_dst[" + std::to_string(k) +
-             "] = " + destination("(ks_r0 + " + std::to_string(k * rows_per_pass) + ")") + ";");
+      for (int64_t k = 0; k < phases; ++k) {
+        std::string row = k == 0 ? "ks_r0" : "ks_r0 + " + std::to_string(k * rows_per_pass);
+        line("ks_dst[" + std::to_string(k) + "] = " + destination("(" + row + ")") + ";");
+      }
       dst = "ks_dst[ks_i % " + std::to_string(phases) + "] + (ks_i / " + std::to_string(phases) +
             ") * " + step;
     }
