@@ -462,13 +462,134 @@ class FragmentWriter : public KernelWriter {
     comparisons_[o.result] = c;
   }
 
+  // Along tile axis `axis`, whether index-only value `id` never decreases (+1), never increases
+  // (-1) or is constant (0); 2 when none of these is known.
+  int direction(int id, size_t axis) const {
+    const TileOp& o = *val(id).def;
+    auto join = [](int a, int b) {
+      if (a == 2 || b == 2) return 2;
+      return a == 0 ? b : (b == 0 || a == b ? a : 2);
+    };
+    auto negated = [](int a) { return a == 2 ? 2 : -a; };
+    switch (o.kind) {
+      case OpKind::Full:
+        return 0;
+      case OpKind::Arange:
+        return static_cast<size_t>(o.axis) == axis ? 1 : 0;
+      case OpKind::Broadcast:
+        for (size_t k = 0; k < o.dims.size(); ++k)
+          if (static_cast<size_t>(o.dims[k]) == axis) return direction(o.args[0], k);
+        return 0;
+      case OpKind::Permute:
+        return direction(o.args[0], static_cast<size_t>(o.perm[axis]));
+      case OpKind::Cast:
+        return direction(o.args[0], axis);
+      case OpKind::Map:
+        break;
+      default:
+        return 2;
+    }
+    std::vector<int> d;
+    for (int a : o.args) d.push_back(direction(a, axis));
+    bool constant = std::all_of(d.begin(), d.end(), [](int x) { return x == 0; });
+    if (constant) return 0;
+    if (o.is_call || d.size() != 2) return 2;
+    std::optional<double> c0 = constant_value(o.args[0]), c1 = constant_value(o.args[1]);
+    switch (o.op) {
+      case Op::Add:
+      case Op::Min:
+      case Op::Max:
+        return join(d[0], d[1]);
+      case Op::Sub:
+        return join(d[0], negated(d[1]));
+      case Op::Mul:
+        if (c1) return *c1 >= 0 ? d[0] : negated(d[0]);
+        if (c0) return *c0 >= 0 ? d[1] : negated(d[1]);
+        return 2;
+      case Op::Div:  // floor division for integers
+        return c1 && *c1 > 0 ? d[0] : 2;
+      default:
+        return 2;
+    }
+  }
+  std::optional<double> constant_value(int id) const {
+    const TileOp& d = *val(id).def;
+    if (d.kind == OpKind::Broadcast) return constant_value(d.args[0]);
+    if (d.kind != OpKind::Full) return std::nullopt;
+    if (d.scalar->op == Op::IntImm) return static_cast<double>(d.scalar->int_value);
+    if (d.scalar->op == Op::FloatImm) return d.scalar->float_value;
+    return std::nullopt;
+  }
+
+  // Index-only value `id` at coordinates `ix`, spelled from sizes, loop variables and constants
+  // alone (in front of a loop body, before its uniform values are defined); nullopt when it
+  // reads anything else.
+  std::optional<std::string> spelled_at(int id, const std::vector<std::string>& ix) {
+    const TileOp& o = *val(id).def;
+    switch (o.kind) {
+      case OpKind::Full:
+        return scalar(o.scalar);
+      case OpKind::Arange:
+        return "(" + scalar(o.scalar) + " + " + ix[static_cast<size_t>(o.axis)] + ")";
+      case OpKind::Broadcast: {
+        std::vector<std::string> src;
+        for (int d : o.dims) src.push_back(ix[static_cast<size_t>(d)]);
+        return spelled_at(o.args[0], src);
+      }
+      case OpKind::Permute: {
+        std::vector<std::string> src(ix.size());
+        for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
+        return spelled_at(o.args[0], src);
+      }
+      case OpKind::Cast:
+      case OpKind::Map: {
+        std::vector<std::string> a;
+        for (int x : o.args) {
+          std::optional<std::string> e = spelled_at(x, ix);
+          if (!e) return std::nullopt;
+          a.push_back(*e);
+        }
+        return elementwise(o, a);
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+
+  // A comparison of index-only values that are monotone along every tile axis (not affine: the
+  // per-row trip count of a key loop widened to a row strip, min(tiles, (i + T - S) / 64 + 1))
+  // holds over the whole tile when it holds between its sides' extreme corners: the largest
+  // left side and the smallest right side for < and <=, the other way for > and >=. That corner
+  // test, spelled in front of the loop body; nullopt when a side's monotonicity is unknown.
+  std::optional<std::string> whole_tile_test(int id) {
+    static const std::map<Op, std::string> kCompare = {
+        {Op::Lt, "<"}, {Op::Le, "<="}, {Op::Gt, ">"}, {Op::Ge, ">="}};
+    const TileOp& o = *val(id).def;
+    if (o.kind != OpKind::Map || o.is_call || !kCompare.count(o.op)) return std::nullopt;
+    bool upper = o.op == Op::Lt || o.op == Op::Le;
+    std::vector<std::string> sides;
+    for (int side = 0; side < 2; ++side) {
+      bool largest = (side == 0) == upper;
+      std::vector<std::string> corner;
+      for (size_t k = 0; k < o.type.shape.size(); ++k) {
+        int d = direction(o.args[static_cast<size_t>(side)], k);
+        if (d == 2) return std::nullopt;
+        corner.push_back(d != 0 && (d == 1) == largest ? std::to_string(o.type.shape[k] - 1) : "0");
+      }
+      std::optional<std::string> e = spelled_at(o.args[static_cast<size_t>(side)], corner);
+      if (!e) return std::nullopt;
+      sides.push_back(*e);
+    }
+    return "(" + sides[0] + " " + kCompare.at(o.op) + " " + sides[1] + ")";
+  }
+
   // The code of index-computable value `id` at coordinates `ix` (one per axis).
   std::string lazy(int id, const std::vector<std::string>& ix) {
     const Val& v = val(id);
     if (v.kind == Kind::Uniform) return v.name;
+    if (assumed_true_.count(id)) return "true";
     auto cmp = comparisons_.find(id);
     if (cmp != comparisons_.end()) {
-      if (assumed_true_.count(id)) return "true";
       std::string term = "0";
       for (size_t k = 0; k < ix.size(); ++k)
         if (cmp->second.coef[k] != 0)
@@ -639,6 +760,15 @@ class FragmentWriter : public KernelWriter {
         if ((c.coef[k] > 0) == upper && c.coef[k] != 0) bound += c.coef[k] * (c.extents[k] - 1);
       all += " && (" + std::to_string(bound) + " " + c.op + " " + c.limit + ")";
       versioned.insert(id);
+    }
+    for (int id : used) {
+      if (comparisons_.count(id) || assumed_true_.count(id) ||
+          val(id).def->type.dtype != DType::Bool)
+        continue;
+      if (std::optional<std::string> test = whole_tile_test(id)) {
+        all += " && " + *test;
+        versioned.insert(id);
+      }
     }
     // Uniform conditions comparing the loop variable with a loop-invariant bound (j0 > 0: "not
     // the first iteration") are assumed at the value they keep once the variable has grown past
