@@ -521,41 +521,6 @@ class FragmentWriter : public KernelWriter {
     return std::nullopt;
   }
 
-  // Index-only value `id` at coordinates `ix`, spelled from sizes, loop variables and constants
-  // alone (in front of a loop body, before its uniform values are defined); nullopt when it
-  // reads anything else.
-  std::optional<std::string> spelled_at(int id, const std::vector<std::string>& ix) {
-    const TileOp& o = *val(id).def;
-    switch (o.kind) {
-      case OpKind::Full:
-        return scalar(o.scalar);
-      case OpKind::Arange:
-        return "(" + scalar(o.scalar) + " + " + ix[static_cast<size_t>(o.axis)] + ")";
-      case OpKind::Broadcast: {
-        std::vector<std::string> src;
-        for (int d : o.dims) src.push_back(ix[static_cast<size_t>(d)]);
-        return spelled_at(o.args[0], src);
-      }
-      case OpKind::Permute: {
-        std::vector<std::string> src(ix.size());
-        for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
-        return spelled_at(o.args[0], src);
-      }
-      case OpKind::Cast:
-      case OpKind::Map: {
-        std::vector<std::string> a;
-        for (int x : o.args) {
-          std::optional<std::string> e = spelled_at(x, ix);
-          if (!e) return std::nullopt;
-          a.push_back(*e);
-        }
-        return elementwise(o, a);
-      }
-      default:
-        return std::nullopt;
-    }
-  }
-
   // A comparison of index-only values that are monotone along every tile axis (not affine: the
   // per-row trip count of a key loop widened to a row strip, min(tiles, (i + T - S) / 64 + 1))
   // holds over the whole tile when it holds between its sides' extreme corners: the largest
@@ -576,27 +541,34 @@ class FragmentWriter : public KernelWriter {
         if (d == 2) return std::nullopt;
         corner.push_back(d != 0 && (d == 1) == largest ? std::to_string(o.type.shape[k] - 1) : "0");
       }
-      std::optional<std::string> e = spelled_at(o.args[static_cast<size_t>(side)], corner);
+      std::optional<std::string> e =
+          index_code(o.args[static_cast<size_t>(side)], corner, /*in_front=*/true);
       if (!e) return std::nullopt;
       sides.push_back(*e);
     }
     return "(" + sides[0] + " " + kCompare.at(o.op) + " " + sides[1] + ")";
   }
 
-  // The code of index-computable value `id` at coordinates `ix` (one per axis).
-  std::string lazy(int id, const std::vector<std::string>& ix) {
+  // The code of index-computable value `id` at coordinates `ix` (one per axis). `in_front`: spelled
+  // from sizes, loop variables and constants alone, for a test in front of a loop body (before
+  // its uniform values are defined); nullopt when the value reads anything else.
+  std::optional<std::string> index_code(int id, const std::vector<std::string>& ix, bool in_front) {
     const Val& v = val(id);
-    if (v.kind == Kind::Uniform) return v.name;
-    if (assumed_true_.count(id)) return "true";
-    auto cmp = comparisons_.find(id);
-    if (cmp != comparisons_.end()) {
-      std::string term = "0";
-      for (size_t k = 0; k < ix.size(); ++k)
-        if (cmp->second.coef[k] != 0)
-          term += " + " + std::to_string(cmp->second.coef[k]) + " * " + ix[k];
-      return "((" + term + ") " + cmp->second.op + " " + cmp->second.limit + ")";
-    }
     const TileOp& o = *v.def;
+    if (in_front) {
+      if (v.kind == Kind::Uniform && o.kind != OpKind::Full) return std::nullopt;
+    } else {
+      if (v.kind == Kind::Uniform) return v.name;
+      if (assumed_true_.count(id)) return "true";
+      auto cmp = comparisons_.find(id);
+      if (cmp != comparisons_.end()) {
+        std::string term = "0";
+        for (size_t k = 0; k < ix.size(); ++k)
+          if (cmp->second.coef[k] != 0)
+            term += " + " + std::to_string(cmp->second.coef[k]) + " * " + ix[k];
+        return "((" + term + ") " + cmp->second.op + " " + cmp->second.limit + ")";
+      }
+    }
     switch (o.kind) {
       case OpKind::Full:
         return scalar(o.scalar);
@@ -605,24 +577,30 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Broadcast: {
         std::vector<std::string> src;
         for (int d : o.dims) src.push_back(ix[static_cast<size_t>(d)]);
-        return lazy(o.args[0], src);
+        return index_code(o.args[0], src, in_front);
       }
       case OpKind::Permute: {
         std::vector<std::string> src(ix.size());
         for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
-        return lazy(o.args[0], src);
+        return index_code(o.args[0], src, in_front);
       }
       case OpKind::Cast:
-        return elementwise(o, {lazy(o.args[0], ix)});
       case OpKind::Map: {
         std::vector<std::string> a;
-        for (int x : o.args) a.push_back(lazy(x, ix));
+        for (int x : o.args) {
+          std::optional<std::string> e = index_code(x, ix, in_front);
+          if (!e) return std::nullopt;
+          a.push_back(*e);
+        }
         return elementwise(o, a);
       }
       default:
-        internal_error << "fragment codegen: %" << id << " is not index-computable";
+        internal_assert(in_front) << "fragment codegen: %" << id << " is not index-computable";
+        return std::nullopt;
     }
-    return "";
+  }
+  std::string lazy(int id, const std::vector<std::string>& ix) {
+    return index_code(id, ix, /*in_front=*/false).value_or("");
   }
 
   std::string elementwise(const TileOp& o, const std::vector<std::string>& a) {
