@@ -4,8 +4,9 @@
 //
 // run() (host tensors) and run_device() (device memory the caller owns) share one path:
 // prepare() packs the sizes and params and lists the buffers the caller provides, check_operand()
-// checks each tensor, launch_all() allocates the intermediates, launches, waits and reads back the
-// error site. Invariant: no kernel is launched unless every caller tensor has passed its checks
+// checks each tensor, launch_all() allocates the intermediates, launches (run(): after writing
+// twice the L2, so that its timing starts from a cold cache), waits and reads back the error
+// site. Invariant: no kernel is launched unless every caller tensor has passed its checks
 // (count, dtype, shape against the symbolic buffer shapes; for device memory also contiguity,
 // 16-byte alignment and the device), so a kernel only addresses memory of the declared extents.
 // run() poisons its outputs (all bits set: NaN for floats) so that an element no kernel writes
