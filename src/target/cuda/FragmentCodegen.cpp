@@ -31,6 +31,7 @@
 // for non-finite B operands only: a dot row that a select drops is computed from a zeroed A row,
 // and 0 times an infinite or NaN element of B is NaN, not the 0 the select gives.
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -740,8 +741,9 @@ class FragmentWriter : public KernelWriter {
       versioned.insert(id);
     }
     for (int id : used) {
+      // (Not one of a nested loop: its test would read that loop's variable in front of it.)
       if (comparisons_.count(id) || assumed_true_.count(id) ||
-          val(id).def->type.dtype != DType::Bool)
+          val(id).def->type.dtype != DType::Bool || nested_loop_value(s.body, id))
         continue;
       if (std::optional<std::string> test = whole_tile_test(id)) {
         all += " && " + *test;
@@ -780,6 +782,18 @@ class FragmentWriter : public KernelWriter {
     body(s.body);
     --indent_;
     line("}");
+  }
+
+  // Whether value `id` is defined in a loop nested in body `b`.
+  static bool nested_loop_value(const tile::TileBody& b, int id) {
+    std::function<bool(const tile::TileBody&)> defines = [&](const tile::TileBody& body) {
+      for (const tile::TileStmt& st : body)
+        if (st.kind == tile::StmtKind::For ? defines(st.body) : st.op.result == id) return true;
+      return false;
+    };
+    for (const tile::TileStmt& st : b)
+      if (st.kind == tile::StmtKind::For && defines(st.body)) return true;
+    return false;
   }
 
   // The value `var OP bound` (or `bound OP var`) keeps once var exceeds the loop-invariant bound.
