@@ -19,7 +19,9 @@
 //      a wide row of them (the output's head_dim) is spread over several grid instances. A row
 //      loop that the chain reads through a floor division h / E (grouped-query attention's
 //      query heads sharing a key/value head) is distributed over groups of E rows first, so that
-//      a chunk's nests cover the group and read each key and value once for it.
+//      a chunk's nests cover the group and read each key and value once for it. A chunk walks
+//      several tiles with the rolling update (FlashDecoding) when the partial results of
+//      one-tile chunks would weigh too much against the inputs (chunk_tiles, chosen by default).
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
 //      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
