@@ -286,6 +286,11 @@ struct SplitKCosts {
   int64_t row_groups = 0;    // grid instances of each chunk
   double partial_bytes = 0;  // the partial results all chunks write (the combine reads)
   double input_bytes = 0;    // the program's inputs, which the chunks stream
+
+  // The grid instances of chunks of `tiles_a_chunk` tiles.
+  int64_t instances(int64_t tiles_a_chunk) const {
+    return (tiles + tiles_a_chunk - 1) / tiles_a_chunk * row_groups;
+  }
 };
 
 int64_t bytes_at(const ir::Buffer& b, const std::map<std::string, int64_t>& sizes) {
@@ -299,12 +304,9 @@ int64_t bytes_at(const ir::Buffer& b, const std::map<std::string, int64_t>& size
 // instances. Each doubling halves what the combine reads, and halves the parallel chunks.
 int64_t choose_chunk_tiles(const SplitKCosts& c, const AutoScheduleOptions& o) {
   int64_t chunk = 1;
-  auto chunks = [&](int64_t tiles_a_chunk) {
-    return (c.tiles + tiles_a_chunk - 1) / tiles_a_chunk;
-  };
   while (chunk < o.max_chunk_tiles &&
          c.partial_bytes / static_cast<double>(chunk) > o.partial_fraction * c.input_bytes &&
-         chunks(2 * chunk) * c.row_groups >= o.min_chunk_instances)
+         c.instances(2 * chunk) >= o.min_chunk_instances)
     chunk *= 2;
   return chunk;
 }
@@ -332,9 +334,7 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
     n << "chunks of " << chosen.chunk_tiles << " tiles chosen: partial results of one-tile chunks "
       << "weigh " << static_cast<int>(100 * costs.partial_bytes / costs.input_bytes + 0.5)
       << " % of the inputs (at most " << static_cast<int>(100 * options.partial_fraction + 0.5)
-      << " % wanted), "
-      << (costs.tiles + chosen.chunk_tiles - 1) / chosen.chunk_tiles * costs.row_groups
-      << " grid instances remain";
+      << " % wanted), " << costs.instances(chosen.chunk_tiles) << " grid instances remain";
     notes->push_back(n.str());
   }
   return schedule_chain(program, chosen, notes, nullptr);

@@ -16,11 +16,11 @@
 // Emission, beyond one loop of slots per operation: a dot and the slot-local operations after it
 // run by 16-column blocks when its accumulator is wide (dot_region); a dot added to a value
 // accumulates onto it, its zeroing selects moved onto the rows of A (accumulation); a loop body
-// comes in two
-// versions, the interior one with every tile comparison and first-iteration condition folded
-// (versioned_body); streamed tiles are copied one iteration ahead (the first used, two stages)
-// or right after their last use (the others, one stage); ldmatrix and copy addresses add
-// compile-time constants to per-lane offsets computed once.
+// comes in two versions, the interior one with every tile comparison (affine, or monotone and
+// tested at the tile's corner) and first-iteration condition folded (versioned_body); streamed
+// tiles are copied one iteration ahead (the first used, two stages) or right after their last use
+// (the others, one stage); ldmatrix and copy addresses add compile-time constants to per-lane
+// offsets computed once.
 //
 // Invariant established: the kernel computes what the tile IR means (TileIR.h), like the cyclic
 // writer: loads past a buffer's extent read 0 (cp.async zero-fills), stores write only inside the
@@ -1111,11 +1111,6 @@ class FragmentWriter : public KernelWriter {
     std::set<const TileOp*> folded;  // the selects and the add, emitted by the mma
     std::string keep[2];             // whether the dot counts for row ks_row0 (+ 8)
   };
-  bool is_zero(int id) const {
-    const TileOp& d = *val(id).def;
-    if (d.kind == OpKind::Broadcast) return is_zero(d.args[0]);
-    return d.kind == OpKind::Full && d.scalar->op == Op::FloatImm && d.scalar->float_value == 0.0;
-  }
   std::optional<Accumulation> accumulation(const tile::TileBody& b, size_t first, size_t last) {
     const TileOp& dot = b[first].op;
     if (val(dot.args[0]).kind != Kind::Frag) return std::nullopt;
@@ -1138,7 +1133,7 @@ class FragmentWriter : public KernelWriter {
       }
       if (u.op != Op::Select) return std::nullopt;
       bool kept_when_true = u.args[1] == cur;
-      if (!is_zero(kept_when_true ? u.args[2] : u.args[1])) return std::nullopt;
+      if (constant_value(kept_when_true ? u.args[2] : u.args[1]) != 0.0) return std::nullopt;
       const Val& c = val(u.args[0]);
       for (int h = 0; h < 2; ++h) {
         std::string cond;
