@@ -182,7 +182,7 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   v->sizes = sizes;
   v->scheduled = program_;
   if (options_.schedule == "auto") {
-    schedule::AutoScheduleOptions auto_options;
+    schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(options_.target);
     auto_options.sizes = sizes;
     auto_options.chunk_tiles = options_.chunk_tiles;
     schedule::Schedule s = schedule::auto_schedule(program_, auto_options, &v->notes);

@@ -248,7 +248,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   // The kernel runs the scheduled program; verification always uses the unscheduled one.
   ir::LoopProgram scheduled = p;
   if (o.schedule == "auto") {
-    schedule::AutoScheduleOptions auto_options;
+    schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(o.target);
     auto_options.sizes = r.shape;
     auto_options.chunk_tiles = o.chunk_tiles;
     schedule::Schedule s = schedule::auto_schedule(p, auto_options, &r.schedule_notes);

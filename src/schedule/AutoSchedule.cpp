@@ -316,6 +316,12 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
 
 }  // namespace
 
+AutoScheduleOptions target_schedule_options(const std::string& target) {
+  AutoScheduleOptions o;
+  if (target == "cuda") o.row_tile = 128;
+  return o;
+}
+
 Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,
                        std::vector<std::string>* notes) {
   if (options.chunk_tiles > 0) return schedule_chain(program, options, notes, nullptr);

@@ -72,6 +72,12 @@ struct AutoScheduleOptions {
   std::map<std::string, int64_t> sizes;
 };
 
+// The options a target ("cpu" or "cuda") schedules with: rows per tile follow its layout. The
+// CUDA tensor-core writer runs a 128-row tile on four warps of two m16 blocks each, so that every
+// key and value fragment it reads from shared memory feeds two mma (FlashAttention-2's 128 x 64
+// tiles at head_dim 128); the CPU keeps 64.
+AutoScheduleOptions target_schedule_options(const std::string& target);
+
 Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions& options,
                        std::vector<std::string>* notes);
 

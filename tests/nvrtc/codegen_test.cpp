@@ -28,7 +28,7 @@ cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeM
   ir::LoopProgram lp = te::lower(p);
   runtime::SizeMap hints = lp.size_hints;
   for (const auto& [name, value] : sizes) hints[name] = value;
-  schedule::AutoScheduleOptions o;
+  schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
   o.sizes = hints;
   o.chunk_tiles = chunk_tiles;
   std::vector<std::string> notes;
@@ -149,11 +149,11 @@ TEST(CudaCodegen, EveryKernelFitsInSharedMemory) {
 
 // The fused prefill kernels (tensor-core dots, masks, the running max and repairs) take the
 // tensor-core layout (operands staged by cp.async and read by ldmatrix, V with .trans, 128
-// threads for the 64-row tile, K double-buffered and V single-buffered, as many CTAs an SM as
-// their shared memory allows, up to three) and compile for both architectures: without spills at
-// the examples' head size 32; at the benchmark's 128 the 168 registers three CTAs leave spill a
-// little, which is reported, not failed (docs/perf.md: three CTAs with those spills beat two
-// without).
+// threads for the 128-row tile: four warps of two m16 blocks, K double-buffered and V
+// single-buffered, two CTAs an SM) and compile for both architectures: without spills at the
+// examples' head size 32; at the benchmark's 128 the 255 registers spill a little, which is
+// reported, not failed (docs/perf.md: the interior loop version, where the time goes, spills
+// least; the 128-row tiles with those spills beat the 64-row ones).
 TEST(CudaCodegen, PrefillKernelsCompile) {
   for (const std::string example :
        {"attention/prefill_global.te", "attention/prefill_causal.te", "attention/prefill_gqa.te",

@@ -122,11 +122,12 @@ ir::LoopProgram load(const std::string& file) {
 // The program after the requested schedule, with the trace and the auto-scheduler's notes.
 // `sizes`: what the auto-scheduler decides with (split-K or rolling update, tile extents).
 // `chunk_tiles`: split-K chunks of that many key tiles, walked with the rolling update (0: chosen).
+// `target`: whose options (schedule::target_schedule_options).
 schedule::Schedule apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
-                                  const runtime::SizeMap& sizes, int64_t chunk_tiles,
-                                  std::vector<std::string>* notes) {
+                                  const std::string& target, const runtime::SizeMap& sizes,
+                                  int64_t chunk_tiles, std::vector<std::string>* notes) {
   if (schedule == "none") return schedule::Schedule(lp);
-  schedule::AutoScheduleOptions options;
+  schedule::AutoScheduleOptions options = schedule::target_schedule_options(target);
   options.sizes = sizes;
   options.chunk_tiles = chunk_tiles;
   return schedule::auto_schedule(lp, options, notes);
@@ -157,22 +158,24 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   if (print == "loop") {
     std::cout << ir::to_string(lp);
   } else if (print == "scheduled") {
-    std::cout << ir::to_string(apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program());
+    std::cout << ir::to_string(
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program());
     for (const std::string& n : notes) std::cout << "# " << n << "\n";
   } else if (print == "trace") {
     nlohmann::json j;
     j["schedule"] = schedule;
-    j["primitives"] = apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).trace();
+    j["primitives"] = apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).trace();
     j["notes"] = notes;
     std::cout << j.dump(2) << "\n";
   } else if (print == "source" && target == "cpu") {
     std::cout << cpu::generate_source(
-        apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program());
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program());
   } else if (print == "source" || print == "ptx") {
     if (target != "cuda")
       arg_error << "--print " << print << ": unknown target '" << target << "'; use "
                 << (print == "ptx" ? "cuda" : "cpu or cuda");
-    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program();
+    ir::LoopProgram scheduled =
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program();
     tile::TileProgram tp;
     try {
       tp = tile::translate(scheduled, sizes);
@@ -195,7 +198,8 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   } else if (print == "repairs") {
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {
-    ir::LoopProgram scheduled = apply_schedule(lp, schedule, sizes, chunk_tiles, &notes).program();
+    ir::LoopProgram scheduled =
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program();
     try {
       std::cout << tile::to_string(tile::translate(scheduled, sizes));
     } catch (const tile::NotTileForm& e) {

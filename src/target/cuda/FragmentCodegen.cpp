@@ -20,22 +20,28 @@
 // tested at the tile's corner) and first-iteration condition folded (versioned_body); streamed
 // tiles are copied one iteration ahead (the first used, two stages) or right after their last use
 // (the others, one stage); ldmatrix and copy addresses add compile-time constants to per-lane
-// offsets computed once.
+// offsets computed once; a 128-row tile runs on four warps of two m16 blocks (mblocks_); exp of a
+// difference is one fused multiply-add into exp2 and a maximum is taken through a positive
+// constant scale (exp_of_difference, reduce); f32 casts of affine positions add a compile-time
+// offset to a value converted once (float_of_affine).
 //
 // Invariant established: the kernel computes what the tile IR means (TileIR.h), like the cyclic
 // writer: loads past a buffer's extent read 0 (cp.async zero-fills), stores write only inside the
 // buffer where the mask holds, squeezed indices out of range record an error site; a streamed
 // tile is read only after its copy group completed and a barrier, and refilled only after a
 // barrier that follows the last read of that stage; the folded version runs only when the
-// conditions it assumes hold over the whole tile, checked uniformly for the CTA. One departure,
-// for non-finite B operands only: a dot row that a select drops is computed from a zeroed A row,
-// and 0 times an infinite or NaN element of B is NaN, not the 0 the select gives.
+// conditions it assumes hold over the whole tile, checked uniformly for the CTA. Two departures:
+// for non-finite B operands only, a dot row that a select drops is computed from a zeroed A row,
+// and 0 times an infinite or NaN element of B is NaN, not the 0 the select gives; and an f32 cast
+// of an affine position of magnitude 2^24 or more may be an ulp off (two roundings, not one).
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <numeric>
 #include <optional>
 #include <set>
 
+#include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "target/cuda/Fragments.h"
 
@@ -137,6 +143,9 @@ class FragmentWriter : public KernelWriter {
     if (rows_ <= 0 || rows_ > 128 ||
         (rows_ > AccumulatorLayout::kRowsPerWarp && rows_ % AccumulatorLayout::kRowsPerWarp != 0))
       return false;
+    // A row tile of 128 runs on four warps of two m16 blocks each (FlashAttention-2's 128-row
+    // tiles on 4 warps): every B fragment read from shared memory feeds two mma instead of one.
+    mblocks_ = rows_ == 128 ? 2 : 1;
     for (const tile::Register& r : k_.registers)
       if (!data_shape(r.type.shape)) return false;
     for (const TileOp* o : ops_)
@@ -334,18 +343,23 @@ class FragmentWriter : public KernelWriter {
   }
 
   // --- emission
-  int threads() const override { return static_cast<int>(warp_rows() / 16) * 32; }
+  int threads() const override { return static_cast<int>(warp_rows() / (16 * mblocks_)) * 32; }
   // As many CTAs an SM as its shared memory holds (228 KB, 1 KB of it reserved per CTA), up to
-  // as many as leave 168 registers a thread (three CTAs of four warps; four, at 128, made even
-  // the head-size-32 prefill kernels spill).
+  // as many as leave 168 registers a thread with one m-block a warp (three CTAs of four warps;
+  // four, at 128, made even the head-size-32 prefill kernels spill) and 255 with two (their
+  // accumulators are twice as wide).
   int min_blocks() const override {
-    int64_t by_registers = std::max(1, 65536 / (threads() * 168));
+    int per_thread = mblocks_ == 1 ? 168 : 255;
+    int64_t by_registers = std::max(1, 65536 / (threads() * per_thread));
     return static_cast<int>(
         std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, by_registers));
   }
 
-  std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) {
-    return type + " " + name + "[" + std::to_string(cols / 8) + "][4]";
+  std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) const {
+    return type + " " + name + "[" + std::to_string(mblocks_ * cols / 8) + "][4]";
+  }
+  std::string row_decl(const std::string& type, const std::string& name) const {
+    return type + " " + name + "[" + std::to_string(2 * mblocks_) + "]";
   }
 
   void declare_register(const tile::Register& r) override {
@@ -353,15 +367,30 @@ class FragmentWriter : public KernelWriter {
     if (r.type.shape.empty())
       line(ty + " " + name + " = 0;");
     else if (is_row_shape(r.type.shape))
-      line(ty + " " + name + "[2] = {};");
+      line(row_decl(ty, name) + " = {};");
     else
       line(frag_decl(ty, name, r.type.shape[1]) + " = {};");
   }
 
-  // Coordinates of the current element: slot ks_k of a Frag, ks_h of a Row.
-  static std::string frag_row() { return "(ks_row0 + ((ks_k >> 1) & 1) * 8)"; }
-  static std::string frag_col() { return "((ks_k >> 2) * 8 + ks_col0 + (ks_k & 1))"; }
+  // Coordinates of the current element: slot ks_k of a Frag, ks_h of a Row. A Frag's slots run
+  // by blocks of 4 (one m16n8 accumulator), block b covering m-block b % M of column block b / M
+  // (M m-blocks a warp), so that a 16-column block's slots are consecutive; its row half is the
+  // Row slot it pairs with (row_slot).
+  std::string frag_row() const { return "(ks_row0 + " + row_slot() + " * 8)"; }
+  std::string frag_col() const {
+    return "((ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 8 + ks_col0 + (ks_k & 1))";
+  }
   static std::string row_row() { return "(ks_row0 + ks_h * 8)"; }
+  std::string row_slot() const {
+    return "((ks_k >> 1) & " + std::to_string(2 * mblocks_ - 1) + ")";
+  }
+  int log2_mblocks() const { return mblocks_ == 2 ? 1 : 0; }
+  // Accumulator block of m-block m in column block `block` (an expression).
+  std::string mblock(const std::string& block, int m) const {
+    return mblocks_ == 1
+               ? block
+               : "(" + block + ") * " + std::to_string(mblocks_) + " + " + std::to_string(m);
+  }
 
   // Value `id` at the current element of an operation whose result has kind `ctx` (Frag: slot
   // ks_k; Row: ks_h).
@@ -376,7 +405,7 @@ class FragmentWriter : public KernelWriter {
       case Kind::Frag:
         return v.name + "[ks_k >> 2][ks_k & 3]";
       case Kind::RowBcast:
-        return val(v.row_source).name + "[(ks_k >> 1) & 1]";
+        return val(v.row_source).name + "[(ks_k >> 1) & " + std::to_string(2 * mblocks_ - 1) + "]";
       case Kind::Row:
         return v.name + "[ks_h]";
       default:
@@ -587,6 +616,8 @@ class FragmentWriter : public KernelWriter {
       }
       case OpKind::Cast:
       case OpKind::Map: {
+        if (o.kind == OpKind::Cast && !in_front && ix == std::vector{frag_row(), frag_col()})
+          if (std::optional<std::string> f = float_of_affine(o)) return *f;
         std::vector<std::string> a;
         for (int x : o.args) {
           std::optional<std::string> e = index_code(x, ix, in_front);
@@ -599,6 +630,26 @@ class FragmentWriter : public KernelWriter {
         internal_assert(in_front) << "fragment codegen: %" << id << " is not index-computable";
         return std::nullopt;
     }
+  }
+  // An f32 cast of an affine index value at a Frag slot (a position difference, ALiBi's
+  // j - (i + T - S)), as the value at the lane's first slot, converted once an iteration, plus
+  // the slot's offset from it, a compile-time constant after unrolling: one add an element where
+  // 64-bit index arithmetic and a conversion were. (Equal to the cast of the sum below 2^24; above,
+  // within an ulp of it.)
+  std::optional<std::string> float_of_affine(const TileOp& cast) {
+    if (cast.type.dtype != DType::F32 || cast.type.shape.size() != 2) return std::nullopt;
+    std::optional<Affine> a = affine(cast.args[0]);
+    if (!a) return std::nullopt;
+    auto term = [](int64_t coef, const std::string& x) {
+      return coef == 0 ? std::string() : " + " + std::to_string(coef) + " * " + x;
+    };
+    std::string col_slot =
+        "((ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 8 + (ks_k & 1))";
+    std::string lane =
+        "(" + a->uniform + term(a->coef[0], "ks_row0") + term(a->coef[1], "ks_col0") + ")";
+    std::string slot =
+        "(0" + term(a->coef[0], "(" + row_slot() + " * 8)") + term(a->coef[1], col_slot) + ")";
+    return "((float)" + lane + " + (float)" + slot + ")";
   }
   std::string lazy(int id, const std::vector<std::string>& ix) {
     return index_code(id, ix, /*in_front=*/false).value_or("");
@@ -629,9 +680,9 @@ class FragmentWriter : public KernelWriter {
     line("#pragma unroll");
     if (k == Kind::Frag)
       line("for (int ks_k = " + first + "; ks_k < " +
-           (last.empty() ? std::to_string(cols / 2) : last) + "; ++ks_k) {");
+           (last.empty() ? std::to_string(mblocks_ * cols / 2) : last) + "; ++ks_k) {");
     else
-      line("for (int ks_h = 0; ks_h < 2; ++ks_h) {");
+      line("for (int ks_h = 0; ks_h < " + std::to_string(2 * mblocks_) + "; ++ks_h) {");
     ++indent_;
   }
   void close_slots() {
@@ -643,14 +694,14 @@ class FragmentWriter : public KernelWriter {
   }
   void declare(const Val& v, const tile::TileType& t) {
     std::string ty = ctype(t.dtype);
-    line(v.kind == Kind::Frag ? frag_decl(ty, v.name, t.shape[1]) + ";"
-                              : ty + " " + v.name + "[2];");
+    line((v.kind == Kind::Frag ? frag_decl(ty, v.name, t.shape[1]) : row_decl(ty, v.name)) + ";");
   }
 
   void body(const tile::TileBody& b) override {
     if (&b == &k_.body) {
       line("const int ks_lane = ks_tid & 31, ks_warp = ks_tid >> 5;");
-      line("const int ks_row0 = ks_warp * 16 + (ks_lane >> 2), ks_col0 = 2 * (ks_lane & 3);");
+      line("const int ks_row0 = ks_warp * " + std::to_string(16 * mblocks_) +
+           " + (ks_lane >> 2), ks_col0 = 2 * (ks_lane & 3);");
       line("const u32 ks_smem_u32 = smem_addr(ks_smem);");
       smem_bytes_ = smem_total_;
       for (const TileOp* o : ops_)
@@ -825,6 +876,24 @@ class FragmentWriter : public KernelWriter {
     std::string var = ident("v", s.var);
     line("{");
     ++indent_;
+    // Starts of the streamed tiles that divide without depending on the loop (the key/value head
+    // h / (HQ / HK) of grouped-query attention: 64-bit divisions, which the C++ compiler cannot
+    // hoist past their error reports) are computed once here.
+    std::vector<std::string> hoisted;
+    for (int t : streams)
+      for (const ir::Expr& e : tiles_[static_cast<size_t>(t)].load->starts) {
+        bool divides = false;
+        ir::visit(e, [&](const ir::Expr& x) {
+          divides = divides || x->op == Op::Div || x->op == Op::Mod;
+          return true;
+        });
+        std::string start = scalar(e);
+        if (!divides || ir::uses_var(e, s.var) || invariant_starts_.count(start)) continue;
+        std::string name = tmp();
+        line("const long long " + name + " = " + start + ";");
+        invariant_starts_[start] = name;
+        hoisted.push_back(start);
+      }
     lo = tmp();
     hi = tmp();
     line("const long long " + lo + " = " + scalar(s.min) + ";");
@@ -839,6 +908,7 @@ class FragmentWriter : public KernelWriter {
     issue_streams(two_stage, var + " + 1", hi, "ks_stage_" + s.var + " ^ 1");
     versioned_body(s);
     close_loop();
+    for (const std::string& start : hoisted) invariant_starts_.erase(start);
   }
 
   // Issues the copies of `streams` for the iteration whose loop variable is `next` into stage
@@ -938,16 +1008,18 @@ class FragmentWriter : public KernelWriter {
   }
 
   // The three ldmatrix.x4 access patterns of the dots: each lane addresses one row of an 8 x 8
-  // matrix; `lane_row` is its row within the 16-row block (plus the warp's strip for A) and
+  // matrix; `lane_row` is its row within the 16-row block (plus the warp's first row for A) and
   // `lane_chunk` its 16-byte chunk within the two-chunk step.
   enum class Access : uint8_t { A, B, BTrans };
   struct AccessSpec {
     std::string lane_row, lane_chunk;
   };
-  static AccessSpec access_spec(Access a) {
+  AccessSpec access_spec(Access a) const {
     switch (a) {
       case Access::A:  // m16 x k16 of A: matrices (rows 0-7 | 8-15) x (chunk 0 | 1)
-        return {"ks_warp * 16 + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8", "(ks_lane >> 4)"};
+        return {"ks_warp * " + std::to_string(16 * mblocks_) +
+                    " + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8",
+                "(ks_lane >> 4)"};
       case Access::B:  // B = tile^T, tile rows n: matrices (chunk 0 | 1) x (rows 0-7 | 8-15)
         return {"(ks_lane & 7) + ((ks_lane >> 4) & 1) * 8", "((ks_lane >> 3) & 1)"};
       case Access::BTrans:  // B = tile, rows k (.trans): matrices (rows 0-7 | 8-15) x (chunk 0 | 1)
@@ -1109,7 +1181,7 @@ class FragmentWriter : public KernelWriter {
     int sum = -1;                    // the add: its value is the mma's accumulator
     int addend = -1;                 // X
     std::set<const TileOp*> folded;  // the selects and the add, emitted by the mma
-    std::string keep[2];             // whether the dot counts for row ks_row0 (+ 8)
+    std::vector<std::string> keep;   // by Row slot: whether the dot counts for its row
   };
   std::optional<Accumulation> accumulation(const tile::TileBody& b, size_t first, size_t last) {
     const TileOp& dot = b[first].op;
@@ -1117,7 +1189,7 @@ class FragmentWriter : public KernelWriter {
     std::map<const TileOp*, size_t> at_index;
     for (size_t i = first + 1; i < last; ++i) at_index[&b[i].op] = i;
     Accumulation acc;
-    acc.keep[0] = acc.keep[1] = "true";
+    acc.keep.assign(static_cast<size_t>(2 * mblocks_), "true");
     for (int cur = dot.result;;) {
       auto users = users_.find(cur);
       if (users == users_.end() || users->second.size() != 1 || !at_index.count(users->second[0]))
@@ -1135,7 +1207,7 @@ class FragmentWriter : public KernelWriter {
       bool kept_when_true = u.args[1] == cur;
       if (constant_value(kept_when_true ? u.args[2] : u.args[1]) != 0.0) return std::nullopt;
       const Val& c = val(u.args[0]);
-      for (int h = 0; h < 2; ++h) {
+      for (size_t h = 0; h < acc.keep.size(); ++h) {
         std::string cond;
         if (c.kind == Kind::Uniform)
           cond = c.name;
@@ -1192,24 +1264,32 @@ class FragmentWriter : public KernelWriter {
       // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk; the
       // packing rounds to f16 itself, so an f16 round trip in front of it is skipped.
       const std::string& src = val(unrounded(o.args[0])).name;
-      bool zeroing = acc && (acc->keep[0] != "true" || acc->keep[1] != "true");
-      if (zeroing)
-        line("const bool ks_keep0 = " + acc->keep[0] + ", ks_keep1 = " + acc->keep[1] + ";");
-      auto element = [&](const std::string& block, const std::string& s, int h) {
-        std::string e = src + "[" + block + "][" + s + "]";
-        return zeroing ? "(ks_keep" + std::to_string(h) + " ? " + e + " : 0.0f)" : e;
-      };
+      bool zeroing = acc && std::any_of(acc->keep.begin(), acc->keep.end(),
+                                        [](const std::string& k) { return k != "true"; });
+      if (zeroing) {
+        std::string keeps;
+        for (size_t h = 0; h < acc->keep.size(); ++h)
+          keeps += (h ? ", ks_keep" : "ks_keep") + std::to_string(h) + " = " + acc->keep[h];
+        line("const bool " + keeps + ";");
+      }
+      // A dropped row's pairs are zeroed packed: one select a pair, not one an element.
       auto pair = [&](const std::string& block, const std::string& s, int h) {
-        return "pack_f16x2(" + element(block, s, h) + ", " + element(block, s + " + 1", h) + ")";
+        std::string e = src + "[" + block + "][" + s;
+        std::string packed = "pack_f16x2(" + e + "], " + e + " + 1])";
+        return zeroing ? "(ks_keep" + std::to_string(h) + " ? " + packed + " : 0u)" : packed;
       };
-      line("u32 ks_pa[" + std::to_string(K / 16) + "][4];");
+      line("u32 ks_pa[" + std::to_string(mblocks_ * K / 16) + "][4];");
       line("#pragma unroll");
       line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk) {");
       ++indent_;
-      line("ks_pa[ks_kk][0] = " + pair("2 * ks_kk", "0", 0) + ";");
-      line("ks_pa[ks_kk][1] = " + pair("2 * ks_kk", "2", 1) + ";");
-      line("ks_pa[ks_kk][2] = " + pair("2 * ks_kk + 1", "0", 0) + ";");
-      line("ks_pa[ks_kk][3] = " + pair("2 * ks_kk + 1", "2", 1) + ";");
+      for (int m = 0; m < mblocks_; ++m) {
+        std::string pa = "ks_pa[" + mblock("ks_kk", m) + "]";
+        std::string lo = mblock("2 * ks_kk", m), hi = mblock("2 * ks_kk + 1", m);
+        line(pa + "[0] = " + pair(lo, "0", 2 * m) + ";");
+        line(pa + "[1] = " + pair(lo, "2", 2 * m + 1) + ";");
+        line(pa + "[2] = " + pair(hi, "0", 2 * m) + ";");
+        line(pa + "[3] = " + pair(hi, "2", 2 * m + 1) + ";");
+      }
       --indent_;
       line("}");
     }
@@ -1217,7 +1297,9 @@ class FragmentWriter : public KernelWriter {
     // the region consumes it; otherwise k-steps outermost, so that consecutive mma.sync write
     // independent accumulators.
     bool blocked = N / 2 > 32 && last > first + 1;
-    std::string from = blocked ? "ks_np * 8" : "0", to = blocked ? "ks_np * 8 + 8" : "";
+    std::string block_slots = std::to_string(8 * mblocks_);
+    std::string from = blocked ? "ks_np * " + block_slots : "0",
+                to = blocked ? "ks_np * " + block_slots + " + " + block_slots : "";
     auto slots = [&](bool in_front) {
       for (size_t i = first + 1; i < last; ++i) {
         const TileOp& c = b[i].op;
@@ -1255,8 +1337,12 @@ class FragmentWriter : public KernelWriter {
       line("ldmatrix_x4_trans(ks_bq, " +
            ldmatrix_address(bv.tile, Access::BTrans, "ks_b", "ks_kk * 16", "2 * ks_np") + ");");
     line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
-    line("mma_m16n8k16_f16(" + sum + "[2 * ks_np], ks_a, ks_b0);");
-    line("mma_m16n8k16_f16(" + sum + "[2 * ks_np + 1], ks_a, ks_b1);");
+    for (int m = 0; m < mblocks_; ++m) {
+      line("mma_m16n8k16_f16(" + sum + "[" + mblock("2 * ks_np", m) + "], " + a_name(m) +
+           ", ks_b0);");
+      line("mma_m16n8k16_f16(" + sum + "[" + mblock("2 * ks_np + 1", m) + "], " + a_name(m) +
+           ", ks_b1);");
+    }
     if (!blocked) {
       --indent_;
       line("}");
@@ -1295,35 +1381,53 @@ class FragmentWriter : public KernelWriter {
     return val(x).kind == Kind::Frag && val(x).def->type.dtype == DType::F32 ? x : id;
   }
 
-  // `ks_a`, the A fragment of k-step ks_kk: packed from the accumulator (ks_pa), or read from the
-  // shared tile with ldmatrix.x4 (lane l addresses row (l & 7) + 8 ((l >> 3) & 1) of the warp's
-  // strip at chunk 2 kk + (l >> 4)).
+  // The A fragments of k-step ks_kk, one an m-block (a_name): packed from the accumulator
+  // (ks_pa), or read from the shared tile with ldmatrix.x4 (lane l addresses row
+  // (l & 7) + 8 ((l >> 3) & 1) of the m-block at chunk 2 kk + (l >> 4)).
   void a_fragment(const Val& a) {
-    if (a.kind == Kind::Frag) {
-      line("const u32 (&ks_a)[4] = ks_pa[ks_kk];");
-      return;
+    for (int m = 0; m < mblocks_; ++m) {
+      if (a.kind == Kind::Frag) {
+        line("const u32 (&" + a_name(m) + ")[4] = ks_pa[" + mblock("ks_kk", m) + "];");
+        continue;
+      }
+      const SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
+      line("u32 " + a_name(m) + "[4];");
+      line("ldmatrix_x4(" + a_name(m) + ", " +
+           ldmatrix_address(a.tile, Access::A, stage_address(t, "0"), std::to_string(16 * m),
+                            "2 * ks_kk") +
+           ");");
     }
-    const SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
-    line("u32 ks_a[4];");
-    line("ldmatrix_x4(ks_a, " +
-         ldmatrix_address(a.tile, Access::A, stage_address(t, "0"), "0", "2 * ks_kk") + ");");
   }
+  std::string a_name(int m) const { return mblocks_ == 1 ? "ks_a" : "ks_a" + std::to_string(m); }
 
   void reduce(const TileOp& o, const Val& v) {
     const Val& a = val(o.args[0]);
     int64_t N = a.def->type.shape[1];
     DType t = o.type.dtype;
+    // The maximum (minimum) of x c for a constant c > 0 is c times that of x, exactly (rounding is
+    // monotone): x c need not be computed for it.
+    int operand = o.args[0];
+    std::string scale;
+    if (std::optional<Scaled> sc = scaled(o.args[0]);
+        sc && t == DType::F32 && (o.reducer == ir::Reducer::Max || o.reducer == ir::Reducer::Min)) {
+      std::optional<double> c = uniform_constant(sc->scale);
+      if (c && *c > 0) {
+        operand = sc->x;
+        scale = val(sc->scale).name;
+      }
+    }
     std::string ty = ctype(t);
     std::string identity = scalar(ir::reducer_identity_expr(o.reducer, t));
-    line(ty + " " + v.name + "[2];");
+    line(row_decl(ty, v.name) + ";");
     open_slots(Kind::Row, 0);
     line(ty + " ks_acc = " + identity + ";");
     line("#pragma unroll");
     line("for (int ks_k2 = 0; ks_k2 < " + std::to_string(N / 4) + "; ++ks_k2) {");
     ++indent_;
-    line("const int ks_k = (ks_k2 >> 1) * 4 + ks_h * 2 + (ks_k2 & 1);");
-    line("ks_acc = " + round_to(combine(o.reducer, t, "ks_acc", at(o.args[0], Kind::Frag)), t) +
-         ";");
+    // Row slot h's two slots in each column block (Frag slot order: frag_row).
+    line("const int ks_k = (ks_k2 >> 1) * " + std::to_string(4 * mblocks_) +
+         " + ks_h * 2 + (ks_k2 & 1);");
+    line("ks_acc = " + round_to(combine(o.reducer, t, "ks_acc", at(operand, Kind::Frag)), t) + ";");
     --indent_;
     line("}");
     for (int m : row_shuffle_masks())
@@ -1332,7 +1436,7 @@ class FragmentWriter : public KernelWriter {
                             "__shfl_xor_sync(0xffffffffu, ks_acc, " + std::to_string(m) + ")"),
                     t) +
            ";");
-    line(v.name + "[ks_h] = ks_acc;");
+    line(v.name + "[ks_h] = " + (scale.empty() ? "ks_acc" : "ks_acc * " + scale) + ";");
     close_slots();
   }
 
@@ -1438,12 +1542,95 @@ class FragmentWriter : public KernelWriter {
     open_slots(ctx, ctx == Kind::Frag ? o.type.shape[1] : 0, first, last);
     if (o.kind == OpKind::Write) {
       line(slot(Val{ctx, nullptr, ident("r", o.buffer)}) + " = " + at(o.args[0], ctx) + ";");
+    } else if (std::optional<std::string> e = exp_of_difference(o, ctx)) {
+      line(slot(val(o.result)) + " = " + *e + ";");
     } else {
       std::vector<std::string> a;
       for (int x : o.args) a.push_back(at(x, ctx));
       line(slot(val(o.result)) + " = " + elementwise(o, a) + ";");
     }
     close_slots();
+  }
+
+  // f32 exp(u - v) of a data tile less a row or uniform value, as 2^(u log2 e - v log2 e): one
+  // fused multiply-add an element and the exp2 unit, v log2 e computed once a row; and when u is
+  // x c for a uniform c, 2^(x (c log2 e) - v log2 e), so that x c is not computed for it (the
+  // scaled scores of attention, whose maximum reduce() takes through the scale too).
+  std::optional<std::string> exp_of_difference(const TileOp& o, Kind ctx) {
+    if (ctx != Kind::Frag || o.kind != OpKind::Map || !o.is_call || o.fn != ir::MathFn::Exp ||
+        o.type.dtype != DType::F32)
+      return std::nullopt;
+    const TileOp& d = *val(o.args[0]).def;
+    if (d.kind != OpKind::Map || d.is_call || d.op != Op::Sub) return std::nullopt;
+    Kind v = val(d.args[1]).kind;
+    if (val(d.args[0]).kind != Kind::Frag || (v != Kind::RowBcast && v != Kind::Uniform))
+      return std::nullopt;
+    const std::string log2e = "1.4426950408889634f";
+    std::string x = at(d.args[0], ctx), slope = log2e;
+    if (std::optional<Scaled> sc = scaled(d.args[0])) {
+      x = at(sc->x, ctx);
+      slope = "(" + val(sc->scale).name + " * " + log2e + ")";
+    }
+    return "ex2_approx(fmaf(" + x + ", " + slope + ", -(" + at(d.args[1], ctx) + " * " + log2e +
+           ")))";
+  }
+
+  // A data tile x times a uniform value, through selects the current loop version decides.
+  struct Scaled {
+    int x = -1, scale = -1;
+  };
+  std::optional<Scaled> scaled(int id) const {
+    const TileOp* d = val(id).def;
+    while (d->kind == OpKind::Map && !d->is_call && d->op == Op::Select && known_true(d->args[0]))
+      d = val(d->args[1]).def;
+    if (d->kind != OpKind::Map || d->is_call || d->op != Op::Mul) return std::nullopt;
+    for (int side = 0; side < 2; ++side) {
+      int x = d->args[static_cast<size_t>(side)], c = d->args[static_cast<size_t>(1 - side)];
+      if (val(x).kind == Kind::Frag && val(c).kind == Kind::Uniform) return Scaled{x, c};
+    }
+    return std::nullopt;
+  }
+
+  // The value of a uniform computed from constants alone (the sizes the kernel is specialised
+  // to are constants), e.g. a softmax scale rsqrt(f32(128)); nullopt otherwise.
+  std::optional<double> uniform_constant(int id) const {
+    const TileOp& d = *val(id).def;
+    return d.kind == OpKind::Full ? constant_expr(d.scalar) : std::nullopt;
+  }
+  std::optional<double> constant_expr(const ir::Expr& e) const {
+    if (e->op == Op::Var && e->var_kind == ir::VarKind::Dim)
+      if (auto sp = p_.specialised.find(ir::to_string(e)); sp != p_.specialised.end())
+        return static_cast<double>(sp->second.value);
+    std::vector<double> a;
+    for (const ir::Expr& x : e->args) {
+      std::optional<double> c = constant_expr(x);
+      if (!c) return std::nullopt;
+      a.push_back(*c);
+    }
+    switch (e->op) {
+      case Op::IntImm:
+        return static_cast<double>(e->int_value);
+      case Op::FloatImm:
+        return e->float_value;
+      case Op::Cast:
+        return a[0];
+      case Op::Neg:
+        return -a[0];
+      case Op::Add:
+        return a[0] + a[1];
+      case Op::Sub:
+        return a[0] - a[1];
+      case Op::Mul:
+        return a[0] * a[1];
+      case Op::Div:
+        return is_float(e->type) && a[1] != 0 ? std::optional<double>(a[0] / a[1]) : std::nullopt;
+      case Op::Call:
+        if (e->fn == ir::MathFn::Sqrt && a[0] >= 0) return std::sqrt(a[0]);
+        if (e->fn == ir::MathFn::Rsqrt && a[0] > 0) return 1.0 / std::sqrt(a[0]);
+        return std::nullopt;
+      default:
+        return std::nullopt;
+    }
   }
 
   void uniform(const TileOp& o, const Val& v) {
@@ -1478,6 +1665,7 @@ class FragmentWriter : public KernelWriter {
 
   const tile::Kernel& k_;
   int64_t rows_ = -1;
+  int mblocks_ = 1;  // m16 blocks a warp owns
   int64_t smem_total_ = 0;
   std::vector<Val> vals_;
   std::vector<const TileOp*> ops_;

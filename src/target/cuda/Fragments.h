@@ -1,8 +1,10 @@
 // \file Fragments.h
 // The tensor-core layout of the CUDA back end (FragmentCodegen.cpp) and the maps it is built on.
 //
-// A kernel whose dots all have R rows (the grid instance's row tile) runs on R / 16 warps, warp w
-// owning rows [16 w, 16 w + 16). A data tile [R, N] lives in the m16n8 accumulator layout of
+// A kernel whose dots all have R rows (the grid instance's row tile) runs on R / 16 warps of one
+// m16 block, warp w owning rows [16 w, 16 w + 16), or, for R = 128, on four warps of two m16
+// blocks, warp w owning rows [32 w, 32 w + 32) (its blocks take turns in every accumulator: a
+// B fragment feeds two mma). A data tile [R, N] lives in the m16n8 accumulator layout of
 // mma.sync (AccumulatorLayout below) in every operation on it: dots accumulate into it,
 // elementwise work and row reductions run on it in place, and an f16-valued one is the A operand
 // of the next dot without leaving registers. A row vector [R] holds the two rows a lane owns. The
@@ -24,8 +26,8 @@
 namespace kintsugi::cuda {
 
 // mma.sync m16n8k16's accumulator: slot s of lane l in warp w holds element
-// (row(w, l, s), col(l, s)) of the warp's 16 x N strip; a tile of N columns has N / 2 slots
-// (N / 8 column blocks of 4 slots).
+// (row(w, l, s), col(l, s)) of the warp's 16 x N strip (of each of its m-blocks' strips); a tile of
+// N columns has N / 2 slots (N / 8 column blocks of 4 slots).
 struct AccumulatorLayout {
   static constexpr int kRowsPerWarp = 16;
   static int row(int warp, int lane, int slot) {

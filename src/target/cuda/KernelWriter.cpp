@@ -295,7 +295,10 @@ KernelWriter::Region KernelWriter::open_region(const tile::TileOp& o) {
   const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
   for (size_t d = 0; d < o.starts.size(); ++d) {
     r.starts.push_back(tmp());
-    line("const long long " + r.starts.back() + " = " + scalar(o.starts[d]) + ";");
+    std::string start = scalar(o.starts[d]);
+    if (auto inv = invariant_starts_.find(start); inv != invariant_starts_.end())
+      start = inv->second;
+    line("const long long " + r.starts.back() + " = " + start + ";");
     if (o.axis_of_dim[d] < 0)
       squeezed_ok +=
           " && (unsigned long long)" + r.starts.back() + " < (unsigned long long)" + ext[d];

@@ -105,6 +105,9 @@ class KernelWriter {
   std::string tanh_function_ = "tanhf";  // and tanh (ks_tanh)
   std::map<std::string, std::string> buffer_ids_;
   std::map<std::string, std::vector<std::string>> buffer_extents_;
+  // Region starts computed once in front of a loop whose body opens them (by their spelling):
+  // open_region names the variable instead of spelling the start again.
+  std::map<std::string, std::string> invariant_starts_;
 
  private:
   const target::CHelpers& helpers();

@@ -170,3 +170,22 @@ TEST(AutoSchedule, ChunkSizeFollowsThePartialResultsAndTheParallelism) {
                      {{"B", 1}, {"HQ", 4}, {"HK", 2}, {"S", 1}, {"T", 37}, {"D", 6}},
                      {{"B", 2}, {"HQ", 6}, {"HK", 3}, {"S", 1}, {"T", 70}, {"D", 5}}});
 }
+
+// Each target's options: CUDA distributes the rows by 128 (four warps of two m16 blocks), the CPU
+// by 64; the causal prefill scheduled with the CUDA rows computes what the source does at shapes
+// with a partial row tile and a key tail.
+TEST(AutoSchedule, TargetsChooseTheirRowTiles) {
+  EXPECT_EQ(schedule::target_schedule_options("cuda").row_tile, 128);
+  EXPECT_EQ(schedule::target_schedule_options("cpu").row_tile, 64);
+  ir::LoopProgram p = schedtest::example("attention/prefill_causal.te");
+  schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
+  o.tile = 16;
+  o.sizes = {{"B", 1}, {"H", 1}, {"S", 200}, {"T", 200}, {"D", 4}};
+  std::vector<std::string> notes;
+  Schedule s = schedule::auto_schedule(p, o, &notes);
+  EXPECT_NE(ir::to_string(s.program()).find("128"), std::string::npos)
+      << ir::to_string(s.program());
+  expect_equivalent(p, s.program(),
+                    {{{"B", 1}, {"H", 1}, {"S", 130}, {"T", 140}, {"D", 4}},
+                     {{"B", 1}, {"H", 2}, {"S", 37}, {"T", 50}, {"D", 3}}});
+}
