@@ -1404,39 +1404,60 @@ class FragmentWriter : public KernelWriter {
     const Val& a = val(o.args[0]);
     int64_t N = a.def->type.shape[1];
     DType t = o.type.dtype;
-    // The maximum (minimum) of x c for a constant c > 0 is c times that of x, exactly (rounding is
-    // monotone): x c need not be computed for it.
-    int operand = o.args[0];
-    std::string scale;
-    if (std::optional<Scaled> sc = scaled(o.args[0]);
-        sc && t == DType::F32 && (o.reducer == ir::Reducer::Max || o.reducer == ir::Reducer::Min)) {
+    // The maximum (minimum) of x c for a uniform c > 0 is c times that of x, exactly (rounding is
+    // monotone): x c need not be computed for it. A constant c is known positive; otherwise (a
+    // param, like a softcap) the test is made at run time, x c reduced when it fails.
+    std::optional<Scaled> sc = scaled(o.args[0]);
+    if (t != DType::F32 || (o.reducer != ir::Reducer::Max && o.reducer != ir::Reducer::Min))
+      sc.reset();
+    std::string positive;  // the run-time test; empty: c is a positive constant
+    if (sc) {
       std::optional<double> c = uniform_constant(sc->scale);
-      if (c && *c > 0) {
-        operand = sc->x;
-        scale = val(sc->scale).name;
-      }
+      if (c && *c <= 0) sc.reset();
+      if (sc && !c) positive = "(" + val(sc->scale).name + " > 0.0f)";
     }
     std::string ty = ctype(t);
     std::string identity = scalar(ir::reducer_identity_expr(o.reducer, t));
     line(row_decl(ty, v.name) + ";");
     open_slots(Kind::Row, 0);
     line(ty + " ks_acc = " + identity + ";");
-    line("#pragma unroll");
-    line("for (int ks_k2 = 0; ks_k2 < " + std::to_string(N / 4) + "; ++ks_k2) {");
-    ++indent_;
-    // Row slot h's two slots in each column block (Frag slot order: frag_row).
-    line("const int ks_k = (ks_k2 >> 1) * " + std::to_string(4 * mblocks_) +
-         " + ks_h * 2 + (ks_k2 & 1);");
-    line("ks_acc = " + round_to(combine(o.reducer, t, "ks_acc", at(operand, Kind::Frag)), t) + ";");
-    --indent_;
-    line("}");
+    auto accumulate = [&](int operand) {
+      line("#pragma unroll");
+      line("for (int ks_k2 = 0; ks_k2 < " + std::to_string(N / 4) + "; ++ks_k2) {");
+      ++indent_;
+      // Row slot h's two slots in each column block (Frag slot order: frag_row).
+      line("const int ks_k = (ks_k2 >> 1) * " + std::to_string(4 * mblocks_) +
+           " + ks_h * 2 + (ks_k2 & 1);");
+      line("ks_acc = " + round_to(combine(o.reducer, t, "ks_acc", at(operand, Kind::Frag)), t) +
+           ";");
+      --indent_;
+      line("}");
+    };
+    if (!sc) {
+      accumulate(o.args[0]);
+    } else if (positive.empty()) {
+      accumulate(sc->x);
+    } else {
+      line("if " + positive + " {");
+      ++indent_;
+      accumulate(sc->x);
+      --indent_;
+      line("} else {");
+      ++indent_;
+      accumulate(o.args[0]);
+      --indent_;
+      line("}");
+    }
     for (int m : row_shuffle_masks())
       line("ks_acc = " +
            round_to(combine(o.reducer, t, "ks_acc",
                             "__shfl_xor_sync(0xffffffffu, ks_acc, " + std::to_string(m) + ")"),
                     t) +
            ";");
-    line(v.name + "[ks_h] = " + (scale.empty() ? "ks_acc" : "ks_acc * " + scale) + ";");
+    std::string result = "ks_acc";
+    if (sc) result = "ks_acc * " + val(sc->scale).name;
+    if (!positive.empty()) result = positive + " ? " + result + " : ks_acc";
+    line(v.name + "[ks_h] = " + result + ";");
     close_slots();
   }
 
@@ -1544,6 +1565,8 @@ class FragmentWriter : public KernelWriter {
       line(slot(Val{ctx, nullptr, ident("r", o.buffer)}) + " = " + at(o.args[0], ctx) + ";");
     } else if (std::optional<std::string> e = exp_of_difference(o, ctx)) {
       line(slot(val(o.result)) + " = " + *e + ";");
+    } else if (std::optional<std::string> e = product_of_scales(o, ctx)) {
+      line(slot(val(o.result)) + " = " + *e + ";");
     } else {
       std::vector<std::string> a;
       for (int x : o.args) a.push_back(at(x, ctx));
@@ -1573,6 +1596,23 @@ class FragmentWriter : public KernelWriter {
     }
     return "ex2_approx(fmaf(" + x + ", " + slope + ", -(" + at(d.args[1], ctx) + " * " + log2e +
            ")))";
+  }
+
+  // f32 (x c1) c2 or (x c1) / c2 for uniform c1, c2 as x (c1 c2): one multiply an element, x c1
+  // not computed for it (a softcap's scores scaled, then divided by the cap). Rounds once, where
+  // the product in the program's order rounds twice.
+  std::optional<std::string> product_of_scales(const TileOp& o, Kind ctx) {
+    if (ctx != Kind::Frag || o.kind != OpKind::Map || o.is_call || o.type.dtype != DType::F32 ||
+        (o.op != Op::Mul && o.op != Op::Div))
+      return std::nullopt;
+    int data = o.args[0], factor = o.args[1];
+    if (o.op == Op::Mul && val(data).kind == Kind::Uniform) std::swap(data, factor);
+    std::optional<Scaled> sc;
+    if (val(factor).kind != Kind::Uniform || val(data).kind != Kind::Frag || !(sc = scaled(data)))
+      return std::nullopt;
+    std::string f = val(factor).name;
+    if (o.op == Op::Div) f = "(1.0f / " + f + ")";
+    return "(" + at(sc->x, ctx) + " * (" + val(sc->scale).name + " * " + f + "))";
   }
 
   // A data tile x times a uniform value, through selects the current loop version decides.
