@@ -21,9 +21,11 @@
 // tiles are copied one iteration ahead (the first used, two stages) or right after their last use
 // (the others, one stage); ldmatrix and copy addresses add compile-time constants to per-lane
 // offsets computed once; a 128-row tile runs on four warps of two m16 blocks (mblocks_); exp of a
-// difference is one fused multiply-add into exp2 and a maximum is taken through a positive
-// constant scale (exp_of_difference, reduce); f32 casts of affine positions add a compile-time
-// offset to a value converted once (float_of_affine).
+// difference is one fused multiply-add into exp2, a product of uniform scales one multiply, and a
+// maximum is taken through a positive scale, constant or tested at run time (exp_of_difference,
+// product_of_scales, reduce); f32 casts of affine positions add a compile-time offset to a value
+// converted once (float_of_affine); divided starts of streamed tiles are computed in front of
+// their loop.
 //
 // Invariant established: the kernel computes what the tile IR means (TileIR.h), like the cyclic
 // writer: loads past a buffer's extent read 0 (cp.async zero-fills), stores write only inside the
