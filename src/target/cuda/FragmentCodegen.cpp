@@ -544,15 +544,48 @@ class FragmentWriter : public KernelWriter {
         return 2;
     }
   }
+  // The value of a constant (through broadcasts): a literal, or an expression of constants alone
+  // (the sizes the kernel is specialised to are constants), e.g. a softmax scale rsqrt(f32(128)).
   std::optional<double> constant_value(int id) const {
     const TileOp& d = *val(id).def;
     if (d.kind == OpKind::Broadcast) return constant_value(d.args[0]);
-    if (d.kind != OpKind::Full) return std::nullopt;
-    if (d.scalar->op == Op::IntImm) return static_cast<double>(d.scalar->int_value);
-    if (d.scalar->op == Op::FloatImm) return d.scalar->float_value;
-    return std::nullopt;
+    return d.kind == OpKind::Full ? constant_expr(d.scalar) : std::nullopt;
   }
-
+  std::optional<double> constant_expr(const ir::Expr& e) const {
+    if (e->op == Op::Var && e->var_kind == ir::VarKind::Dim)
+      if (auto sp = p_.specialised.find(ir::to_string(e)); sp != p_.specialised.end())
+        return static_cast<double>(sp->second.value);
+    std::vector<double> a;
+    for (const ir::Expr& x : e->args) {
+      std::optional<double> c = constant_expr(x);
+      if (!c) return std::nullopt;
+      a.push_back(*c);
+    }
+    switch (e->op) {
+      case Op::IntImm:
+        return static_cast<double>(e->int_value);
+      case Op::FloatImm:
+        return e->float_value;
+      case Op::Cast:
+        return a[0];
+      case Op::Neg:
+        return -a[0];
+      case Op::Add:
+        return a[0] + a[1];
+      case Op::Sub:
+        return a[0] - a[1];
+      case Op::Mul:
+        return a[0] * a[1];
+      case Op::Div:
+        return is_float(e->type) && a[1] != 0 ? std::optional<double>(a[0] / a[1]) : std::nullopt;
+      case Op::Call:
+        if (e->fn == ir::MathFn::Sqrt && a[0] >= 0) return std::sqrt(a[0]);
+        if (e->fn == ir::MathFn::Rsqrt && a[0] > 0) return 1.0 / std::sqrt(a[0]);
+        return std::nullopt;
+      default:
+        return std::nullopt;
+    }
+  }
   // A comparison of index-only values that are monotone along every tile axis (not affine: the
   // per-row trip count of a key loop widened to a row strip, min(tiles, (i + T - S) / 64 + 1))
   // holds over the whole tile when it holds between its sides' extreme corners: the largest
@@ -1414,7 +1447,7 @@ class FragmentWriter : public KernelWriter {
       sc.reset();
     std::string positive;  // the run-time test; empty: c is a positive constant
     if (sc) {
-      std::optional<double> c = uniform_constant(sc->scale);
+      std::optional<double> c = constant_value(sc->scale);
       if (c && *c <= 0) sc.reset();
       if (sc && !c) positive = "(" + val(sc->scale).name + " > 0.0f)";
     }
@@ -1631,48 +1664,6 @@ class FragmentWriter : public KernelWriter {
       if (val(x).kind == Kind::Frag && val(c).kind == Kind::Uniform) return Scaled{x, c};
     }
     return std::nullopt;
-  }
-
-  // The value of a uniform computed from constants alone (the sizes the kernel is specialised
-  // to are constants), e.g. a softmax scale rsqrt(f32(128)); nullopt otherwise.
-  std::optional<double> uniform_constant(int id) const {
-    const TileOp& d = *val(id).def;
-    return d.kind == OpKind::Full ? constant_expr(d.scalar) : std::nullopt;
-  }
-  std::optional<double> constant_expr(const ir::Expr& e) const {
-    if (e->op == Op::Var && e->var_kind == ir::VarKind::Dim)
-      if (auto sp = p_.specialised.find(ir::to_string(e)); sp != p_.specialised.end())
-        return static_cast<double>(sp->second.value);
-    std::vector<double> a;
-    for (const ir::Expr& x : e->args) {
-      std::optional<double> c = constant_expr(x);
-      if (!c) return std::nullopt;
-      a.push_back(*c);
-    }
-    switch (e->op) {
-      case Op::IntImm:
-        return static_cast<double>(e->int_value);
-      case Op::FloatImm:
-        return e->float_value;
-      case Op::Cast:
-        return a[0];
-      case Op::Neg:
-        return -a[0];
-      case Op::Add:
-        return a[0] + a[1];
-      case Op::Sub:
-        return a[0] - a[1];
-      case Op::Mul:
-        return a[0] * a[1];
-      case Op::Div:
-        return is_float(e->type) && a[1] != 0 ? std::optional<double>(a[0] / a[1]) : std::nullopt;
-      case Op::Call:
-        if (e->fn == ir::MathFn::Sqrt && a[0] >= 0) return std::sqrt(a[0]);
-        if (e->fn == ir::MathFn::Rsqrt && a[0] > 0) return 1.0 / std::sqrt(a[0]);
-        return std::nullopt;
-      default:
-        return std::nullopt;
-    }
   }
 
   void uniform(const TileOp& o, const Val& v) {
