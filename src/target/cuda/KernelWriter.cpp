@@ -231,19 +231,24 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
     }
     buffer_extents_[b.name] = extents;
   }
-  // The grid instance: the last axis varies fastest; walked backwards when a loop's bounds depend
-  // on it (a causal key loop grows with the query tile: the heavy instances start first and the
-  // last wave is made of light ones).
+  // The grid instance: the last axis varies fastest, except when a loop's bounds depend on it (a
+  // causal key loop grows with the query tile): that axis varies slowest and is walked backwards,
+  // so that the heaviest instances of every head start first and the last waves are made of
+  // light ones (longest processing time first).
   // The launch checks that the grid has fewer than 2^31 instances, so every extent fits 32 bits
   // and the divisions are 32-bit ones (a 64-bit division is a long emulated sequence, which a
   // short-lived CTA of a decode chunk would pay for several times).
+  std::vector<const tile::GridAxis*> fastest_first;
+  for (auto it = k.grid.rbegin(); it != k.grid.rend(); ++it) fastest_first.push_back(&*it);
+  bool backwards = !k.grid.empty() && work_grows_along(k, k.grid.back().var);
+  if (backwards) std::rotate(fastest_first.begin(), fastest_first.begin() + 1, fastest_first.end());
   line("unsigned ks_block = blockIdx.x;");
-  for (auto it = k.grid.rbegin(); it != k.grid.rend(); ++it) {
+  for (const tile::GridAxis* axis : fastest_first) {
     std::string ext = tmp();
-    line("const unsigned " + ext + " = (unsigned)(" + scalar(it->extent) + ");");
-    bool backwards = it == k.grid.rbegin() && work_grows_along(k, it->var);
-    line("const long long " + ident("v", it->var) + " = (long long)(" +
-         (backwards ? ext + " - 1u - " : "") + "ks_block % " + ext + ");");
+    line("const unsigned " + ext + " = (unsigned)(" + scalar(axis->extent) + ");");
+    line("const long long " + ident("v", axis->var) + " = (long long)(" +
+         (backwards && axis == &k.grid.back() ? ext + " - 1u - " : "") + "ks_block % " + ext +
+         ");");
     line("ks_block /= " + ext + ";");
   }
   for (const tile::Register& r : k.registers) declare_register(r);
