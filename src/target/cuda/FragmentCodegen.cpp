@@ -943,6 +943,9 @@ class FragmentWriter : public KernelWriter {
     issue_streams(two_stage, var + " + 1", hi, "ks_stage_" + s.var + " ^ 1");
     versioned_body(s);
     close_loop();
+    // A prefetch left to this loop's waits is still pending when the loop runs no iteration; no
+    // copy may outlive the CTA whose shared memory it writes.
+    if (unwaited_before_.erase(s.var)) line("cp_async_wait_group<0>();");
     for (const std::string& start : hoisted) invariant_starts_.erase(start);
   }
 
@@ -1157,6 +1160,10 @@ class FragmentWriter : public KernelWriter {
   void load_smem(const Val& v) {
     const SmemTile& t = tiles_[static_cast<size_t>(v.tile)];
     if (auto p = prefetched_.find(v.tile); p != prefetched_.end()) {
+      if (std::optional<std::string> loop = wait_left_to_stream(v.tile)) {
+        unwaited_before_.insert(*loop);
+        return;
+      }
       int later = static_cast<int>(prefetched_.size()) - 1 - p->second;
       line("cp_async_wait_group<" + std::to_string(later) + ">();");
       line("__syncthreads();");
@@ -1188,6 +1195,27 @@ class FragmentWriter : public KernelWriter {
     line("cp_async_commit();");
     line("cp_async_wait_group<0>();");
     line("__syncthreads();");
+  }
+
+  // The loop whose streamed-tile waits can stand in for the wait of prefetched tile `tile`: the
+  // one loop where every dot reads it, each after a streamed tile's load (its wait and barrier).
+  // cp.async groups complete in commit order, so that wait covers the older prefetch group, and
+  // the loop's first copies are issued without first waiting for the prefetch (Q of prefill).
+  std::optional<std::string> wait_left_to_stream(int tile) const {
+    std::string loop;
+    int first_use = -1;
+    for (const TileOp* o : ops_) {
+      if (o->kind != OpKind::Dot) continue;
+      for (int a : o->args) {
+        if (val(a).kind != Kind::Smem || val(a).tile != tile) continue;
+        if (!loop.empty() && loop_of_.at(o) != loop) return std::nullopt;
+        loop = loop_of_.at(o);
+        if (first_use < 0) first_use = order_.at(o);
+      }
+    }
+    for (const SmemTile& t : tiles_)
+      if (!loop.empty() && t.stream_loop == loop && order_.at(t.load) < first_use) return loop;
+    return std::nullopt;
   }
 
   // Whether `o` works slot by slot on [R, n] accumulator tiles (or emits nothing), so that it can
@@ -1708,6 +1736,7 @@ class FragmentWriter : public KernelWriter {
   std::vector<SmemTile> tiles_;
   std::set<std::string> lane_offsets_;          // defined at the kernel's start
   std::map<int, int> prefetched_;               // tile copied at the kernel's start -> its order
+  std::set<std::string> unwaited_before_;       // loops whose waits cover a prefetch's
   std::map<const TileOp*, int> order_;          // program order of the ops
   std::map<std::string, std::string> loop_hi_;  // a streamed loop's end bound, by variable
   struct Comparison {
