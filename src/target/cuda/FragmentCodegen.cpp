@@ -1213,8 +1213,9 @@ class FragmentWriter : public KernelWriter {
         if (first_use < 0) first_use = order_.at(o);
       }
     }
+    if (loop.empty()) return std::nullopt;
     for (const SmemTile& t : tiles_)
-      if (!loop.empty() && t.stream_loop == loop && order_.at(t.load) < first_use) return loop;
+      if (t.stream_loop == loop && order_.at(t.load) < first_use) return loop;
     return std::nullopt;
   }
 
