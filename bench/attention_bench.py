@@ -14,6 +14,15 @@ markdown section naming the GPU, the commit (KINTSUGI_COMMIT, else git) and the 
 
 With --build it first builds this tree on the GPU machine (tests/gpu/build_here.sh, from the
 packages scripts/gpu_debs.sh fetched into build/debs, carried there) and times that binary.
+
+An A/B of two compilers in one run: --also LABEL=TREE (repeatable) times the Kintsugi of another
+source tree as well, on the same inputs, against the same reference, right after ours (with
+--build it is built there from TREE by this tree's build_here.sh; else TREE/build/bin/kintsugi).
+--peers names the peers to time (default all; "none" for an A/B alone).
+
+  git worktree add .ab/change BRANCH      # here; .ab/ is ignored, carried to the GPU machine
+  python3 bench/attention_bench.py --build --also change=.ab/change --peers none \
+      --ops prefill_global,prefill_causal --prefill 4096,16384 --decode ""
 """
 import argparse, json, math, os, subprocess, sys, tempfile, time
 
@@ -89,6 +98,9 @@ def flops(causal, decode, S, T, heads, kind):
         return 2.0 * heads * S * min(S, WINDOW) * D
     f = 4.0 * heads * S * T * D
     return f / 2 if causal and not decode else f
+
+
+PEERS = ["sdpa-flash", "cudnn", "flex"]
 
 
 def run_ours(binary, name, shape, inputs, ref, extra=()):
@@ -167,14 +179,37 @@ def main():
                    help="query heads of every operator (default: each operator's, as peers.py)")
     a.add_argument("--chunk-tiles", default="auto",
                    help="decode: split-K chunks of this many key tiles, or auto (kintsugi --chunk-tiles)")
+    a.add_argument("--also", action="append", default=[], metavar="LABEL=TREE",
+                   help="also time the kintsugi of source tree TREE as LABEL (built there with "
+                        "--build, else TREE/build/bin/kintsugi): an A/B in one run")
+    a.add_argument("--peers", default=",".join(PEERS),
+                   help="the peers to time, of " + ",".join(PEERS) + " (none: no peer)")
     a.add_argument("--json", default="bench.json")
     a.add_argument("--perf", metavar="FILE",
                    help="also append the table as a markdown section (GPU, commit, date) to FILE, "
                         "e.g. docs/perf.md")
     args = a.parse_args()
+    variants = []  # (label, binary)
+    for spec in args.also:
+        label, sep, tree = spec.partition("=")
+        if not sep or not label or not os.path.isdir(tree):
+            a.error(f"--also {spec}: expected LABEL=TREE, TREE a Kintsugi source tree")
+        if label in PEERS or label == "kintsugi":
+            a.error(f"--also {spec}: the label {label} names a column already: choose another")
+        variants.append((label, os.path.join(os.path.abspath(tree), "build", "bin", "kintsugi")))
+    peers = [] if args.peers == "none" else args.peers.split(",")
+    if any(p not in PEERS for p in peers):
+        a.error(f"--peers {args.peers}: expected a list of " + ",".join(PEERS) + ", or none")
     if args.build:
-        subprocess.run(["bash", os.path.join(ROOT, "tests", "gpu", "build_here.sh")], check=True)
+        build_here = os.path.join(ROOT, "tests", "gpu", "build_here.sh")
+        subprocess.run(["bash", build_here], check=True)
         args.kintsugi = os.path.join(ROOT, "build-gpu", "bin", "kintsugi")
+        for i, (label, binary) in enumerate(variants):
+            tree = os.path.dirname(os.path.dirname(os.path.dirname(binary)))
+            env = {k: v for k, v in os.environ.items() if k != "KINTSUGI_COMMIT"}
+            subprocess.run(["bash", build_here, os.path.join(tree, "build-gpu"), tree], check=True,
+                           env=env)
+            variants[i] = (label, os.path.join(tree, "build-gpu", "bin", "kintsugi"))
     torch.manual_seed(0)
     rows = []
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")
@@ -197,11 +232,15 @@ def main():
                 inputs["slopes"] = slopes
             extra = ["--chunk-tiles", args.chunk_tiles] if decode else []
             results = [("kintsugi",) + run_ours(args.kintsugi, name, shape, inputs, ref, extra)]
+            for label, binary in variants:
+                results.append((label,) + run_ours(binary, name, shape, inputs, ref, extra))
             if kind == "plain":  # SDPA has no score modifications
                 for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
                                        ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    results.append((label,) + run_peer(backend, q, k, v, causal, group, ref))
-            results.append(("flex",) + run_flex(q, k, v, causal, group, kind, slopes, ref))
+                    if label in peers:
+                        results.append((label,) + run_peer(backend, q, k, v, causal, group, ref))
+            if "flex" in peers:
+                results.append(("flex",) + run_flex(q, k, v, causal, group, kind, slopes, ref))
             fl = flops(causal, decode, S, T, hq, kind)
             kv_bytes = 2 * hk * T * D * 2
             for who, ms, err, note in results:
@@ -219,11 +258,12 @@ def main():
         json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
     if args.perf:
         with open(args.perf, "a") as f:
-            f.write(markdown(rows, args))
+            f.write(markdown(rows, args, [label for label, _ in variants], peers))
 
 
-def markdown(rows, args):
-    """The rows as a markdown section: ours against each peer, and the ratio to the best peer."""
+def markdown(rows, args, variants, peers):
+    """The rows as a markdown section: ours and each --also variant against each peer, the ratio
+    of ours to the best peer, and of each variant to ours."""
     commit = os.environ.get("KINTSUGI_COMMIT", "")  # a copy of the tree may have no .git
     if not commit:
         try:
@@ -231,24 +271,27 @@ def markdown(rows, args):
                                     capture_output=True, text=True, check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             commit = "unknown"
-    peers = ["sdpa-flash", "cudnn", "flex"]
     heads_text = (str(args.heads) if args.heads else
                   "32 (grouped-query: 64 over 8 key/value heads; softcap: 32 over 16; windowed: 32 over 8)")
     out = [f"\n## bench/attention_bench.py, {torch.cuda.get_device_name()}, commit {commit}, "
            f"{time.strftime('%Y-%m-%d')}\n",
            f"\nf16, B=1, D={D}, query heads {heads_text}; TFLOP/s for prefill, GB/s of K+V for "
            "decode; every output checked against a float64 reference before it was timed.\n\n",
-           "| operator | length | Kintsugi | " + " | ".join(peers) + " | Kintsugi / best peer |\n",
-           "|---" * (len(peers) + 4) + "|\n"]
+           "| operator | length | Kintsugi | " + "".join(f"{v} | " for v in variants) +
+           "".join(f"{p} | " for p in peers) + "Kintsugi / best peer |" +
+           "".join(f" {v} / Kintsugi |" for v in variants) + "\n",
+           "|---" * (2 * len(variants) + len(peers) + 4) + "|\n"]
     for (op, n) in dict.fromkeys((r["op"], r["len"]) for r in rows):
         unit = "kv_gbps" if OPS[op][2] else "tflops"
         got = {r["who"]: r[unit] for r in rows if r["op"] == op and r["len"] == n}
         fmt = lambda v: "-" if v is None else (f"{v:.0f}" if unit == "kv_gbps" else f"{v:.1f}")
         best = max((got[p] for p in peers if got.get(p)), default=None)
         ours = got.get("kintsugi")
-        ratio = f"{ours / best:.2f}" if ours and best else "-"
-        out.append(f"| {op} | {n} | {fmt(ours)} | " + " | ".join(fmt(got.get(p)) for p in peers) +
-                   f" | {ratio} |\n")
+        ratio = lambda x, y, digits: f"{x / y:.{digits}f}" if x and y else "-"
+        out.append(f"| {op} | {n} | {fmt(ours)} | " +
+                   "".join(f"{fmt(got.get(v))} | " for v in variants) +
+                   "".join(f"{fmt(got.get(p))} | " for p in peers) + f"{ratio(ours, best, 2)} |" +
+                   "".join(f" {ratio(got.get(v), ours, 3)} |" for v in variants) + "\n")
     return "".join(out)
 
 
