@@ -24,6 +24,8 @@
 
 namespace kintsugi::cuda {
 
+struct LaunchPlan;  // one run's parameter block and buffers (LaunchPlan.h)
+
 constexpr int kThreads = 128;
 // Dynamic shared memory one CTA may use: on every supported architecture (sm_80: 163 KiB), and
 // on sm_90 (227 KiB).
@@ -87,19 +89,10 @@ class CudaKernel {
 
  private:
   struct Impl;
-  struct Launch;  // one run's parameter block and buffers (CudaKernel.cpp)
-
-  // The parameter block with the sizes and params of a run, and the buffers it addresses;
-  // throws unless `given` tensors are exactly the inputs and outputs.
-  Launch prepare(const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-                 size_t given) const;
-  // Throws unless a caller's tensor has the dtype and shape of operand `i` of `launch`.
-  void check_operand(const Launch& launch, size_t i, DType dtype,
-                     const std::vector<int64_t>& shape) const;
   // Allocates the intermediates, launches every kernel on `stream`, waits, and throws when a
   // kernel reported a failed index or division check; returns the event-timed milliseconds.
   // `cold_l2`: twice the L2 is written on the stream right before the start event.
-  double launch_all(Launch& launch, const runtime::SizeMap& sizes, void* stream,
+  double launch_all(LaunchPlan& launch, const runtime::SizeMap& sizes, void* stream,
                     bool cold_l2 = false) const;
 
   std::unique_ptr<Impl> impl_;

@@ -3,54 +3,24 @@
 // compile_cuda (disk-cached), the driver through Driver.h.
 //
 // run() (host tensors) and run_device() (device memory the caller owns) share one path:
-// prepare() packs the sizes and params and lists the buffers the caller provides, check_operand()
-// checks each tensor, launch_all() allocates the intermediates, launches (run(): after writing
-// twice the L2, so that its timing starts from a cold cache), waits and reads back the error
-// site. Invariant: no kernel is launched unless every caller tensor has passed its checks
-// (count, dtype, shape against the symbolic buffer shapes; for device memory also contiguity,
-// 16-byte alignment and the device), so a kernel only addresses memory of the declared extents.
-// run() poisons its outputs (all bits set: NaN for floats) so that an element no kernel writes
-// cannot pass verification; run_device() leaves the caller's outputs alone until the kernels
+// plan_launch() packs the sizes and params and lists the buffers the caller provides,
+// check_operand() checks each tensor (LaunchPlan.h), launch_all() allocates the intermediates,
+// launches (run(): after writing twice the L2, so that its timing starts from a cold cache), waits
+// and reads back the error site. Invariant: no kernel is launched unless every caller tensor has
+// passed its checks (count, dtype, shape against the symbolic buffer shapes; for device memory also
+// contiguity, 16-byte alignment and the device), so a kernel only addresses memory of the declared
+// extents. run() poisons its outputs (all bits set: NaN for floats) so that an element no kernel
+// writes cannot pass verification; run_device() leaves the caller's outputs alone until the kernels
 // write them.
-#include <cstring>
 #include <iostream>
 #include <sstream>
 
-#include "ir/Interpreter.h"
-#include "ir/Printer.h"
 #include "target/cuda/CudaBackend.h"
 #include "target/cuda/Driver.h"
+#include "target/cuda/LaunchPlan.h"
 #include "target/cuda/Nvrtc.h"
 
 namespace kintsugi::cuda {
-
-namespace {
-
-struct KsArgs {
-  unsigned long long bufs[kMaxBuffers];
-  long long sizes[kMaxDims];
-  double params[kMaxParams];
-};
-
-// "input Q" / "output O": how messages name a caller's buffer.
-std::string buffer_text(const ir::Buffer& b) {
-  return (b.role == ir::BufferRole::Input ? "input " : "output ") + b.name;
-}
-
-}  // namespace
-
-// One run: the kernels' parameter block, and the buffers it addresses that are not registers.
-struct CudaKernel::Launch {
-  struct Slot {
-    const ir::Buffer* buffer;
-    size_t index;                // in KsArgs::bufs
-    std::vector<int64_t> shape;  // at the run's sizes
-    size_t bytes;                // at least one element: every buffer has an address
-  };
-  KsArgs args;
-  std::vector<Slot> operands;       // the caller's inputs and outputs, in the order run() takes
-  std::vector<Slot> intermediates;  // allocated by launch_all
-};
 
 struct CudaKernel::Impl {
   std::unique_ptr<Module> module;
@@ -79,73 +49,12 @@ CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch
 
 CudaKernel::~CudaKernel() = default;
 
-CudaKernel::Launch CudaKernel::prepare(const runtime::SizeMap& sizes,
-                                       const runtime::ParamMap& params, size_t given) const {
-  const ir::LoopProgram& p = program_.source;
-  Launch l;
-  std::memset(&l.args, 0, sizeof(l.args));
-  if (p.dims.size() > static_cast<size_t>(kMaxDims) ||
-      p.params.size() > static_cast<size_t>(kMaxParams))
-    arg_error << "kernel " << p.name << " has more sizes or params than the CUDA back end passes";
-  for (size_t d = 0; d < p.dims.size(); ++d) {
-    auto it = sizes.find(p.dims[d]);
-    if (it == sizes.end()) arg_error << "kernel " << p.name << ": no value for size " << p.dims[d];
-    l.args.sizes[d] = it->second;
-  }
-  tile::check_specialised(program_.specialised, p.name, sizes);
-  for (size_t q = 0; q < p.params.size(); ++q) {
-    auto it = params.find(p.params[q].name);
-    l.args.params[q] = it != params.end() ? it->second : p.params[q].value;
-  }
-  size_t index = 0;
-  for (const ir::Buffer& b : p.buffers) {
-    if (tile::is_register(program_, b.name)) continue;
-    if (index >= static_cast<size_t>(kMaxBuffers))
-      arg_error << "kernel " << p.name << " has more buffers than the CUDA back end passes";
-    std::vector<int64_t> shape = ir::eval_shape(b.shape, sizes, params);
-    int64_t n = runtime::checked_numel(shape, "buffer " + b.name);
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_bytes(b.dtype);
-    Launch::Slot slot{&b, index++, std::move(shape), bytes};
-    (b.role == ir::BufferRole::Intermediate ? l.intermediates : l.operands)
-        .push_back(std::move(slot));
-  }
-  if (given != l.operands.size()) {
-    std::string names;
-    for (const Launch::Slot& o : l.operands) names += (names.empty() ? "" : ", ") + o.buffer->name;
-    arg_error << "kernel " << p.name << " takes " << l.operands.size()
-              << " tensors (its inputs then outputs, in declaration order: " << names << "), got "
-              << given;
-  }
-  return l;
-}
-
-void CudaKernel::check_operand(const Launch& l, size_t i, DType dtype,
-                               const std::vector<int64_t>& shape) const {
-  const Launch::Slot& o = l.operands[i];
-  const ir::Buffer& b = *o.buffer;
-  if (dtype != b.dtype)
-    arg_error << "kernel " << program_.source.name << ": the tensor for " << buffer_text(b)
-              << " has dtype " << dtype_name(dtype) << ", expected " << dtype_name(b.dtype)
-              << "; pass a tensor of dtype " << dtype_name(b.dtype);
-  if (shape != o.shape)
-    arg_error << "kernel " << program_.source.name << ": the tensor for " << buffer_text(b)
-              << " has shape " << runtime::shape_string(shape) << ", expected "
-              << ir::shape_to_string(b.shape) << " = " << runtime::shape_string(o.shape)
-              << " at the sizes of this run";
-}
-
-double CudaKernel::launch_all(Launch& l, const runtime::SizeMap& sizes, void* stream,
+double CudaKernel::launch_all(LaunchPlan& l, const runtime::SizeMap& sizes, void* stream,
                               bool cold_l2) const {
-  const ir::LoopProgram& p = program_.source;
-  std::vector<int64_t> blocks(source_.launches.size(), 1);  // every grid, before any launch
-  for (size_t k = 0; k < source_.launches.size(); ++k) {
-    for (const ir::Expr& e : source_.launches[k].grid) blocks[k] *= ir::eval_int(e, sizes);
-    if (blocks[k] > 0x7fffffff)
-      arg_error << "kernel " << source_.launches[k].name << ": grid too large";
-  }
+  std::vector<int64_t> blocks = grid_blocks(source_, sizes);  // every grid, before any launch
   std::vector<DeviceBuffer> scratch;
   scratch.reserve(l.intermediates.size());
-  for (const Launch::Slot& s : l.intermediates)
+  for (const LaunchPlan::Slot& s : l.intermediates)
     l.args.bufs[s.index] = scratch.emplace_back(s.bytes).address();
   DeviceBuffer err(sizeof(int));
   err.fill(0, stream);
@@ -173,24 +82,20 @@ double CudaKernel::launch_all(Launch& l, const runtime::SizeMap& sizes, void* st
   double ms = Event::elapsed_ms(start, stop);
   int code = 0;
   err.download(&code, sizeof(code));
-  if (code != 0) {
-    std::string where = code - 1 < static_cast<int>(source_.sites.size())
-                            ? source_.sites[static_cast<size_t>(code - 1)]
-                            : std::string("?");
-    arg_error << "kernel " << p.name << ": an index or integer division failed at " << where;
-  }
+  throw_failed_check(program_, source_, code);
   return ms;
 }
 
 double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
                        const runtime::ParamMap& params) {
-  Launch l = prepare(sizes, params, args.size());
-  for (size_t i = 0; i < args.size(); ++i) check_operand(l, i, args[i]->dtype, args[i]->shape);
+  LaunchPlan l = plan_launch(program_, sizes, params, args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
   // Device storage for the caller's tensors: inputs uploaded, outputs poisoned.
   std::vector<DeviceBuffer> storage;
   storage.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    const Launch::Slot& o = l.operands[i];
+    const LaunchPlan::Slot& o = l.operands[i];
     DeviceBuffer& d = storage.emplace_back(o.bytes);
     if (o.buffer->role == ir::BufferRole::Input)
       d.upload(args[i]->ptr(), args[i]->data.size());
@@ -209,12 +114,12 @@ double CudaKernel::run_device(const std::vector<DeviceTensorRef>& args,
                               const runtime::SizeMap& sizes, const runtime::ParamMap& params,
                               void* stream) {
   const std::string& name = program_.source.name;
-  Launch l = prepare(sizes, params, args.size());
+  LaunchPlan l = plan_launch(program_, sizes, params, args.size());
   int ordinal = device().ordinal;
   for (size_t i = 0; i < args.size(); ++i) {
     const DeviceTensorRef& t = args[i];
     std::string what = "kernel " + name + ": the tensor for " + buffer_text(*l.operands[i].buffer);
-    check_operand(l, i, t.dtype, t.shape);
+    check_operand(program_, l, i, t.dtype, t.shape);
     if (!runtime::is_row_major(t.shape, t.strides))
       arg_error << what << " is not contiguous row-major (shape " << runtime::shape_string(t.shape)
                 << ", strides " << runtime::shape_string(t.strides)

@@ -1,0 +1,91 @@
+// \file LaunchPlan.cpp
+// plan_launch, check_operand, grid_blocks, throw_failed_check (LaunchPlan.h).
+#include "target/cuda/LaunchPlan.h"
+
+#include <cstring>
+
+#include "ir/Interpreter.h"
+#include "ir/Printer.h"
+
+namespace kintsugi::cuda {
+
+std::string buffer_text(const ir::Buffer& b) {
+  return (b.role == ir::BufferRole::Input ? "input " : "output ") + b.name;
+}
+
+LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap& sizes,
+                       const runtime::ParamMap& params, size_t given) {
+  const ir::LoopProgram& p = program.source;
+  LaunchPlan l;
+  std::memset(&l.args, 0, sizeof(l.args));
+  if (p.dims.size() > static_cast<size_t>(kMaxDims) ||
+      p.params.size() > static_cast<size_t>(kMaxParams))
+    arg_error << "kernel " << p.name << " has more sizes or params than the CUDA back end passes";
+  for (size_t d = 0; d < p.dims.size(); ++d) {
+    auto it = sizes.find(p.dims[d]);
+    if (it == sizes.end()) arg_error << "kernel " << p.name << ": no value for size " << p.dims[d];
+    l.args.sizes[d] = it->second;
+  }
+  tile::check_specialised(program.specialised, p.name, sizes);
+  for (size_t q = 0; q < p.params.size(); ++q) {
+    auto it = params.find(p.params[q].name);
+    l.args.params[q] = it != params.end() ? it->second : p.params[q].value;
+  }
+  size_t index = 0;
+  for (const ir::Buffer& b : p.buffers) {
+    if (tile::is_register(program, b.name)) continue;
+    if (index >= static_cast<size_t>(kMaxBuffers))
+      arg_error << "kernel " << p.name << " has more buffers than the CUDA back end passes";
+    std::vector<int64_t> shape = ir::eval_shape(b.shape, sizes, params);
+    int64_t n = runtime::checked_numel(shape, "buffer " + b.name);
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_bytes(b.dtype);
+    LaunchPlan::Slot slot{&b, index++, std::move(shape), bytes};
+    (b.role == ir::BufferRole::Intermediate ? l.intermediates : l.operands)
+        .push_back(std::move(slot));
+  }
+  if (given != l.operands.size()) {
+    std::string names;
+    for (const LaunchPlan::Slot& o : l.operands)
+      names += (names.empty() ? "" : ", ") + o.buffer->name;
+    arg_error << "kernel " << p.name << " takes " << l.operands.size()
+              << " tensors (its inputs then outputs, in declaration order: " << names << "), got "
+              << given;
+  }
+  return l;
+}
+
+void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, size_t i, DType dtype,
+                   const std::vector<int64_t>& shape) {
+  const LaunchPlan::Slot& o = plan.operands[i];
+  const ir::Buffer& b = *o.buffer;
+  if (dtype != b.dtype)
+    arg_error << "kernel " << program.source.name << ": the tensor for " << buffer_text(b)
+              << " has dtype " << dtype_name(dtype) << ", expected " << dtype_name(b.dtype)
+              << "; pass a tensor of dtype " << dtype_name(b.dtype);
+  if (shape != o.shape)
+    arg_error << "kernel " << program.source.name << ": the tensor for " << buffer_text(b)
+              << " has shape " << runtime::shape_string(shape) << ", expected "
+              << ir::shape_to_string(b.shape) << " = " << runtime::shape_string(o.shape)
+              << " at the sizes of this run";
+}
+
+std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes) {
+  std::vector<int64_t> blocks(source.launches.size(), 1);
+  for (size_t k = 0; k < source.launches.size(); ++k) {
+    for (const ir::Expr& e : source.launches[k].grid) blocks[k] *= ir::eval_int(e, sizes);
+    if (blocks[k] > 0x7fffffff)
+      arg_error << "kernel " << source.launches[k].name << ": grid too large";
+  }
+  return blocks;
+}
+
+void throw_failed_check(const tile::TileProgram& program, const CudaSource& source, int code) {
+  if (code == 0) return;
+  std::string where = code - 1 < static_cast<int>(source.sites.size())
+                          ? source.sites[static_cast<size_t>(code - 1)]
+                          : std::string("?");
+  arg_error << "kernel " << program.source.name << ": an index or integer division failed at "
+            << where;
+}
+
+}  // namespace kintsugi::cuda

@@ -1,0 +1,145 @@
+// \file Emulator.cpp
+// EmulatedCudaKernel (Emulator.h): the emulable translation unit, its host compile, the launches.
+#include "Emulator.h"
+
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "support/Error.h"
+
+namespace kintsugi::emu {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The generated source as the emulator compiles it: the dynamic shared memory declared as the
+// current CTA's.
+std::string emulable(const std::string& code) {
+  const std::string shared = "extern __shared__ __align__(128) unsigned char ks_smem[];";
+  std::istringstream in(code);
+  std::ostringstream out;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find(shared);
+    if (at != std::string::npos)
+      line.replace(at, shared.size(), "unsigned char* ks_smem = ::kemu::dynamic_smem();");
+    internal_assert(line.find("__shared__") == std::string::npos ||
+                    line.find("extern") == std::string::npos)
+        << "the emulator binds only ks_smem as dynamic shared memory: " << line;
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+std::string run_command(const std::string& cmd) {
+  std::array<char, 4096> buf;
+  std::string output;
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  internal_assert(pipe != nullptr) << "cannot run " << cmd;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
+  int status = pclose(pipe);
+  internal_assert(status == 0) << cmd << " failed:\n" << output.substr(0, 4000);
+  return output;
+}
+
+// Host memory of a buffer: 64-byte aligned, every byte `fill`.
+struct HostBuffer {
+  HostBuffer(size_t bytes, unsigned char fill)
+      : size((bytes + 63) / 64 * 64),
+        data(static_cast<unsigned char*>(std::aligned_alloc(64, size)), &std::free) {
+    std::memset(data.get(), fill, size);
+  }
+  size_t size;
+  std::unique_ptr<unsigned char, decltype(&std::free)> data;
+};
+
+struct LaunchContext {
+  void (*kernel)(cuda::KsArgs, int*);
+  cuda::KsArgs* args;
+  int* err;
+};
+
+void run_thread(void* c) {
+  auto* l = static_cast<LaunchContext*>(c);
+  l->kernel(*l->args, l->err);
+}
+
+}  // namespace
+
+EmulatedModule::EmulatedModule(const std::string& cuda_source) {
+  char tmpl[] = "/tmp/kintsugi-emu-XXXXXX";
+  internal_assert(mkdtemp(tmpl) != nullptr) << "cannot make a directory under /tmp";
+  fs::path dir = tmpl, cpp = dir / "kernels.cpp", so = dir / "kernels.so";
+  std::ofstream(cpp) << emulable(cuda_source);
+  // The device headers: the emulated ones (tests/emu/include), which include the library's own
+  // where those are plain C++ (found under src/target/cuda).
+  run_command("c++ -std=c++17 -O1 -w -fPIC -shared -include " KINTSUGI_EMU_DIR
+              "/kintsugi_emu.h -I " KINTSUGI_EMU_DIR "/include -I " KINTSUGI_SOURCE_DIR
+              "/src/target/cuda -o " +
+              so.string() + " " + cpp.string());
+  library_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string why = library_ ? "" : dlerror();
+  fs::remove_all(dir);
+  internal_assert(library_ != nullptr) << "dlopen of the emulated kernels failed: " << why;
+  launch_ = reinterpret_cast<LaunchFn>(dlsym(library_, "kemu_launch"));
+  internal_assert(launch_ != nullptr) << "the emulated kernels have no kemu_launch";
+}
+
+EmulatedModule::~EmulatedModule() {
+  if (library_) dlclose(library_);
+}
+
+void EmulatedModule::launch(const std::string& kernel, cuda::KsArgs& args, int* err, unsigned grid,
+                            unsigned threads, unsigned dynamic_shared_bytes) const {
+  void* entry = dlsym(library_, kernel.c_str());
+  internal_assert(entry != nullptr) << "no kernel " << kernel << " in the emulated source";
+  LaunchContext c{reinterpret_cast<void (*)(cuda::KsArgs, int*)>(entry), &args, err};
+  if (const char* e = launch_(run_thread, &c, grid, threads, dynamic_shared_bytes))
+    internal_error << "emulated kernel " << kernel << ": " << e;
+}
+
+EmulatedCudaKernel::EmulatedCudaKernel(const tile::TileProgram& program)
+    : program_(program), source_(cuda::generate_cuda_source(program)), module_(source_.code) {}
+
+void EmulatedCudaKernel::run(const std::vector<runtime::Tensor*>& args,
+                             const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
+  cuda::LaunchPlan l = cuda::plan_launch(program_, sizes, params, args.size());
+  for (size_t i = 0; i < args.size(); ++i)
+    cuda::check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
+  std::vector<int64_t> blocks = cuda::grid_blocks(source_, sizes);
+  std::vector<HostBuffer> storage;  // operands, then intermediates: outputs and scratch poisoned
+  storage.reserve(args.size() + l.intermediates.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const cuda::LaunchPlan::Slot& o = l.operands[i];
+    bool input = o.buffer->role == ir::BufferRole::Input;
+    HostBuffer& b = storage.emplace_back(o.bytes, input ? 0 : 0xff);
+    if (input) std::memcpy(b.data.get(), args[i]->ptr(), args[i]->data.size());
+    l.args.bufs[o.index] = reinterpret_cast<uintptr_t>(b.data.get());
+  }
+  for (const cuda::LaunchPlan::Slot& s : l.intermediates)
+    l.args.bufs[s.index] =
+        reinterpret_cast<uintptr_t>(storage.emplace_back(s.bytes, 0xff).data.get());
+  int err = 0;
+  for (size_t k = 0; k < source_.launches.size(); ++k) {
+    const cuda::KernelLaunch& kl = source_.launches[k];
+    if (blocks[k] > 0)
+      module_.launch(kl.name, l.args, &err, static_cast<unsigned>(blocks[k]),
+                     static_cast<unsigned>(kl.threads),
+                     static_cast<unsigned>(kl.dynamic_shared_bytes));
+  }
+  cuda::throw_failed_check(program_, source_, err);
+  for (size_t i = 0; i < args.size(); ++i)
+    if (l.operands[i].buffer->role == ir::BufferRole::Output)
+      std::memcpy(args[i]->ptr(), storage[i].data.get(), args[i]->data.size());
+}
+
+}  // namespace kintsugi::emu

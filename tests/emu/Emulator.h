@@ -1,0 +1,59 @@
+// \file Emulator.h
+// Runs the CUDA kernels Kintsugi generates for a tile program on the CPU (kintsugi_emu.h): the
+// source from generate_cuda_source, its dynamic shared memory bound to the emulated CTA's,
+// compiled by the host compiler against the emulated device headers (include/kintsugi/*.cuh)
+// into a shared object, launched kernel by kernel over its grid as CudaKernel launches it on a
+// GPU (LaunchPlan.h).
+//
+// Invariant established: run() computes what the GPU would, instruction by instruction as the
+// emulator models them (kintsugi_emu.h), with the same argument checks, poisoned outputs and
+// error sites as CudaKernel::run; a kernel the emulator cannot complete (a barrier not all
+// threads reach, a shared access out of bounds) throws an InternalError naming the kernel.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/Tensor.h"
+#include "target/cuda/CudaBackend.h"
+#include "target/cuda/LaunchPlan.h"
+
+namespace kintsugi::emu {
+
+// A CUDA source compiled for the emulator (ks_smem bound to the CTA's dynamic shared memory,
+// kintsugi_emu.h force-included), its kernels launched by name.
+class EmulatedModule {
+ public:
+  explicit EmulatedModule(const std::string& cuda_source);
+  ~EmulatedModule();
+  EmulatedModule(const EmulatedModule&) = delete;
+  EmulatedModule& operator=(const EmulatedModule&) = delete;
+
+  // Runs `kernel(args, err)` (the generated ABI, CudaBackend.h) on `threads` threads of each of
+  // `grid` CTAs; throws InternalError with the emulator's reason when a CTA cannot complete.
+  void launch(const std::string& kernel, cuda::KsArgs& args, int* err, unsigned grid,
+              unsigned threads, unsigned dynamic_shared_bytes) const;
+
+ private:
+  using LaunchFn = const char* (*)(void (*)(void*), void*, unsigned, unsigned, unsigned);
+  void* library_ = nullptr;
+  LaunchFn launch_ = nullptr;
+};
+
+class EmulatedCudaKernel {
+ public:
+  explicit EmulatedCudaKernel(const tile::TileProgram& program);
+
+  // Inputs then outputs (host tensors), as CudaKernel::run.
+  void run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
+           const runtime::ParamMap& params);
+
+  const cuda::CudaSource& source() const { return source_; }
+
+ private:
+  tile::TileProgram program_;
+  cuda::CudaSource source_;
+  EmulatedModule module_;
+};
+
+}  // namespace kintsugi::emu

@@ -1,0 +1,47 @@
+// \file math.cuh
+// exp2 and reciprocal (exact here), NaN-propagating max and min, f16 / bf16 conversions
+// rounding to nearest even.
+// Emulated for tests/emu (kintsugi_emu.h): the functions of src/target/cuda/device/math.cuh, same
+// signatures, computing what the instructions compute.
+#pragma once
+
+#include "kintsugi/types.cuh"
+
+namespace kintsugi::device {
+
+inline float ex2_approx(float x) {
+  return std::exp2(x);
+}
+inline float rcp_approx(float x) {
+  return 1.0f / x;
+}
+inline float fmax_nan(float a, float b) {
+  return std::isnan(a) || std::isnan(b) ? NAN : (a < b ? b : a);
+}
+inline float fmin_nan(float a, float b) {
+  return std::isnan(a) || std::isnan(b) ? NAN : (b < a ? b : a);
+}
+inline u16 f32_to_f16(float x) {
+  return ::kemu::f32_to_f16_rne(x);
+}
+inline u16 f32_to_bf16(float x) {
+  return ::kemu::f32_to_bf16_rne(x);
+}
+inline float f16_to_f32(u16 h) {
+  return ::kemu::f16_to_f32_exact(h);
+}
+inline float bf16_to_f32(u16 h) {
+  return ::kemu::from_bits<float>(u32(h) << 16);
+}
+inline u32 pack_f16x2(float lo, float hi) {
+  return u32(f32_to_f16(lo)) | (u32(f32_to_f16(hi)) << 16);
+}
+inline u32 pack_bf16x2(float lo, float hi) {
+  return u32(f32_to_bf16(lo)) | (u32(f32_to_bf16(hi)) << 16);
+}
+inline void split_b32(u32 x, u16& lo, u16& hi) {
+  lo = u16(x & 0xffffu);
+  hi = u16(x >> 16);
+}
+
+}  // namespace kintsugi::device

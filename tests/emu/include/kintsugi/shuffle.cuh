@@ -1,0 +1,6 @@
+// \file shuffle.cuh
+// The device library's own shuffle.cuh, compiled as it is (it is plain C++ over the emulated
+// built-ins); found through the include path the emulator passes (src/target/cuda).
+#pragma once
+
+#include "device/shuffle.cuh"

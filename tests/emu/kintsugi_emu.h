@@ -1,0 +1,455 @@
+// \file kintsugi_emu.h
+// A CUDA emulator for the kernels Kintsugi generates, so that CI (no GPU) executes them: the
+// generated CUDA C++ is compiled by the host compiler with this file force-included (the CUDA
+// keywords, the built-ins, the runtime) and the device headers of include/kintsugi/ (those of
+// src/target/cuda/device/ whose instructions are written in PTX, emulated through the functions
+// below; the plain C++ ones compiled as they are), and each CTA runs its threads as fibers on
+// one OS thread, switched at every barrier and warp collective.
+//
+// What is modelled, instruction by instruction as the device headers document them: the
+// m16n8k16 mma fragments (f16 and bf16 in, f32 accumulated), ldmatrix x1/x2/x4 with and without
+// .trans, cp.async with zero-fill whose copies land only when a wait_group retires their group
+// (a read before the wait sees the old shared memory, as it may on the GPU), warp shuffles and
+// votes, __syncthreads, the 32-bit shared window (smem_addr), the conversions with round to
+// nearest even. The mma sums in double and rounds once (a tensor core's order is unspecified);
+// ex2.approx and rcp.approx are exact here.
+//
+// Invariant established: a kernel either runs to completion with every thread reaching every
+// barrier its CTA and warp reach, or the launch reports why not (a barrier some threads never
+// reach, a warp collective with a partial mask, a shared-memory access outside the CTA's dynamic
+// shared memory, a misaligned cp.async) instead of hanging or touching other memory.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+// Static shared arrays: CTAs run one after another, so one static object per declaration serves
+// every CTA (its contents are undefined at a CTA's start, as on the GPU).
+#define __shared__ static
+
+namespace kemu {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+struct Copy {  // a cp.async in flight
+  uint32_t dst;
+  const unsigned char* src;
+  uint32_t bytes, src_bytes;
+};
+
+enum class Wait { Runnable, Cta, Warp, Done };
+
+struct Fiber {
+  ucontext_t context;
+  unsigned tid = 0;
+  Wait wait = Wait::Runnable;
+  std::vector<Copy> open;                 // issued, not yet committed
+  std::vector<std::vector<Copy>> groups;  // committed, oldest first
+};
+
+struct State {
+  std::vector<Fiber> fibers;
+  std::vector<char*> stacks;
+  ucontext_t scheduler;
+  Fiber* current = nullptr;
+  Dim3 block, threads;
+  unsigned char* smem = nullptr;
+  uint32_t smem_bytes = 0;
+  std::vector<uint32_t> exchange;  // 8 words a lane
+  std::string error;
+  void (*body)(void*) = nullptr;
+  void* body_context = nullptr;
+};
+
+inline State& state() {
+  static State s;
+  return s;
+}
+
+constexpr size_t kStackBytes = 512 * 1024;
+
+// Ends the launch: the scheduler stops at its next turn and reports `message`.
+inline void fail(const std::string& message) {
+  State& s = state();
+  if (s.error.empty())
+    s.error = "block " + std::to_string(s.block.x) + ", thread " +
+              std::to_string(s.current ? s.current->tid : 0) + ": " + message;
+  s.current->wait = Wait::Done;
+  swapcontext(&s.current->context, &s.scheduler);
+  std::abort();  // a failed fiber is never resumed
+}
+
+inline void block_at(Wait w) {
+  State& s = state();
+  s.current->wait = w;
+  swapcontext(&s.current->context, &s.scheduler);
+}
+
+inline unsigned lane() {
+  return state().current->tid % 32;
+}
+inline uint32_t* slot(unsigned lane_index) {
+  State& s = state();
+  return &s.exchange[((s.current->tid / 32) * 32 + lane_index) * 8];
+}
+
+inline void check_full_mask(unsigned mask, const char* what) {
+  if (mask != 0xffffffffu) fail(std::string(what) + " with a partial mask is not emulated");
+}
+
+inline uint32_t shared_offset(uint32_t address, uint32_t bytes, const char* what) {
+  State& s = state();
+  if (uint64_t(address) + bytes > s.smem_bytes)
+    fail(std::string(what) + " at shared address " + std::to_string(address) + " (+" +
+         std::to_string(bytes) + " bytes) outside the CTA's " + std::to_string(s.smem_bytes) +
+         " bytes of dynamic shared memory");
+  return address;
+}
+
+inline void land(const Copy& c) {
+  State& s = state();
+  uint32_t n = c.src_bytes < c.bytes ? c.src_bytes : c.bytes;
+  if (n) std::memcpy(s.smem + c.dst, c.src, n);
+  std::memset(s.smem + c.dst + n, 0, c.bytes - n);
+}
+
+inline void fiber_main() {
+  State& s = state();
+  s.body(s.body_context);
+  s.current->wait = Wait::Done;
+  swapcontext(&s.current->context, &s.scheduler);
+}
+
+// Runs `body` on every thread of every CTA of a 1-D grid; returns the first failure, or "".
+inline std::string launch(void (*body)(void*), void* context, unsigned grid, unsigned threads,
+                          uint32_t smem_bytes) {
+  State& s = state();
+  s.error.clear();
+  s.body = body;
+  s.body_context = context;
+  s.threads = Dim3{threads, 1, 1};
+  std::vector<unsigned char> smem(smem_bytes + 16);
+  s.smem = smem.data();
+  s.smem_bytes = smem_bytes;
+  s.exchange.assign(size_t(threads) * 8, 0);
+  while (s.stacks.size() < threads)
+    s.stacks.push_back(static_cast<char*>(std::malloc(kStackBytes)));
+  s.fibers.assign(threads, Fiber{});
+  for (unsigned b = 0; b < grid && s.error.empty(); ++b) {
+    s.block = Dim3{b, 0, 0};
+    for (unsigned t = 0; t < threads; ++t) {
+      Fiber& f = s.fibers[t];
+      f = Fiber{};
+      f.tid = t;
+      getcontext(&f.context);
+      f.context.uc_stack.ss_sp = s.stacks[t];
+      f.context.uc_stack.ss_size = kStackBytes;
+      f.context.uc_link = nullptr;
+      makecontext(&f.context, fiber_main, 0);
+    }
+    for (;;) {
+      for (Fiber& f : s.fibers)
+        if (f.wait == Wait::Runnable && s.error.empty()) {
+          s.current = &f;
+          swapcontext(&s.scheduler, &f.context);
+        }
+      if (!s.error.empty()) break;
+      bool released = false, all_done = true, cta = true;
+      for (unsigned w = 0; w * 32 < threads; ++w) {
+        bool warp = true;
+        for (unsigned t = w * 32; t < w * 32 + 32 && t < threads; ++t)
+          warp = warp && s.fibers[t].wait == Wait::Warp;
+        if (!warp) continue;
+        for (unsigned t = w * 32; t < w * 32 + 32 && t < threads; ++t)
+          s.fibers[t].wait = Wait::Runnable;
+        released = true;
+      }
+      for (const Fiber& f : s.fibers) {
+        all_done = all_done && f.wait == Wait::Done;
+        cta = cta && f.wait == Wait::Cta;
+      }
+      if (all_done) break;
+      if (cta) {
+        for (Fiber& f : s.fibers) f.wait = Wait::Runnable;
+        released = true;
+      }
+      if (!released) {
+        // Where the threads stand, by state: how many, and the first of them.
+        const char* names[] = {"", " at __syncthreads", " at a warp collective", " exited"};
+        std::string where;
+        for (Wait w : {Wait::Cta, Wait::Warp, Wait::Done}) {
+          unsigned count = 0, first = 0;
+          for (const Fiber& f : s.fibers)
+            if (f.wait == w && count++ == 0) first = f.tid;
+          if (count)
+            where += (where.empty() ? "" : ", ") + std::to_string(count) + " threads" +
+                     names[int(w)] + " (the first: " + std::to_string(first) + ")";
+        }
+        s.error = "block " + std::to_string(b) + ": no barrier can complete: " + where;
+      }
+    }
+  }
+  s.current = nullptr;
+  return s.error;
+}
+
+// One warp collective: every lane writes its operands into its exchange slot, all lanes meet,
+// each reads what it needs (`read`), and all meet again before a slot is written anew.
+template <class Read>
+inline void collective(const uint32_t* in, int words, Read read) {
+  std::memcpy(slot(lane()), in, size_t(words) * 4);
+  block_at(Wait::Warp);
+  read();
+  block_at(Wait::Warp);
+}
+
+template <class T>
+inline uint32_t bits(T v) {
+  static_assert(sizeof(T) == 4, "32-bit values");
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+template <class T>
+inline T from_bits(uint32_t u) {
+  T v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+inline uint16_t f32_to_f16_rne(float x) {
+  uint32_t u = bits(x), sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to infinity
+  if (a < 0x38800000u) {                                  // subnormal or zero in f16
+    float scaled = std::fabs(x) * 16777216.0f;            // units of 2^-24, exact
+    return uint16_t(sign | uint32_t(std::nearbyint(scaled)));
+  }
+  uint32_t mant = a & 0x7fffffu, exp = (a >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
+  return uint16_t(sign | h);
+}
+
+inline float f16_to_f32_exact(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0)
+    return from_bits<float>(sign) + (sign ? -1.0f : 1.0f) * float(m) * 5.9604644775390625e-8f;
+  if (e == 31) return from_bits<float>(sign | 0x7f800000u | (m << 13));
+  return from_bits<float>(sign | ((e + 112) << 23) | (m << 13));
+}
+
+inline uint16_t f32_to_bf16_rne(float x) {
+  uint32_t u = bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// f16 or bf16 element `half` (0: low) of a packed word.
+inline float unpack(uint32_t word, int half, bool bf16) {
+  uint16_t h = uint16_t(half ? word >> 16 : word & 0xffffu);
+  return bf16 ? from_bits<float>(uint32_t(h) << 16) : f16_to_f32_exact(h);
+}
+
+// mma.m16n8k16.row.col: lane l (g = l / 4, t = l % 4) holds A rows g, g + 8 at columns
+// 2t, 2t + 1 (a0, a1) and 2t + 8, 2t + 9 (a2, a3), B rows 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1)
+// at column g, and D rows g (d0, d1) and g + 8 (d2, d3) at columns 2t, 2t + 1.
+inline void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                         bool bf16) {
+  uint32_t in[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  float out[4];
+  collective(in, 6, [&] {
+    unsigned g = lane() / 4, t = lane() % 4;
+    auto A = [&](unsigned r, unsigned k) {  // A[r][k]
+      unsigned reg = (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
+      return unpack(slot((r % 8) * 4 + (k % 8) / 2)[reg], int(k % 2), bf16);
+    };
+    auto B = [&](unsigned k, unsigned n) {  // B[k][n]
+      return unpack(slot(n * 4 + (k % 8) / 2)[4 + (k >= 8 ? 1 : 0)], int(k % 2), bf16);
+    };
+    for (int i = 0; i < 4; ++i) {
+      unsigned r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i % 2);
+      double sum = acc[i];
+      for (unsigned k = 0; k < 16; ++k) sum += double(A(r, k)) * double(B(k, n));
+      out[i] = float(sum);
+    }
+  });
+  for (int i = 0; i < 4; ++i) acc[i] = out[i];
+}
+
+// ldmatrix: lanes 8i .. 8i + 7 give the row addresses of matrix i; lane l receives row l / 4,
+// columns 2 (l % 4) and + 1 of each matrix, or with .trans column l / 4 of rows 2 (l % 4), + 1.
+template <int N>
+inline void ldmatrix(uint32_t (&d)[N], uint32_t row_address, bool trans) {
+  uint32_t in[1] = {row_address};
+  collective(in, 1, [&] {
+    State& s = state();
+    unsigned l = lane();
+    for (int i = 0; i < N; ++i) {
+      auto row = [&](unsigned r) { return shared_offset(slot(8 * i + r)[0], 16, "ldmatrix"); };
+      uint16_t lo, hi;
+      if (!trans) {
+        std::memcpy(&lo, s.smem + row(l / 4) + 4 * (l % 4), 2);
+        std::memcpy(&hi, s.smem + row(l / 4) + 4 * (l % 4) + 2, 2);
+      } else {
+        std::memcpy(&lo, s.smem + row(2 * (l % 4)) + 2 * (l / 4), 2);
+        std::memcpy(&hi, s.smem + row(2 * (l % 4) + 1) + 2 * (l / 4), 2);
+      }
+      d[i] = uint32_t(lo) | (uint32_t(hi) << 16);
+    }
+  });
+}
+
+inline void cp_async(uint32_t smem, const void* gmem, uint32_t bytes, uint32_t src_bytes) {
+  shared_offset(smem, bytes, "cp.async");
+  if (smem % bytes != 0 || reinterpret_cast<uintptr_t>(gmem) % bytes != 0)
+    fail("cp.async of " + std::to_string(bytes) + " bytes from a misaligned address");
+  state().current->open.push_back(
+      Copy{smem, static_cast<const unsigned char*>(gmem), bytes, src_bytes});
+}
+
+inline void cp_async_retire(size_t keep) {
+  Fiber& f = *state().current;
+  while (f.groups.size() > keep) {
+    for (const Copy& c : f.groups.front()) land(c);
+    f.groups.erase(f.groups.begin());
+  }
+}
+
+inline Dim3 thread_index() {
+  return Dim3{state().current->tid, 0, 0};
+}
+inline Dim3 block_index() {
+  return state().block;
+}
+inline Dim3 block_dim() {
+  return state().threads;
+}
+inline unsigned char* dynamic_smem() {
+  return state().smem;
+}
+
+}  // namespace kemu
+
+#define threadIdx (::kemu::thread_index())
+#define blockIdx (::kemu::block_index())
+#define blockDim (::kemu::block_dim())
+
+// --- CUDA built-ins the generated code and the device headers use
+
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
+inline void __syncthreads() {
+  ::kemu::block_at(::kemu::Wait::Cta);
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::kemu::check_full_mask(mask, "__syncwarp");
+  ::kemu::block_at(::kemu::Wait::Warp);
+}
+
+template <class T>
+inline T kemu_shuffle(unsigned mask, T v, unsigned (*source)(unsigned, int), int arg) {
+  static_assert(sizeof(T) == 4, "32-bit shuffles");
+  ::kemu::check_full_mask(mask, "a shuffle");
+  uint32_t in[1] = {::kemu::bits(v)};
+  T out{};
+  ::kemu::collective(
+      in, 1, [&] { out = ::kemu::from_bits<T>(::kemu::slot(source(::kemu::lane(), arg))[0]); });
+  return out;
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int = 32) {
+  return kemu_shuffle<T>(
+      mask, v, [](unsigned l, int m) { return (l ^ unsigned(m)) & 31u; }, lane_mask);
+}
+template <class T>
+inline T __shfl_sync(unsigned mask, T v, int src_lane, int = 32) {
+  return kemu_shuffle<T>(mask, v, [](unsigned, int src) { return unsigned(src) & 31u; }, src_lane);
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  ::kemu::check_full_mask(mask, "a vote");
+  uint32_t in[1] = {predicate ? 1u : 0u}, out = 0;
+  ::kemu::collective(in, 1, [&] {
+    for (unsigned l = 0; l < 32; ++l) out |= ::kemu::slot(l)[0] << l;
+  });
+  return out;
+}
+inline int __any_sync(unsigned mask, int predicate) {
+  return __ballot_sync(mask, predicate) != 0;
+}
+inline int __all_sync(unsigned mask, int predicate) {
+  return __ballot_sync(mask, predicate) == 0xffffffffu;
+}
+
+inline int atomicCAS(int* address, int compare, int value) {  // fibers: one at a time
+  int old = *address;
+  if (old == compare) *address = value;
+  return old;
+}
+
+inline float __int_as_float(int v) {
+  return ::kemu::from_bits<float>(uint32_t(v));
+}
+inline float __uint_as_float(unsigned v) {
+  return ::kemu::from_bits<float>(v);
+}
+inline int __float_as_int(float v) {
+  return int(::kemu::bits(v));
+}
+inline unsigned __float_as_uint(float v) {
+  return ::kemu::bits(v);
+}
+inline float __fdividef(float a, float b) {
+  return a / b;
+}
+inline size_t __cvta_generic_to_shared(const void* p) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  ::kemu::State& s = ::kemu::state();
+  if (c < s.smem || c > s.smem + s.smem_bytes)
+    ::kemu::fail("a shared-window address of memory outside the dynamic shared memory");
+  return size_t(c - s.smem);
+}
+
+// CUDA's min and max: overloaded for every arithmetic type, the usual conversions between them.
+template <class A, class B>
+inline std::common_type_t<A, B> min(A a, B b) {
+  using T = std::common_type_t<A, B>;
+  return T(b) < T(a) ? T(b) : T(a);
+}
+template <class A, class B>
+inline std::common_type_t<A, B> max(A a, B b) {
+  using T = std::common_type_t<A, B>;
+  return T(a) < T(b) ? T(b) : T(a);
+}
+
+// The entry the emulator's host side calls (dlsym): runs `body` on every thread of a grid.
+// (This file is compiled into exactly one translation unit, the kernels' own.)
+extern "C" __attribute__((visibility("default"))) const char* kemu_launch(
+    void (*body)(void*), void* context, unsigned grid, unsigned threads, unsigned smem_bytes) {
+  static std::string error;
+  error = ::kemu::launch(body, context, grid, threads, smem_bytes);
+  return error.empty() ? nullptr : error.c_str();
+}
