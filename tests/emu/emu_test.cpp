@@ -2,8 +2,11 @@
 // The CUDA kernels of every example, as generated for the GPU, run on the CPU emulator
 // (Emulator.h) and verified against the exact reference interpreter: default sizes, odd sizes
 // (tails in every tiled axis) and fully masked leading tiles, as tests/gpu/run_examples.sh runs
-// them on a GPU. A kernel the emulator cannot complete fails the test with its reason.
+// them on a GPU, the benchmark's head size, and tied scores. A kernel the emulator cannot
+// complete fails the test with its reason.
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "Emulator.h"
 #include "ir/Interpreter.h"
@@ -22,6 +25,8 @@ struct Case {
   runtime::SizeMap sizes;  // overrides of the example's sizes
   runtime::ParamMap params;
   int64_t chunk_tiles = 0;  // split-K chunks of this many key tiles; 0: chosen
+  // Changes the seeded random inputs before the run (none: as drawn).
+  std::function<void(std::map<std::string, runtime::Tensor>&)> adjust_inputs = nullptr;
 };
 
 std::string describe(const Case& c) {
@@ -48,6 +53,7 @@ void verify(const Case& c) {
   emu::EmulatedCudaKernel kernel(tile::translate(scheduled, sizes));
 
   std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, sizes, 1);
+  if (c.adjust_inputs) c.adjust_inputs(inputs);
   std::map<std::string, runtime::Tensor> outputs;
   std::vector<runtime::Tensor*> args;
   for (const ir::Buffer& b : scheduled.buffers) {
@@ -122,4 +128,20 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   for (const char* name : {"prefill_gqa", "prefill_softcap"})
     verify({std::string("attention/") + name + ".te", grouped, {}});
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
+}
+
+// Every key scores the same (Q and K constant): each row's maximum is reached in its first key
+// tile and never grows after it (the rescale factor of every later tile is exactly 1), and the
+// output is the mean of V over the visible keys.
+TEST(Emulator, PrefillWithTiedScores) {
+  auto tie = [](std::map<std::string, runtime::Tensor>& in) {
+    for (const char* name : {"Q", "K"})
+      for (int64_t i = 0; i < in.at(name).numel(); ++i) in.at(name).set(i, 0.5);
+  };
+  for (const char* name : {"prefill_global", "prefill_causal"})
+    verify({std::string("attention/") + name + ".te",
+            {{"H", 1}, {"S", 300}, {"T", 300}, {"D", 128}},
+            {},
+            0,
+            tie});
 }
