@@ -1,5 +1,6 @@
 // \file Emulator.cpp
-// EmulatedCudaKernel (Emulator.h): the emulable translation unit, its host compile, the launches.
+// EmulatedModule and EmulatedCudaKernel (Emulator.h): the emulable translation unit, its host
+// compile, the launches.
 #include "Emulator.h"
 
 #include <dlfcn.h>
@@ -40,7 +41,7 @@ std::string emulable(const std::string& code) {
   return out.str();
 }
 
-std::string run_command(const std::string& cmd) {
+void run_command(const std::string& cmd) {
   std::array<char, 4096> buf;
   std::string output;
   FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
@@ -48,7 +49,6 @@ std::string run_command(const std::string& cmd) {
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) output.append(buf.data(), n);
   int status = pclose(pipe);
   internal_assert(status == 0) << cmd << " failed:\n" << output.substr(0, 4000);
-  return output;
 }
 
 // Host memory of a buffer: 64-byte aligned, every byte `fill`.
