@@ -1,8 +1,8 @@
 """Kintsugi vs the peers on the GPU, verified before timed, in one process.
 
-For each operator and length: draws f16 inputs on the GPU, computes the fp64 reference from the
-operator's definition (the .te file's semantics, in torch float64), runs our kernel through
-`kintsugi run --target cuda --inputs DIR --reference DIR --bench --json` (our CLI verifies against
+For each operator and length: draws f16 inputs (bf16 for the _bf16 operators) on the GPU,
+computes the fp64 reference from the operator's definition (the .te file's semantics, in torch
+float64), runs our kernel through `kintsugi run --target cuda --inputs DIR --reference DIR --bench --json` (our CLI verifies against
 that reference, then times with device events), and runs the peers (torch SDPA with the flash and
 cuDNN backends for the plain variants, FlexAttention for all) on the same inputs, checking each
 output against the same reference before timing it (median of triton.testing.do_bench). Prints a table (TFLOP/s for prefill, K+V GB/s for decode)
@@ -42,6 +42,7 @@ CAP, WINDOW = 50.0, 4096  # the examples' param defaults (softcap, window)
 OPS = {
     "prefill_global": (32, False, False, 1, "plain"),
     "prefill_causal": (32, True, False, 1, "plain"),
+    "prefill_causal_bf16": (32, True, False, 1, "plain"),
     "prefill_alibi": (32, True, False, 1, "alibi"),
     "prefill_gqa": (64, True, False, 8, "plain"),
     "prefill_softcap": (32, True, False, 2, "softcap"),
@@ -106,7 +107,10 @@ PEERS = ["sdpa-flash", "cudnn", "flex"]
 def run_ours(binary, name, shape, inputs, ref, extra=()):
     with tempfile.TemporaryDirectory() as d:
         for key, t in inputs.items():
-            np.save(os.path.join(d, key + ".npy"), t.cpu().numpy())
+            # NumPy has no bf16: such inputs go as their bit patterns (uint16), as --inputs reads.
+            a = (t.view(torch.int16).cpu().numpy().view(np.uint16) if t.dtype == torch.bfloat16
+                 else t.cpu().numpy())
+            np.save(os.path.join(d, key + ".npy"), a)
         np.save(os.path.join(d, "O.npy"), ref.cpu().numpy())
         cmd = [binary, "run", os.path.join(ROOT, "examples", "attention", name + ".te"),
                "--target", "cuda", "--inputs", d, "--reference", d, "--bench", "--json",
@@ -215,13 +219,14 @@ def main():
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")
     for name in args.ops.split(","):
         heads, causal, decode, group, kind = OPS[name]
+        dtype = torch.bfloat16 if name.endswith("_bf16") else torch.float16
         for n in (int(x) for x in (args.decode if decode else args.prefill).split(",")):
             hq = args.heads or heads
             hk = hq // group
             S, T = (1 if decode else n), n
-            q = torch.randn(1, hq, S, D, device="cuda", dtype=torch.float16)
-            k = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
-            v = torch.randn(1, hk, T, D, device="cuda", dtype=torch.float16)
+            q = torch.randn(1, hq, S, D, device="cuda", dtype=dtype)
+            k = torch.randn(1, hk, T, D, device="cuda", dtype=dtype)
+            v = torch.randn(1, hk, T, D, device="cuda", dtype=dtype)
             slopes = torch.tensor([2 ** (-8 * (h + 1) / hq) for h in range(hq)], device="cuda",
                                   dtype=torch.float32)
             ref = reference(q, k, v, causal, group, kind, slopes)
@@ -275,7 +280,8 @@ def markdown(rows, args, variants, peers):
                   "32 (grouped-query: 64 over 8 key/value heads; softcap: 32 over 16; windowed: 32 over 8)")
     out = [f"\n## bench/attention_bench.py, {torch.cuda.get_device_name()}, commit {commit}, "
            f"{time.strftime('%Y-%m-%d')}\n",
-           f"\nf16, B=1, D={D}, query heads {heads_text}; TFLOP/s for prefill, GB/s of K+V for "
+           f"\nf16 (bf16: the _bf16 operators), B=1, D={D}, query heads {heads_text}; "
+           "TFLOP/s for prefill, GB/s of K+V for "
            "decode; every output checked against a float64 reference before it was timed.\n\n",
            "| operator | length | Kintsugi | " + "".join(f"{v} | " for v in variants) +
            "".join(f"{p} | " for p in peers) + "Kintsugi / best peer |" +

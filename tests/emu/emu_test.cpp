@@ -84,9 +84,9 @@ void verify(const Case& c) {
 }  // namespace
 
 TEST(Emulator, AttentionAtDefaultSizes) {
-  for (const char* name :
-       {"prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap",
-        "prefill_windowed", "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap"})
+  for (const char* name : {"prefill_global", "prefill_causal", "prefill_causal_bf16",
+                           "prefill_alibi", "prefill_gqa", "prefill_softcap", "prefill_windowed",
+                           "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap"})
     verify({std::string("attention/") + name + ".te", {}, {}});
 }
 
@@ -123,7 +123,8 @@ TEST(Emulator, PerformerAtDefaultAndOddSizes) {
 TEST(Emulator, PrefillAtHeadDim128WithTails) {
   runtime::SizeMap one_head = {{"H", 1}, {"S", 300}, {"T", 300}, {"D", 128}};
   runtime::SizeMap grouped = {{"HQ", 2}, {"HK", 1}, {"S", 300}, {"T", 300}, {"D", 128}};
-  for (const char* name : {"prefill_global", "prefill_causal", "prefill_alibi"})
+  for (const char* name :
+       {"prefill_global", "prefill_causal", "prefill_causal_bf16", "prefill_alibi"})
     verify({std::string("attention/") + name + ".te", one_head, {}});
   for (const char* name : {"prefill_gqa", "prefill_softcap"})
     verify({std::string("attention/") + name + ".te", grouped, {}});

@@ -158,19 +158,25 @@ TEST(CudaCodegen, PrefillKernelsCompile) {
   for (const std::string example :
        {"attention/prefill_global.te", "attention/prefill_causal.te", "attention/prefill_gqa.te",
         "attention/prefill_alibi.te", "attention/prefill_softcap.te",
-        "attention/prefill_windowed.te"}) {
+        "attention/prefill_windowed.te", "attention/prefill_causal_bf16.te"}) {
+    // The dots run on the tensor cores of the inputs' type.
+    std::string half = example.find("bf16") != std::string::npos ? "bf16" : "f16";
     for (int64_t head_size : {0, 128}) {
       runtime::SizeMap sizes;
       if (head_size > 0) sizes = {{"D", head_size}, {"S", 4096}, {"T", 4096}};
       cuda::CudaSource src = cuda_source_of(example, sizes);
-      for (const char* primitive : {"mma_m16n8k16_f16", "cp_async_cg16", "ldmatrix_x4_trans",
-                                    "cp_async_wait_group<2>", "__launch_bounds__(128, "})
+      for (const std::string& primitive :
+           {"mma_m16n8k16_" + half + "(", "pack_" + half + "x2(", std::string("cp_async_cg16"),
+            std::string("ldmatrix_x4_trans"), std::string("cp_async_wait_group<2>"),
+            std::string("__launch_bounds__(128, ")})
         EXPECT_NE(src.code.find(primitive), std::string::npos) << example << ": " << primitive;
       ASSERT_EQ(src.launches.size(), 1u) << example;
       EXPECT_EQ(src.launches[0].threads, 128) << example;
       for (const std::string arch : {"sm_80", "sm_90a"}) {
         cuda::CompiledModule m = cuda::compile_cuda(src.code, example, arch);
-        EXPECT_NE(m.ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << example << arch;
+        EXPECT_NE(m.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32." + half + "." + half),
+                  std::string::npos)
+            << example << arch;
         const cuda::FunctionResources* f = m.resources.find(src.launches[0].name);
         ASSERT_NE(f, nullptr) << example << " " << arch << ": no resource report";
         if (head_size == 0)

@@ -235,7 +235,7 @@ class CyclicWriter : public KernelWriter {
       values_.resize(static_cast<size_t>(o.result) + 1);
     Value& v = values_[static_cast<size_t>(o.result)];
     v = Value{"t" + std::to_string(o.result), o.type.dtype, o.type.shape, threads_};
-    v.exact_f16 = holds_f16_values(o, [&](int id) { return val(id).exact_f16; });
+    v.exact_f16 = holds_values_of(DType::F16, o, [&](int id) { return val(id).exact_f16; });
     return v;
   }
 

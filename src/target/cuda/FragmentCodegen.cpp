@@ -8,10 +8,12 @@
 //   Frag      [R, N] data in the accumulator layout: `T name[N / 8][4]`
 //   Row       [R] data: `T name[2]`, the two rows of the lane
 //   RowBcast  a Row broadcast along the columns: a view of the Row, no storage
-//   Smem      a 2-D f16 tile loaded into shared memory (swizzled) whose uses are all dot operands,
-//             through exact casts and a transpose (views of the same shared tile)
+//   Smem      a 2-D f16 or bf16 tile loaded into shared memory (swizzled) whose uses are all dot
+//             operands, through exact casts and a transpose (views of the same shared tile)
 // A kernel with a value that fits no kind (a permute of data, a reduction across rows, a dot
-// operand computed in registers that is not f16-exact) is left to the element-cyclic writer.
+// operand computed in registers that is not exact in the type of the other, a shared tile) is
+// left to the element-cyclic writer. A dot runs on the tensor cores of its shared operand's type,
+// f16 or bf16.
 //
 // Emission, beyond one loop of slots per operation: a dot and the slot-local operations after it
 // run by 16-column blocks when its accumulator is wide (dot_region); a dot added to a value
@@ -100,7 +102,8 @@ struct Val {
   Kind kind = Kind::None;
   const TileOp* def = nullptr;
   std::string name;
-  bool exact_f16 = false;
+  // Every element is exactly a number of F16 / of BF16 (a dot of that type may take it).
+  bool exact_f16 = false, exact_bf16 = false;
   int tile = -1;            // Smem: the shared-memory tile
   bool transposed = false;  // Smem: element (a, b) is the tile's element (b, a)
   int row_source = -1;      // RowBcast: the row vector
@@ -108,7 +111,8 @@ struct Val {
 
 struct SmemTile {
   const TileOp* load = nullptr;
-  int64_t rows = 0, cols = 0;  // f16 elements
+  DType dtype = DType::F16;    // F16 or BF16
+  int64_t rows = 0, cols = 0;  // elements
   int64_t live_rows = 0;       // rows of the load; the rest (an A tile padded to 16) are zeros
   std::string stream_loop;     // streamed along this loop (empty: loaded where it stands)
   // Streamed tiles: the first one the loop body uses has two stages, its next copy issued at the
@@ -208,7 +212,7 @@ class FragmentWriter : public KernelWriter {
   Val& val(int id) { return vals_[static_cast<size_t>(id)]; }
   const Val& val(int id) const { return vals_[static_cast<size_t>(id)]; }
 
-  // Whether every use of value `id` is a dot operand, through exact f16 -> f32 casts and
+  // Whether every use of value `id` is a dot operand, through exact casts to f32 and
   // transposes.
   bool feeds_only_dots(int id) const {
     auto it = users_.find(id);
@@ -222,10 +226,12 @@ class FragmentWriter : public KernelWriter {
     return true;
   }
 
-  // A 2-D f16 load whose rows are whole 16-byte chunks of the buffer's innermost dimension.
+  // A 2-D f16 or bf16 load whose rows are whole 16-byte chunks of the buffer's innermost
+  // dimension.
   bool stageable(const TileOp& o) const {
-    if (o.type.dtype != DType::F16 || o.type.shape.size() != 2) return false;
-    if (buffer_dtype(o.buffer) != DType::F16 || !innermost_chunks(o, 8)) return false;
+    if ((o.type.dtype != DType::F16 && o.type.dtype != DType::BF16) || o.type.shape.size() != 2)
+      return false;
+    if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
     int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
     // Whole 16-byte chunks a row, a power of two of them (the swizzle), split evenly over the
     // threads.
@@ -243,7 +249,8 @@ class FragmentWriter : public KernelWriter {
     if (o.kind == OpKind::Write) return val(o.args[0]).kind != Kind::Smem;
     Val& v = val(o.result);
     v.name = "t" + std::to_string(o.result);
-    v.exact_f16 = holds_f16_values(o, [&](int id) { return val(id).exact_f16; });
+    v.exact_f16 = holds_values_of(DType::F16, o, [&](int id) { return val(id).exact_f16; });
+    v.exact_bf16 = holds_values_of(DType::BF16, o, [&](int id) { return val(id).exact_bf16; });
     auto kind_of = [&](int id) { return val(id).kind; };
     switch (o.kind) {
       case OpKind::Full:
@@ -260,6 +267,7 @@ class FragmentWriter : public KernelWriter {
           if (!stageable(o)) return false;
           SmemTile t;
           t.load = &o;
+          t.dtype = o.type.dtype;
           t.rows = smem_rows(o.type.shape[0]);
           t.live_rows = o.type.shape[0];
           t.cols = o.type.shape[1];
@@ -277,7 +285,7 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Cast: {
         const Val& a = val(o.args[0]);
         if (a.kind == Kind::Smem) {
-          v = Val{Kind::Smem, &o, v.name, true, a.tile, a.transposed, -1};
+          v = view_of(a, o, a.transposed);
           return o.type.dtype == DType::F32;
         }
         v.kind = a.kind == Kind::RowBcast ? Kind::Frag : a.kind;
@@ -286,7 +294,7 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Permute: {
         const Val& a = val(o.args[0]);
         if (a.kind == Kind::Smem) {
-          v = Val{Kind::Smem, &o, v.name, a.exact_f16, a.tile, !a.transposed, -1};
+          v = view_of(a, o, !a.transposed);
           return true;
         }
         v.kind = Kind::Lazy;
@@ -329,19 +337,35 @@ class FragmentWriter : public KernelWriter {
     }
   }
 
+  // A shared tile `a` seen through the exact cast or the transpose `o`.
+  Val view_of(const Val& a, const TileOp& o, bool transposed) const {
+    Val v = a;
+    v.def = &o;
+    v.name = "t" + std::to_string(o.result);
+    v.transposed = transposed;
+    return v;
+  }
+
+  // The type of the tensor cores dot `o` runs on: that of its shared B operand.
+  DType dot_dtype(const TileOp& o) const {
+    return tiles_[static_cast<size_t>(val(o.args[1]).tile)].dtype;
+  }
+
   bool plan_dot(const TileOp& o) {
     Val& a = val(o.args[0]);
     const Val& b = val(o.args[1]);
     int64_t K = val(o.args[0]).def->type.shape[1], N = o.type.shape[1];
     if (K % 16 != 0 || N % 16 != 0 || b.kind != Kind::Smem) return false;
     tiles_[static_cast<size_t>(b.tile)].last_use = &o;
+    DType half = dot_dtype(o);
     if (a.kind == Kind::Smem) {
       SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
-      if (a.transposed || !t.stream_loop.empty() || t.rows != warp_rows()) return false;
+      if (a.transposed || !t.stream_loop.empty() || t.rows != warp_rows() || t.dtype != half)
+        return false;
       t.last_use = &o;
       return true;
     }
-    return a.kind == Kind::Frag && a.exact_f16;
+    return a.kind == Kind::Frag && (half == DType::F16 ? a.exact_f16 : a.exact_bf16);
   }
 
   // --- emission
@@ -1256,7 +1280,7 @@ class FragmentWriter : public KernelWriter {
   // onto X: FlashAttention's o = o a + P V, with the mma adding P V to the rescaled o, so that
   // the dot's result never takes registers of its own. A row the selects drop has its A row
   // zeroed instead (the P row of a query whose keys are all masked so far, NaN before the select
-  // drops it): 0 times the B operand, a loaded f16 tile, is 0 where that tile is finite.
+  // drops it): 0 times the B operand, a loaded 16-bit tile, is 0 where that tile is finite.
   struct Accumulation {
     int sum = -1;                    // the add: its value is the mma's accumulator
     int addend = -1;                 // X
@@ -1342,8 +1366,8 @@ class FragmentWriter : public KernelWriter {
     line("const u32 ks_b = " + stage_address(bt, stage_of(bt)) + ";");
     if (a.kind == Kind::Frag) {
       // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk; the
-      // packing rounds to f16 itself, so an f16 round trip in front of it is skipped.
-      const std::string& src = val(unrounded(o.args[0])).name;
+      // packing rounds to the dot's type itself, so a round trip through it in front is skipped.
+      const std::string& src = val(unrounded(o.args[0], bt.dtype)).name;
       bool zeroing = acc && std::any_of(acc->keep.begin(), acc->keep.end(),
                                         [](const std::string& k) { return k != "true"; });
       if (zeroing) {
@@ -1355,7 +1379,8 @@ class FragmentWriter : public KernelWriter {
       // A dropped row's pairs are zeroed packed: one select a pair, not one an element.
       auto pair = [&](const std::string& block, const std::string& s, int h) {
         std::string e = src + "[" + block + "][" + s;
-        std::string packed = "pack_f16x2(" + e + "], " + e + " + 1])";
+        std::string packed = std::string(bt.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") +
+                             e + "], " + e + " + 1])";
         return zeroing ? "(ks_keep" + std::to_string(h) + " ? " + packed + " : 0u)" : packed;
       };
       line("u32 ks_pa[" + std::to_string(mblocks_ * K / 16) + "][4];");
@@ -1417,11 +1442,10 @@ class FragmentWriter : public KernelWriter {
       line("ldmatrix_x4_trans(ks_bq, " +
            ldmatrix_address(bv.tile, Access::BTrans, "ks_b", "ks_kk * 16", "2 * ks_np") + ");");
     line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
+    std::string mma = bt.dtype == DType::F16 ? "mma_m16n8k16_f16(" : "mma_m16n8k16_bf16(";
     for (int m = 0; m < mblocks_; ++m) {
-      line("mma_m16n8k16_f16(" + sum + "[" + mblock("2 * ks_np", m) + "], " + a_name(m) +
-           ", ks_b0);");
-      line("mma_m16n8k16_f16(" + sum + "[" + mblock("2 * ks_np + 1", m) + "], " + a_name(m) +
-           ", ks_b1);");
+      line(mma + sum + "[" + mblock("2 * ks_np", m) + "], " + a_name(m) + ", ks_b0);");
+      line(mma + sum + "[" + mblock("2 * ks_np + 1", m) + "], " + a_name(m) + ", ks_b1);");
     }
     if (!blocked) {
       --indent_;
@@ -1448,15 +1472,15 @@ class FragmentWriter : public KernelWriter {
     return d.kind == OpKind::Map && !d.is_call && d.op == Op::And && known_true(d.args[0]) &&
            known_true(d.args[1]);
   }
-  // The Frag value whose f16 rounding is value `id` (through f32(f16(x)) and selects the current
-  // loop version decides), or `id` itself.
-  int unrounded(int id) const {
+  // The Frag value whose rounding to `half` is value `id` (through f32(half(x)) and selects the
+  // current loop version decides), or `id` itself.
+  int unrounded(int id, DType half) const {
     const TileOp& d = *val(id).def;
     if (d.kind == OpKind::Map && !d.is_call && d.op == Op::Select && known_true(d.args[0]))
-      return unrounded(d.args[1]);
+      return unrounded(d.args[1], half);
     if (d.kind != OpKind::Cast || d.type.dtype != DType::F32) return id;
     const TileOp& inner = *val(d.args[0]).def;
-    if (inner.kind != OpKind::Cast || inner.type.dtype != DType::F16) return id;
+    if (inner.kind != OpKind::Cast || inner.type.dtype != half) return id;
     int x = inner.args[0];
     return val(x).kind == Kind::Frag && val(x).def->type.dtype == DType::F32 ? x : id;
   }

@@ -79,16 +79,17 @@ std::string combine(ir::Reducer r, DType t, const std::string& acc, const std::s
   return acc;
 }
 
-bool holds_f16_values(const tile::TileOp& o, const std::function<bool(int)>& exact_operand) {
+bool holds_values_of(DType half, const tile::TileOp& o,
+                     const std::function<bool(int)>& exact_operand) {
   auto exact = [&](int id) { return exact_operand(id); };
   switch (o.kind) {
     case tile::OpKind::Load:
-      return o.type.dtype == DType::F16;
+      return o.type.dtype == half;
     case tile::OpKind::Cast:
-      return o.type.dtype == DType::F16 || (o.type.dtype == DType::F32 && exact(o.args[0]));
+      return o.type.dtype == half || (o.type.dtype == DType::F32 && exact(o.args[0]));
     case tile::OpKind::Full:
       return o.scalar->op == Op::FloatImm &&
-             round_to_dtype(o.scalar->float_value, DType::F16) == o.scalar->float_value;
+             round_to_dtype(o.scalar->float_value, half) == o.scalar->float_value;
     case tile::OpKind::Broadcast:
     case tile::OpKind::Permute:
       return exact(o.args[0]);

@@ -31,9 +31,11 @@ std::string round_to(const std::string& code, DType t);  // float code rounded t
 // `acc` combined with `x` by a reducer, in dtype t.
 std::string combine(ir::Reducer r, DType t, const std::string& acc, const std::string& x);
 
-// Whether every element of o's value is exactly an f16 number (then an f32 dot of such values
-// equals an f16 tensor-core dot with f32 accumulation), given which of its operands are.
-bool holds_f16_values(const tile::TileOp& o, const std::function<bool(int)>& exact_operand);
+// Whether every element of o's value is exactly a number of the 16-bit float type `half` (F16 or
+// BF16; then an f32 dot of such values equals a tensor-core dot of that type with f32
+// accumulation), given which of its operands are.
+bool holds_values_of(DType half, const tile::TileOp& o,
+                     const std::function<bool(int)>& exact_operand);
 
 // The generated file's preamble: device headers, KsArgs, the error and integer-division helpers.
 std::string program_preamble(const tile::TileProgram& p);
