@@ -2,8 +2,8 @@
 // The CUDA kernels of every example, as generated for the GPU, run on the CPU emulator
 // (Emulator.h) and verified against the exact reference interpreter: default sizes, odd sizes
 // (tails in every tiled axis) and fully masked leading tiles, as tests/gpu/run_examples.sh runs
-// them on a GPU, the benchmark's head size, and tied scores. A kernel the emulator cannot
-// complete fails the test with its reason.
+// them on a GPU, long split-K reductions, the benchmark's head size, and tied scores. A kernel
+// the emulator cannot complete fails the test with its reason.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -103,6 +103,13 @@ TEST(Emulator, AttentionAtOddSizes) {
   }
   verify({"attention/decode_gqa.te", {{"HQ", 8}, {"HK", 1}, {"D", 128}, {"T", 1000}}, {}});
   verify({"attention/prefill_windowed.te", {{"S", 48}, {"T", 80}}, {{"W", 16}}});
+}
+
+// Long reductions split into chunks whose combine walks wide tiles on 256 or 512 threads (decode
+// over 32768 keys, norms over 65536 columns).
+TEST(Emulator, SplitKAtLongLengths) {
+  verify({"attention/decode_causal.te", {{"T", 32768}}, {}});
+  verify({"norm/layernorm.te", {{"M", 4}, {"N", 65536}}, {}});
 }
 
 TEST(Emulator, NormsAtDefaultAndOddSizes) {

@@ -20,6 +20,7 @@
 // shared memory, a misaligned cp.async) instead of hanging or touching other memory.
 #pragma once
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cmath>
@@ -57,7 +58,9 @@ struct Copy {  // a cp.async in flight
 enum class Wait { Runnable, Cta, Warp, Done };
 
 struct Fiber {
-  ucontext_t context;
+  ucontext_t context;  // its first entry
+  jmp_buf resume;      // where it continues after a barrier
+  bool started = false;
   unsigned tid = 0;
   Wait wait = Wait::Runnable;
   std::vector<Copy> open;                 // issued, not yet committed
@@ -67,7 +70,7 @@ struct Fiber {
 struct State {
   std::vector<Fiber> fibers;
   std::vector<char*> stacks;
-  ucontext_t scheduler;
+  jmp_buf scheduler;
   Fiber* current = nullptr;
   Dim3 block, threads;
   unsigned char* smem = nullptr;
@@ -92,14 +95,15 @@ inline void fail(const std::string& message) {
     s.error = "block " + std::to_string(s.block.x) + ", thread " +
               std::to_string(s.current ? s.current->tid : 0) + ": " + message;
   s.current->wait = Wait::Done;
-  swapcontext(&s.current->context, &s.scheduler);
-  std::abort();  // a failed fiber is never resumed
+  _longjmp(s.scheduler, 1);  // a failed fiber is never resumed
 }
 
+// Switches happen at every barrier: _setjmp / _longjmp, which leave the signal mask alone (a
+// swapcontext is a system call); a fiber's stack is entered once, by setcontext.
 inline void block_at(Wait w) {
   State& s = state();
   s.current->wait = w;
-  swapcontext(&s.current->context, &s.scheduler);
+  if (!_setjmp(s.current->resume)) _longjmp(s.scheduler, 1);
 }
 
 inline unsigned lane() {
@@ -134,7 +138,7 @@ inline void fiber_main() {
   State& s = state();
   s.body(s.body_context);
   s.current->wait = Wait::Done;
-  swapcontext(&s.current->context, &s.scheduler);
+  _longjmp(s.scheduler, 1);
 }
 
 // Runs `body` on every thread of every CTA of a 1-D grid; returns the first failure, or "".
@@ -168,7 +172,13 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
       for (Fiber& f : s.fibers)
         if (f.wait == Wait::Runnable && s.error.empty()) {
           s.current = &f;
-          swapcontext(&s.scheduler, &f.context);
+          if (!_setjmp(s.scheduler)) {
+            if (!f.started) {
+              f.started = true;
+              setcontext(&f.context);
+            }
+            _longjmp(f.resume, 1);
+          }
         }
       if (!s.error.empty()) break;
       bool released = false, all_done = true, cta = true;
