@@ -12,6 +12,7 @@
 #include "ir/Interpreter.h"
 #include "runtime/Runner.h"
 #include "schedule/AutoSchedule.h"
+#include "support/Error.h"
 #include "te/Lower.h"
 #include "te/Program.h"
 #include "tile/Translate.h"
@@ -37,20 +38,36 @@ std::string describe(const Case& c) {
   return s;
 }
 
-// Schedules and translates the example as `kintsugi run --target cuda` does, runs the emulated
-// kernels on seeded random inputs and compares every output with the exact interpreter.
-void verify(const Case& c) {
-  SCOPED_TRACE(describe(c));
+// The example's program and its sizes, scheduled and translated as `kintsugi run --target cuda`
+// does.
+struct Compiled {
+  ir::LoopProgram program, scheduled;
+  runtime::SizeMap sizes;
+  tile::TileProgram tiles;
+};
+Compiled compile(const Case& c) {
+  Compiled r;
   te::Program tp = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + c.example);
   te::check(tp);
-  ir::LoopProgram p = te::lower(tp);
-  runtime::SizeMap sizes = runtime::bind_sizes(p, c.sizes);
+  r.program = te::lower(tp);
+  r.sizes = runtime::bind_sizes(r.program, c.sizes);
   schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
-  o.sizes = sizes;
+  o.sizes = r.sizes;
   o.chunk_tiles = c.chunk_tiles;
   std::vector<std::string> notes;
-  ir::LoopProgram scheduled = schedule::auto_schedule(p, o, &notes).program();
-  emu::EmulatedCudaKernel kernel(tile::translate(scheduled, sizes));
+  r.scheduled = schedule::auto_schedule(r.program, o, &notes).program();
+  r.tiles = tile::translate(r.scheduled, r.sizes);
+  return r;
+}
+
+// Runs the emulated kernels on seeded random inputs and compares every output with the exact
+// interpreter.
+void verify(const Case& c) {
+  SCOPED_TRACE(describe(c));
+  Compiled k = compile(c);
+  const ir::LoopProgram &p = k.program, &scheduled = k.scheduled;
+  const runtime::SizeMap& sizes = k.sizes;
+  emu::EmulatedCudaKernel kernel(k.tiles);
 
   std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, sizes, 1);
   if (c.adjust_inputs) c.adjust_inputs(inputs);
@@ -152,4 +169,28 @@ TEST(Emulator, PrefillWithTiedScores) {
             {},
             0,
             tie});
+}
+
+// The tensors of a run are checked before any launch (LaunchPlan.h, as on the GPU): count, dtype
+// and shape, each message naming the buffer; the output is not written.
+TEST(Emulator, RefusesBadTensorsBeforeAnyLaunch) {
+  Compiled k = compile({"norm/softmax.te", {{"M", 8}, {"N", 100}}, {}});
+  emu::EmulatedCudaKernel kernel(k.tiles);
+  runtime::Tensor x(DType::F32, {8, 100}), y(DType::F32, {8, 100});
+  for (int64_t i = 0; i < y.numel(); ++i) y.set(i, 7.0);
+  auto refused = [&](std::vector<runtime::Tensor*> args, const std::vector<std::string>& parts) {
+    try {
+      kernel.run(args, k.sizes, {});
+      ADD_FAILURE() << "ran with a bad tensor (expected: " << parts.front() << ")";
+    } catch (const RuntimeArgError& e) {
+      std::string what = e.what();
+      for (const std::string& part : parts) EXPECT_NE(what.find(part), std::string::npos) << what;
+    }
+  };
+  refused({&x}, {"takes 2 tensors", "X, Y", "got 1"});
+  runtime::Tensor f16(DType::F16, {8, 100});
+  refused({&f16, &y}, {"input X has dtype f16, expected f32"});
+  runtime::Tensor narrow(DType::F32, {8, 99});
+  refused({&narrow, &y}, {"input X has shape [8, 99], expected [M, N] = [8, 100]"});
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.get(i), 7.0) << "the output was written";
 }
