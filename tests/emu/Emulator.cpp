@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "support/Error.h"
+#include "target/cpu/CpuPrelude.h"
 
 namespace kintsugi::emu {
 
@@ -79,13 +80,14 @@ EmulatedModule::EmulatedModule(const std::string& cuda_source) {
   char tmpl[] = "/tmp/kintsugi-emu-XXXXXX";
   internal_assert(mkdtemp(tmpl) != nullptr) << "cannot make a directory under /tmp";
   fs::path dir = tmpl, cpp = dir / "kernels.cpp", so = dir / "kernels.so";
-  std::ofstream(cpp) << emulable(cuda_source);
+  std::ofstream(cpp) << "#include <math.h>\n#include <stdint.h>\n#include <string.h>\nnamespace {\n"
+                     << cpu::kHalfConversions << "}  // namespace\n#include \"kintsugi_emu.h\"\n"
+                     << emulable(cuda_source);
   // The device headers: the emulated ones (tests/emu/include), which include the library's own
   // where those are plain C++ (found under src/target/cuda).
   // (No _FORTIFY_SOURCE: its checked longjmp may refuse a jump to another fiber's stack.)
-  run_command("c++ -std=c++17 -O1 -w -fPIC -shared -U_FORTIFY_SOURCE -include " KINTSUGI_EMU_DIR
-              "/kintsugi_emu.h -I " KINTSUGI_EMU_DIR "/include -I " KINTSUGI_SOURCE_DIR
-              "/src/target/cuda -o " +
+  run_command("c++ -std=c++17 -O1 -w -fPIC -shared -U_FORTIFY_SOURCE -I " KINTSUGI_EMU_DIR
+              " -I " KINTSUGI_EMU_DIR "/include -I " KINTSUGI_SOURCE_DIR "/src/target/cuda -o " +
               so.string() + " " + cpp.string());
   library_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::string why = library_ ? "" : dlerror();

@@ -21,7 +21,8 @@
 namespace kintsugi::emu {
 
 // A CUDA source compiled for the emulator (ks_smem bound to the CTA's dynamic shared memory,
-// kintsugi_emu.h force-included), its kernels launched by name.
+// the exact f16 / bf16 conversions and kintsugi_emu.h in front of it), its kernels launched by
+// name.
 class EmulatedModule {
  public:
   explicit EmulatedModule(const std::string& cuda_source);

@@ -1,6 +1,6 @@
 // \file kintsugi_emu.h
 // A CUDA emulator for the kernels Kintsugi generates, so that CI (no GPU) executes them: the
-// generated CUDA C++ is compiled by the host compiler with this file force-included (the CUDA
+// generated CUDA C++ is compiled by the host compiler with this file in front of it (the CUDA
 // keywords, the built-ins, the runtime) and the device headers of include/kintsugi/ (those of
 // src/target/cuda/device/ whose instructions are written in PTX, emulated through the functions
 // below; the plain C++ ones compiled as they are), and each CTA runs its threads as fibers on
@@ -11,8 +11,9 @@
 // .trans, cp.async with zero-fill whose copies land only when a wait_group retires their group
 // (a read before the wait sees the old shared memory, as it may on the GPU), warp shuffles and
 // votes, __syncthreads, the 32-bit shared window (smem_addr), the conversions with round to
-// nearest even. The mma sums in double and rounds once (a tensor core's order is unspecified);
-// ex2.approx and rcp.approx are exact here.
+// nearest even (the CPU back end's exact ones, kHalfConversions, which the translation unit
+// defines before this file). The mma sums in double and rounds once (a tensor core's order is
+// unspecified); ex2.approx and rcp.approx are exact here.
 //
 // Invariant established: a kernel either runs to completion with every thread reaching every
 // barrier its CTA and warp reach, or the launch reports why not (a barrier some threads never
@@ -244,39 +245,10 @@ inline T from_bits(uint32_t u) {
   return v;
 }
 
-inline uint16_t f32_to_f16_rne(float x) {
-  uint32_t u = bits(x), sign = (u >> 16) & 0x8000u;
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
-  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to infinity
-  if (a < 0x38800000u) {                                  // subnormal or zero in f16
-    float scaled = std::fabs(x) * 16777216.0f;            // units of 2^-24, exact
-    return uint16_t(sign | uint32_t(std::nearbyint(scaled)));
-  }
-  uint32_t mant = a & 0x7fffffu, exp = (a >> 23) - 112;
-  uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) ++h;
-  return uint16_t(sign | h);
-}
-
-inline float f16_to_f32_exact(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0)
-    return from_bits<float>(sign) + (sign ? -1.0f : 1.0f) * float(m) * 5.9604644775390625e-8f;
-  if (e == 31) return from_bits<float>(sign | 0x7f800000u | (m << 13));
-  return from_bits<float>(sign | ((e + 112) << 23) | (m << 13));
-}
-
-inline uint16_t f32_to_bf16_rne(float x) {
-  uint32_t u = bits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 // f16 or bf16 element `half` (0: low) of a packed word.
 inline float unpack(uint32_t word, int half, bool bf16) {
   uint16_t h = uint16_t(half ? word >> 16 : word & 0xffffu);
-  return bf16 ? from_bits<float>(uint32_t(h) << 16) : f16_to_f32_exact(h);
+  return bf16 ? ks_b2f(h) : ks_h2f(h);
 }
 
 // mma.m16n8k16.row.col: lane l (g = l / 4, t = l % 4) holds A rows g, g + 8 at columns

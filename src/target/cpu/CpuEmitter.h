@@ -200,7 +200,7 @@ class Codegen {
         if (c == '\\') c = '/';  // no line splicing inside the comment
       src << "//   " << line << "\n";
     }
-    src << kCpuPrelude << "\n";
+    src << cpu_prelude() << "\n";
     src << "namespace {\n\nconst char* const ks_sites[] = {\n";
     for (const std::string& s : sites_) src << "    " << c_string(s) << ",\n";
     src << "    nullptr};\n\n";

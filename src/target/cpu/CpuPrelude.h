@@ -1,6 +1,7 @@
 // \file CpuPrelude.h
-// The fixed prelude of every generated CPU translation unit: error state, checked index and
-// floor division helpers, exact f16/bf16 conversions, NaN-propagating min/max, saturating casts.
+// The fixed prelude of every generated CPU translation unit (cpu_prelude()): error state, checked
+// index and floor division helpers, exact f16/bf16 conversions (kHalfConversions, which the CUDA
+// emulator of the tests shares), NaN-propagating min/max, saturating casts.
 //
 // Invariant established: the conversions float -> f16/bf16 bits are round-to-nearest-even and
 // bit-exact with double_to_f16_bits / double_to_bf16_bits for every float input (NaN becomes the
@@ -9,9 +10,56 @@
 // linkage (no GNU-unique symbols), so dlclose really unloads the object.
 #pragma once
 
+#include <string>
+
 namespace kintsugi::cpu {
 
-inline constexpr const char* kCpuPrelude = R"PRELUDE(
+// The exact conversions between float and f16 / bf16 bits (ks_f2h, ks_h2f, ks_f2b, ks_b2f, with
+// ks_fbits and ks_bitsf), C code for a translation unit that includes math.h, stdint.h and
+// string.h; also compiled into the kernels of the CUDA emulator the tests run (tests/emu).
+inline constexpr const char* kHalfConversions = R"PRELUDE(static inline uint32_t ks_fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float ks_bitsf(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t ks_f2h(float f) {
+  uint32_t x = ks_fbits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return 0x7e00;                  // NaN
+  if (ax >= 0x477ff000u) return sign | 0x7c00;          // >= 65520 rounds to inf
+  if (ax >= 0x38800000u) {                              // normal f16
+    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);       // round to nearest even at bit 13
+    return sign | (uint16_t)((r - (112u << 23)) >> 13);
+  }
+  // subnormal f16: multiple of 2^-24 (the scaling is exact, rintf rounds ties to even)
+  return sign | (uint16_t)rintf(ks_bitsf(ax) * 16777216.0f);
+}
+static inline float ks_h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return ks_bitsf(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float f = (float)m * 5.9604644775390625e-08f;  // 2^-24
+    return sign ? -f : f;
+  }
+  return ks_bitsf(sign | ((e + 112u) << 23) | (m << 13));
+}
+static inline uint16_t ks_f2b(float f) {
+  uint32_t x = ks_fbits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static inline float ks_b2f(uint16_t b) { return ks_bitsf((uint32_t)b << 16); }
+)PRELUDE";
+
+// The prelude around the conversions.
+inline constexpr const char* kCpuPreludeHead = R"PRELUDE(
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,46 +185,9 @@ static inline int64_t ks_sat32(int64_t x) {
   return x < INT32_MIN ? (int64_t)INT32_MIN : (x > INT32_MAX ? (int64_t)INT32_MAX : x);
 }
 
-static inline uint32_t ks_fbits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static inline float ks_bitsf(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t ks_f2h(float f) {
-  uint32_t x = ks_fbits(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return 0x7e00;                  // NaN
-  if (ax >= 0x477ff000u) return sign | 0x7c00;          // >= 65520 rounds to inf
-  if (ax >= 0x38800000u) {                              // normal f16
-    uint32_t r = ax + 0xfffu + ((ax >> 13) & 1u);       // round to nearest even at bit 13
-    return sign | (uint16_t)((r - (112u << 23)) >> 13);
-  }
-  // subnormal f16: multiple of 2^-24 (the scaling is exact, rintf rounds ties to even)
-  return sign | (uint16_t)rintf(ks_bitsf(ax) * 16777216.0f);
-}
-static inline float ks_h2f(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return ks_bitsf(sign | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    float f = (float)m * 5.9604644775390625e-08f;  // 2^-24
-    return sign ? -f : f;
-  }
-  return ks_bitsf(sign | ((e + 112u) << 23) | (m << 13));
-}
-static inline uint16_t ks_f2b(float f) {
-  uint32_t x = ks_fbits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
-  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-static inline float ks_b2f(uint16_t b) { return ks_bitsf((uint32_t)b << 16); }
-static inline float ks_rf16(float x) { return ks_h2f(ks_f2h(x)); }
+)PRELUDE";
+inline constexpr const char* kCpuPreludeTail =
+    R"PRELUDE(static inline float ks_rf16(float x) { return ks_h2f(ks_f2h(x)); }
 static inline float ks_rbf16(float x) { return ks_b2f(ks_f2b(x)); }
 
 // Frees the intermediate buffers on every return path.
@@ -209,5 +220,9 @@ __attribute__((noinline)) void* ks_alloc(KsErr* e, void** slot, int site, int64_
 
 }  // namespace
 )PRELUDE";
+
+inline std::string cpu_prelude() {
+  return std::string(kCpuPreludeHead) + kHalfConversions + kCpuPreludeTail;
+}
 
 }  // namespace kintsugi::cpu

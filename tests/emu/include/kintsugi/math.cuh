@@ -22,16 +22,16 @@ inline float fmin_nan(float a, float b) {
   return std::isnan(a) || std::isnan(b) ? NAN : (b < a ? b : a);
 }
 inline u16 f32_to_f16(float x) {
-  return ::kemu::f32_to_f16_rne(x);
+  return ks_f2h(x);
 }
 inline u16 f32_to_bf16(float x) {
-  return ::kemu::f32_to_bf16_rne(x);
+  return ks_f2b(x);
 }
 inline float f16_to_f32(u16 h) {
-  return ::kemu::f16_to_f32_exact(h);
+  return ks_h2f(h);
 }
 inline float bf16_to_f32(u16 h) {
-  return ::kemu::from_bits<float>(u32(h) << 16);
+  return ks_b2f(h);
 }
 inline u32 pack_f16x2(float lo, float hi) {
   return u32(f32_to_f16(lo)) | (u32(f32_to_f16(hi)) << 16);
