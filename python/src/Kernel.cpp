@@ -7,14 +7,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "driver/Driver.h"
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
-#include "schedule/AutoSchedule.h"
 #include "support/Error.h"
 #include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
 #include "te/Program.h"
-#include "tile/Translate.h"
 
 namespace kintsugi::python {
 
@@ -180,40 +179,21 @@ Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
 std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& sizes) const {
   auto v = std::make_shared<Variant>();
   v->sizes = sizes;
-  v->scheduled = program_;
-  if (options_.schedule == "auto") {
-    schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(options_.target);
-    auto_options.sizes = sizes;
-    auto_options.chunk_tiles = options_.chunk_tiles;
-    schedule::Schedule s = schedule::auto_schedule(program_, auto_options, &v->notes);
-    v->scheduled = s.program();
-    v->schedule = s.primitive_names();
-  }
-  if (options_.target == "cuda") {  // tile form only (the constructor requires schedule auto)
-    tile::TileProgram tp;
-    try {
-      tp = tile::translate(v->scheduled, sizes);
-    } catch (const tile::NotTileForm& e) {
-      arg_error << "target='cuda': " << program_.name << " is not in tile form at "
-                << sizes_text(sizes) << " (" << e.what()
-                << "); the GPU runs tile programs only: use target='cpu'";
-    }
-    v->gpu = std::make_shared<cuda::CudaKernel>(tp, options_.arch);
-    v->form = "tile";
-    return v;
-  }
-  if (options_.schedule == "auto") {
-    try {
-      v->kernel = cpu::compile(tile::translate(v->scheduled, sizes));
-      v->form = "tile";
-    } catch (const tile::NotTileForm& e) {
-      v->notes.push_back(std::string("scalar loop code: not in tile form: ") + e.what());
-    }
-  }
-  if (!v->kernel) {
-    v->kernel = cpu::compile(v->scheduled);
-    v->form = "loop";
-  }
+  driver::ScheduleOptions o;
+  o.target = driver::Target::parse(options_.target, options_.arch);
+  o.schedule = options_.schedule;
+  o.sizes = sizes;
+  o.params = params_;
+  o.chunk_tiles = options_.chunk_tiles;
+  driver::Scheduled s = driver::schedule_program(program_, o);
+  v->scheduled = s.program;
+  v->schedule = s.primitives;
+  v->notes = s.notes;
+  v->warnings = s.warnings;
+  driver::Built b = driver::build_kernel(s, o.target, sizes, &v->notes);
+  v->kernel = b.cpu;
+  v->gpu = b.gpu;
+  v->form = b.form;
   return v;
 }
 

@@ -94,6 +94,7 @@ struct Variant {
   std::shared_ptr<cuda::CudaKernel> gpu;   // target cuda
   std::vector<std::string> schedule;       // primitive names, in order
   std::vector<std::string> notes;          // the auto-scheduler's notes, and why not tile form
+  std::vector<std::string> warnings;       // a schedule rejected by validation (driver/Driver.h)
   std::string form;                        // "tile" or "loop"
 
   // The generated C++ (cpu) or CUDA C++ (cuda).

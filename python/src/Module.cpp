@@ -352,6 +352,10 @@ call returns when the kernels have finished, so the results can be used on any s
           "notes", [](Kernel& k) { return current_variant(k)->notes; },
           "The auto-scheduler's notes on the current variant.")
       .def_property_readonly(
+          "warnings", [](Kernel& k) { return current_variant(k)->warnings; },
+          "Warnings on the current variant: a schedule that validation rejected, and what was "
+          "used instead.")
+      .def_property_readonly(
           "sizes", [](Kernel& k) { return to_dict(current_variant(k)->sizes); },
           "The sizes of the current variant.")
       .def_property_readonly(

@@ -11,16 +11,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "driver/Driver.h"
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "runtime/Npy.h"
-#include "schedule/AutoSchedule.h"
 #include "support/Version.h"
 #include "target/cpu/CpuBackend.h"
 #include "target/cuda/CudaBackend.h"
 #include "target/cuda/Driver.h"
-#include "tile/Translate.h"
 
 namespace kintsugi::runtime {
 
@@ -227,8 +226,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (!o.reference_dir.empty() && o.inputs_dir.empty())
     arg_error << "--reference " << o.reference_dir
               << " needs --inputs: the reference must be computed from the same inputs";
-  if (o.target != "cpu" && o.target != "cuda")
-    arg_error << "unknown target '" << o.target << "'; use cpu or cuda";
+  driver::Target::parse(o.target);
   if (o.schedule != "auto" && o.schedule != "none")
     arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
   RunReport r;
@@ -245,59 +243,6 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     inputs = random_inputs(p, r.shape, o.seed);
   }
 
-  // The kernel runs the scheduled program; verification always uses the unscheduled one.
-  ir::LoopProgram scheduled = p;
-  if (o.schedule == "auto") {
-    schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(o.target);
-    auto_options.sizes = r.shape;
-    auto_options.chunk_tiles = o.chunk_tiles;
-    schedule::Schedule s = schedule::auto_schedule(p, auto_options, &r.schedule_notes);
-    scheduled = s.program();
-    r.schedule = s.primitive_names();
-  }
-  // On the CPU, --schedule auto runs the program in tile form when it has one and the scalar loop
-  // path runs the rest (and --schedule none). The GPU runs tile programs only.
-  std::shared_ptr<cpu::CpuKernel> kernel;
-  std::shared_ptr<cuda::CudaKernel> gpu_kernel;
-  r.form = "loop";
-  if (o.target == "cuda") {
-    std::string why;
-    if (!cuda::driver_available(&why)) arg_error << "--target cuda: no usable GPU here: " << why;
-    if (o.schedule != "auto")
-      arg_error << "--target cuda runs scheduled programs only; use --schedule auto";
-    tile::TileProgram tp;
-    try {
-      tp = tile::translate(scheduled, r.shape);
-    } catch (const tile::NotTileForm& e) {
-      arg_error << "--target cuda: program '" << p.name << "' is not in tile form: " << e.what();
-    }
-    r.arch = cuda::device().arch();
-    gpu_kernel = std::make_shared<cuda::CudaKernel>(tp, r.arch);
-    r.form = "tile";
-    r.from_cache = gpu_kernel->from_cache();
-    r.compile_seconds = gpu_kernel->compile_seconds();
-  } else {
-    if (o.schedule == "auto") {
-      try {
-        kernel = cpu::compile(tile::translate(scheduled, r.shape));
-        r.form = "tile";
-      } catch (const tile::NotTileForm& e) {
-        r.schedule_notes.push_back(std::string("scalar loop code: not in tile form: ") + e.what());
-      }
-    }
-    if (!kernel) kernel = cpu::compile(scheduled);
-    r.from_cache = kernel->from_cache();
-    r.compile_seconds = kernel->compile_seconds();
-  }
-  std::map<std::string, Tensor> outputs;
-  std::vector<Tensor*> args;
-  for (const ir::Buffer& b : scheduled.buffers) {
-    if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
-    if (b.role == ir::BufferRole::Output) {
-      auto [it, _] = outputs.emplace(b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape)));
-      args.push_back(&it->second);
-    }
-  }
   ParamMap params;
   for (const ir::Param& q : p.params) params[q.name] = q.value;
   for (const auto& [name, value] : o.params) {
@@ -310,6 +255,36 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     if (is_int(decl->dtype) && value != static_cast<double>(static_cast<int64_t>(value)))
       arg_error << "--param " << name << "=" << value << ": " << name << " is an integer param";
     it->second = value;
+  }
+  // The kernel runs the scheduled program; verification always uses the unscheduled one.
+  driver::ScheduleOptions so;
+  so.target = driver::Target::parse(o.target);
+  so.schedule = o.schedule;
+  so.sizes = r.shape;
+  so.params = params;
+  so.chunk_tiles = o.chunk_tiles;
+  so.validate = o.validate;
+  driver::Scheduled sched = driver::schedule_program(p, so);
+  r.schedule = sched.primitives;
+  r.schedule_notes = sched.notes;
+  r.warnings = sched.warnings;
+  if (sched.validation) r.validation_seconds = sched.validation->seconds;
+  const ir::LoopProgram& scheduled = sched.program;
+  driver::Built built = driver::build_kernel(sched, so.target, r.shape, &r.schedule_notes);
+  std::shared_ptr<cpu::CpuKernel> kernel = built.cpu;
+  std::shared_ptr<cuda::CudaKernel> gpu_kernel = built.gpu;
+  r.form = built.form;
+  r.from_cache = built.from_cache;
+  r.compile_seconds = built.compile_seconds;
+  if (gpu_kernel) r.arch = cuda::device().arch();
+  std::map<std::string, Tensor> outputs;
+  std::vector<Tensor*> args;
+  for (const ir::Buffer& b : scheduled.buffers) {
+    if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
+    if (b.role == ir::BufferRole::Output) {
+      auto [it, _] = outputs.emplace(b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape)));
+      args.push_back(&it->second);
+    }
   }
   // One run; returns its time in milliseconds (device events on the GPU).
   auto launch = [&]() -> double {

@@ -28,6 +28,7 @@ struct RunOptions {
   // inputs_dir: the reference must come from the same inputs). Implies verification.
   std::string reference_dir;
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
+  bool validate = true;     // validate the schedule against the program (driver/ValidateSchedule.h)
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };
@@ -49,8 +50,10 @@ struct RunReport {
   SizeMap shape;
   std::vector<std::string> schedule;        // names of the primitives applied, in order
   std::vector<std::string> schedule_notes;  // why the auto-scheduler did (not do) something
-  std::string form;              // the code the kernel was generated from: "tile" or "loop"
-  std::optional<bool> verified;  // null without --verify
+  std::vector<std::string> warnings;  // a schedule rejected by validation, a slower path taken
+  double validation_seconds = 0.0;    // the schedule's validation (0 when cached or off)
+  std::string form;                   // the code the kernel was generated from: "tile" or "loop"
+  std::optional<bool> verified;       // null without --verify
   double max_rel_err = 0.0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench

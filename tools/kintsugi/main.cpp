@@ -9,9 +9,9 @@
 #include <optional>
 #include <sstream>
 
+#include "driver/Driver.h"
 #include "ir/Printer.h"
 #include "runtime/Runner.h"
-#include "schedule/AutoSchedule.h"
 #include "schedule/ReductionChains.h"
 #include "target/cpu/CpuBackend.h"
 #include "target/cuda/CudaBackend.h"
@@ -113,24 +113,22 @@ int64_t parse_chunk_tiles(const std::string& text) {
   return *v;
 }
 
-ir::LoopProgram load(const std::string& file) {
-  te::Program p = te::parse_file(file);
-  te::check(p);
-  return te::lower(p);
-}
-
-// The program after the requested schedule, with the trace and the auto-scheduler's notes.
-// `sizes`: what the auto-scheduler decides with (split-K or rolling update, tile extents).
-// `chunk_tiles`: split-K chunks of that many key tiles, walked with the rolling update (0: chosen).
-// `target`: whose options (schedule::target_schedule_options).
-schedule::Schedule apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
-                                  const std::string& target, const runtime::SizeMap& sizes,
-                                  int64_t chunk_tiles, std::vector<std::string>* notes) {
-  if (schedule == "none") return schedule::Schedule(lp);
-  schedule::AutoScheduleOptions options = schedule::target_schedule_options(target);
-  options.sizes = sizes;
-  options.chunk_tiles = chunk_tiles;
-  return schedule::auto_schedule(lp, options, notes);
+// The program after the requested schedule (validated, see driver/Driver.h), with the trace and
+// the auto-scheduler's notes; its warnings go to stderr. `sizes`: what the auto-scheduler decides
+// with (split-K or rolling update, tile extents). `chunk_tiles`: split-K chunks of that many key
+// tiles, walked with the rolling update (0: chosen). `target`: whose options.
+driver::Scheduled apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
+                                 const std::string& target, const runtime::SizeMap& sizes,
+                                 int64_t chunk_tiles, bool validate) {
+  driver::ScheduleOptions o;
+  o.target = driver::Target::parse(target);
+  o.schedule = schedule;
+  o.sizes = sizes;
+  o.chunk_tiles = chunk_tiles;
+  o.validate = validate;
+  driver::Scheduled s = driver::schedule_program(lp, o);
+  for (const std::string& w : s.warnings) std::cerr << "warning: " << w << "\n";
+  return s;
 }
 
 int cmd_check(const std::string& file) {
@@ -143,7 +141,7 @@ int cmd_check(const std::string& file) {
 
 int cmd_lower(const std::string& file, const std::string& print, const std::string& schedule,
               const std::string& target, const std::string& arch, const runtime::SizeMap& shape,
-              int64_t chunk_tiles) {
+              int64_t chunk_tiles, bool validate) {
   te::Program p = te::parse_file(file);
   te::check(p);
   if (schedule != "auto" && schedule != "none")
@@ -154,28 +152,34 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
   }
   ir::LoopProgram lp = te::lower(p);
   const runtime::SizeMap sizes = runtime::bind_sizes(lp, shape);
-  std::vector<std::string> notes;
   if (print == "loop") {
     std::cout << ir::to_string(lp);
   } else if (print == "scheduled") {
-    std::cout << ir::to_string(
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program());
-    for (const std::string& n : notes) std::cout << "# " << n << "\n";
+    driver::Scheduled s = apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate);
+    std::cout << ir::to_string(s.program);
+    for (const std::string& n : s.notes) std::cout << "# " << n << "\n";
   } else if (print == "trace") {
     nlohmann::json j;
     j["schedule"] = schedule;
-    j["primitives"] = apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).trace();
-    j["notes"] = notes;
+    driver::Scheduled s = apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate);
+    j["primitives"] = s.trace;
+    j["notes"] = s.notes;
+    j["warnings"] = s.warnings;
+    if (s.validation)
+      j["validation"] = {{"ran", s.validation->ran},
+                         {"ok", s.validation->ok},
+                         {"seconds", s.validation->seconds},
+                         {"sizes", s.validation->shrunk}};
     std::cout << j.dump(2) << "\n";
   } else if (print == "source" && target == "cpu") {
     std::cout << cpu::generate_source(
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program());
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate).program);
   } else if (print == "source" || print == "ptx") {
     if (target != "cuda")
       arg_error << "--print " << print << ": unknown target '" << target << "'; use "
                 << (print == "ptx" ? "cuda" : "cpu or cuda");
     ir::LoopProgram scheduled =
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program();
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate).program;
     tile::TileProgram tp;
     try {
       tp = tile::translate(scheduled, sizes);
@@ -199,7 +203,7 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
     std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {
     ir::LoopProgram scheduled =
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, &notes).program();
+        apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate).program;
     try {
       std::cout << tile::to_string(tile::translate(scheduled, sizes));
     } catch (const tile::NotTileForm& e) {
@@ -213,8 +217,9 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
 }
 
 int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
-  ir::LoopProgram lp = load(file);
+  ir::LoopProgram lp = driver::load_file(file);
   runtime::RunReport r = runtime::run_program(lp, o);
+  for (const std::string& w : r.warnings) std::cerr << "warning: " << w << "\n";
   if (json) {
     nlohmann::json j;
     j["program"] = r.program;
@@ -226,6 +231,8 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     j["shape"] = r.shape;
     j["schedule"] = r.schedule;
     j["schedule_notes"] = r.schedule_notes;
+    j["warnings"] = r.warnings;
+    j["validation_seconds"] = r.validation_seconds;
     j["form"] = r.form;
     j["seed"] = o.seed;
     j["from_cache"] = r.from_cache;
@@ -280,7 +287,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
   std::string save_io, inputs_dir, reference_dir, param_arg;
-  bool verify = false, bench = false, json = false;
+  bool verify = false, bench = false, json = false, no_validate = false;
   std::string chunk_tiles = "auto";
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
@@ -295,6 +302,8 @@ int main(int argc, char** argv) {
   lower->add_option("--shape", shape, "N=V,... sizes the schedule and tile extents are chosen for");
   lower->add_option("--chunk-tiles", chunk_tiles,
                     "auto|N: key tiles a split-K chunk walks with the rolling update");
+  lower->add_flag("--no-validate", no_validate,
+                  "use the schedule without validating it against the program (trusted only)");
 
   auto* run = app.add_subcommand("run", "compile and run a .te file on random inputs");
   run->add_option("file", file, ".te source")->required();
@@ -304,6 +313,8 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "random input seed");
   run->add_option("--chunk-tiles", chunk_tiles,
                   "auto|N: key tiles a split-K chunk walks with the rolling update");
+  run->add_flag("--no-validate", no_validate,
+                "use the schedule without validating it against the program (trusted only)");
   run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
@@ -329,7 +340,7 @@ int main(int argc, char** argv) {
     if (*check) return cmd_check(file);
     if (*lower) {
       return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape),
-                       parse_chunk_tiles(chunk_tiles));
+                       parse_chunk_tiles(chunk_tiles), !no_validate);
     }
     if (*run) {
       runtime::RunOptions o;
@@ -344,6 +355,7 @@ int main(int argc, char** argv) {
       o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
       o.chunk_tiles = parse_chunk_tiles(chunk_tiles);
+      o.validate = !no_validate;
       return cmd_run(file, o, json);
     }
     if (*tune) {

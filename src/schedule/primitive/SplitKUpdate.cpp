@@ -91,7 +91,10 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   std::set<std::string> fused(between.begin(), between.end());
   fused.insert(block);
   std::map<std::string, std::string> renamed;
-  for (const std::string& name : between) {
+  // Consumers first: a block cloned for its later readers stays outside the loop and reads the
+  // global values of what it depends on, so its producers among `between` are cloned too.
+  for (auto rit = between.rbegin(); rit != between.rend(); ++rit) {
+    const std::string name = *rit;
     const ir::StmtNode& b = *find_block(tmp.program_.body, name, P).back();
     ElementwiseBlock eb = match_elementwise(tmp.program_, b, P);
     bool others = false;

@@ -158,11 +158,13 @@ class TileEmitter : public Codegen {
            chunk + ")");
     else
       line("#pragma omp single");
-    std::string loops;
     for (size_t a = 0; a < k.grid.size(); ++a) {
       std::string id = ident("v", k.grid[a].var);
       line("for (int64_t " + id + " = 0; " + id + " < " + extents[a] + "; ++" + id + ")");
     }
+    // A kernel without a grid (no symbolic size, a scalar result) runs its body once: still a
+    // loop, so that the early exit below leaves it.
+    if (k.grid.empty()) line("for (int ks_once = 0; ks_once < 1; ++ks_once)");
     line("{");
     ++indent_;
     line("if (!ks_ws || KS_FAILED(ks_e)) continue;");

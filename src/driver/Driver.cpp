@@ -1,0 +1,202 @@
+// \file Driver.cpp
+// The pipeline, written once (see Driver.h).
+#include "driver/Driver.h"
+
+#include <mutex>
+
+#include "ir/Printer.h"
+#include "schedule/AutoSchedule.h"
+#include "schedule/Schedule.h"
+#include "support/Error.h"
+#include "target/cpu/CpuBackend.h"
+#include "target/cuda/CudaBackend.h"
+#include "target/cuda/Driver.h"
+#include "te/Lower.h"
+#include "te/Program.h"
+#include "tile/Translate.h"
+
+namespace kintsugi::driver {
+
+Target Target::parse(const std::string& name, const std::string& arch) {
+  Target t;
+  if (name == "cuda")
+    t.kind = Kind::Cuda;
+  else if (name != "cpu")
+    arg_error << "unknown target '" << name << "'; use cpu or cuda";
+  t.arch = arch;
+  return t;
+}
+
+ir::LoopProgram load_file(const std::string& path) {
+  te::Program p = te::parse_file(path);
+  te::check(p);
+  return te::lower(p);
+}
+
+namespace {
+
+// The tile sizes a trace was built with: the fused axis is split first, by a tile or by a chunk
+// of tiles (split-K with chunks walked by the rolling update).
+ValidationOptions validation_options(const nlohmann::json& trace,
+                                     const schedule::AutoScheduleOptions& auto_options,
+                                     const ScheduleOptions& o) {
+  ValidationOptions v;
+  v.sizes = o.sizes;
+  v.params = o.params;
+  v.axis_tile = auto_options.tile;
+  v.row_tile = auto_options.row_tile > 0 ? auto_options.row_tile : 1;
+  for (const nlohmann::json& e : trace)
+    if (e.at("primitive") == "split" && e.at("factor").is_number_integer()) {
+      v.chunk_tiles = std::max<int64_t>(1, e.at("factor").get<int64_t>() / v.axis_tile);
+      break;
+    }
+  return v;
+}
+
+// The first primitive of `trace` after which the program no longer validates, by bisection over
+// trace prefixes (every prefix is replayed on the original); -1 when no prefix fails alone.
+int first_failing_primitive(const ir::LoopProgram& program, const nlohmann::json& trace,
+                            const ValidationOptions& v) {
+  auto fails = [&](size_t n) {
+    nlohmann::json prefix = nlohmann::json::array();
+    for (size_t k = 0; k < n; ++k) prefix.push_back(trace[k]);
+    try {
+      return !validate_schedule(program, schedule::replay(program, prefix).program(), v).ok;
+    } catch (const UserError&) {
+      return true;
+    }
+  };
+  size_t lo = 0, hi = trace.size();  // the prefix of lo primitives passes, of hi fails
+  if (!fails(hi)) return -1;
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    (fails(mid) ? hi : lo) = mid;
+  }
+  return static_cast<int>(hi) - 1;
+}
+
+std::string describe_primitive(const nlohmann::json& entry) {
+  std::string out = "'" + entry.value("primitive", std::string("?")) + "'";
+  if (entry.contains("block") && entry.at("block").is_string())
+    out += " of block '" + entry.at("block").get<std::string>() + "'";
+  return out;
+}
+
+// Validation results of this process, by program, schedule and sizes: a kernel compiled again
+// (another call with the same sizes, a Python kernel re-specialised) is not validated twice.
+std::mutex validated_mu;
+std::map<std::string, ValidationReport>& validated() {
+  static std::map<std::string, ValidationReport> m;
+  return m;
+}
+
+ValidationReport validate_cached(const ir::LoopProgram& program, const schedule::Schedule& s,
+                                 const ValidationOptions& v) {
+  std::string key = ir::to_string(program) + "\n" + s.trace().dump() + "\n";
+  for (const auto& [d, n] : v.sizes) key += d + "=" + std::to_string(n) + ",";
+  for (const auto& [q, x] : v.params) key += q + "=" + std::to_string(x) + ",";
+  {
+    std::lock_guard<std::mutex> lock(validated_mu);
+    if (auto it = validated().find(key); it != validated().end()) return it->second;
+  }
+  ValidationReport r = validate_schedule(program, s.program(), v);
+  std::lock_guard<std::mutex> lock(validated_mu);
+  validated()[key] = r;
+  return r;
+}
+
+}  // namespace
+
+Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions& o) {
+  if (o.schedule != "auto" && o.schedule != "none")
+    arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
+  Scheduled out;
+  out.program = program;
+  out.schedule = o.schedule;
+  if (o.schedule == "none") return out;
+  schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(o.target.name());
+  auto_options.sizes = o.sizes;
+  auto_options.chunk_tiles = o.chunk_tiles;
+  // The schedules to try, best first: as chosen; rolling update instead of split-K.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::vector<std::string> notes;
+    schedule::Schedule s = schedule::auto_schedule(program, auto_options, &notes);
+    bool split_k = false;
+    for (const std::string& n : s.primitive_names()) split_k |= n == "split_k_update";
+    ValidationOptions v = validation_options(s.trace(), auto_options, o);
+    std::optional<ValidationReport> report;
+    if (o.validate && !s.trace().empty()) {
+      report = validate_cached(program, s, v);
+      if (report->ran && !report->ok) {
+        int bad = first_failing_primitive(program, s.trace(), v);
+        std::string who = bad >= 0 ? "primitive " + std::to_string(bad + 1) + " " +
+                                         describe_primitive(s.trace()[bad])
+                                   : std::string("the schedule");
+        std::string next = split_k && attempt == 0 ? "the rolling update instead of split-K"
+                                                   : "the unscheduled program";
+        out.warnings.push_back("the auto-schedule was rejected by validation: " + who +
+                               " changes the result (" + report->failure + "); using " + next);
+        if (split_k && attempt == 0) {
+          auto_options.split_k_below_rows = 0;
+          continue;
+        }
+        out.validation = report;
+        return out;
+      }
+      if (!report->ran)
+        out.warnings.push_back("the schedule was not validated: " + report->failure);
+    }
+    out.program = s.program();
+    out.trace = s.trace();
+    out.primitives = s.primitive_names();
+    out.notes = notes;
+    out.validation = report;
+    return out;
+  }
+  return out;
+}
+
+tile::TileProgram to_tiles(const Scheduled& s, const runtime::SizeMap& sizes,
+                           const std::string& who) {
+  try {
+    return tile::translate(s.program, sizes);
+  } catch (const tile::NotTileForm& e) {
+    arg_error << who << ": program '" << s.program.name << "' is not in tile form: " << e.what();
+  }
+  return {};  // not reached: arg_error throws
+}
+
+Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes,
+                   std::vector<std::string>* notes) {
+  Built b;
+  if (target.kind == Target::Kind::Cuda) {
+    std::string why;
+    if (!cuda::driver_available(&why)) arg_error << "--target cuda: no usable GPU here: " << why;
+    if (s.schedule != "auto")
+      arg_error << "--target cuda runs scheduled programs only; use --schedule auto";
+    tile::TileProgram tp = to_tiles(s, sizes, "--target cuda");
+    std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;
+    b.gpu = std::make_shared<cuda::CudaKernel>(tp, arch);
+    b.form = "tile";
+    b.from_cache = b.gpu->from_cache();
+    b.compile_seconds = b.gpu->compile_seconds();
+    return b;
+  }
+  if (s.schedule == "auto") {
+    try {
+      b.cpu = cpu::compile(tile::translate(s.program, sizes));
+      b.form = "tile";
+    } catch (const tile::NotTileForm& e) {
+      if (notes) notes->push_back(std::string("scalar loop code: not in tile form: ") + e.what());
+    }
+  }
+  if (!b.cpu) {
+    b.cpu = cpu::compile(s.program);
+    b.form = "loop";
+  }
+  b.from_cache = b.cpu->from_cache();
+  b.compile_seconds = b.cpu->compile_seconds();
+  return b;
+}
+
+}  // namespace kintsugi::driver

@@ -1,0 +1,280 @@
+// \file ValidateSchedule.cpp
+// Translation validation of a schedule (see ValidateSchedule.h).
+#include "driver/ValidateSchedule.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <future>
+#include <limits>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "ir/Interpreter.h"
+#include "runtime/Runner.h"
+#include "schedule/Analysis.h"
+#include "support/Error.h"
+
+namespace kintsugi::driver {
+
+namespace {
+
+// The largest scaled size of the dims that are neither the fused axis nor the rows.
+constexpr int64_t kSmallDim = 4;
+// A partial tile at the end of the axis and of the rows: odd, and not a divisor of any tile.
+constexpr int64_t kTail = 3;
+// The offset of the "offset rows" input set: |mean| / std of 1e4 (the layernorm requirement).
+constexpr double kOffset = 1e4;
+// Exact against exact: the same real numbers summed in another order.
+constexpr double kExactTolerance = 1e-6;
+
+// The dims that are the extent of a fused reduction axis (one that two or more reductions
+// reduce over: a chain the auto-scheduler fuses), and the innermost row dim of those reductions
+// (the one with the fewest spatial variables: its rows are the chain's rows).
+void fused_dims(const ir::LoopProgram& p, std::set<std::string>* axis,
+                std::set<std::string>* rows) {
+  std::map<std::string, std::vector<const ir::StmtNode*>> reducers;  // axis dim -> blocks
+  for (const ir::StmtNode* b : schedule::blocks_under(p.body))
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind != ir::IterKind::Spatial && iv.extent->op == ir::Op::Var)
+        reducers[iv.extent->name].push_back(b);
+  const ir::StmtNode* narrowest = nullptr;
+  auto spatial = [](const ir::StmtNode* b) {
+    return std::count_if(b->iters.begin(), b->iters.end(),
+                         [](const ir::IterVar& iv) { return iv.kind == ir::IterKind::Spatial; });
+  };
+  for (const auto& [dim, blocks] : reducers) {
+    if (blocks.size() < 2) continue;
+    axis->insert(dim);
+    for (const ir::StmtNode* b : blocks)
+      if (!narrowest || spatial(b) < spatial(narrowest)) narrowest = b;
+  }
+  if (!narrowest) return;
+  for (const ir::IterVar& iv : narrowest->iters)
+    if (iv.kind == ir::IterKind::Spatial && iv.extent->op == ir::Op::Var &&
+        !axis->count(iv.extent->name)) {
+      rows->clear();
+      rows->insert(iv.extent->name);
+    }
+}
+
+struct InputSet {
+  const char* name;
+  bool typed;      // the scheduled program also runs rounded to its types
+  bool nonfinite;  // the relaxed NaN comparison applies
+  std::function<void(std::map<std::string, runtime::Tensor>&, std::mt19937_64&)> adjust;
+};
+
+// Applies `f` to every element of every float input.
+void each_float(std::map<std::string, runtime::Tensor>& in,
+                const std::function<double(double, int64_t, const runtime::Tensor&)>& f) {
+  for (auto& [name, t] : in) {
+    if (!is_float(t.dtype)) continue;
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, f(t.get(i), i, t));
+  }
+}
+
+std::vector<InputSet> input_sets() {
+  return {
+      {"random", true, false, [](auto&, auto&) {}},
+      {"offset rows", true, false,
+       [](auto& in, auto&) {
+         // Every leading row (the first index) shifted by a different large amount: kOffset
+         // standard deviations, or as many as the dtype still resolves a deviation of one at.
+         each_float(in, [](double v, int64_t i, const runtime::Tensor& t) {
+           int64_t row = t.shape.empty() ? 0 : i / std::max<int64_t>(1, t.numel() / t.shape[0]);
+           double offset = std::min(kOffset, 0.25 / dtype_epsilon(t.dtype));
+           return v + offset * static_cast<double>(1 + row % 3) * (row % 2 ? -1 : 1);
+         });
+       }},
+      {"ties", false, false,
+       [](auto& in, auto&) {
+         each_float(in, [](double v, int64_t, const runtime::Tensor&) {
+           return std::clamp(std::round(v), -2.0, 2.0);
+         });
+       }},
+      {"-inf and NaN", false, true,
+       [](auto& in, std::mt19937_64& rng) {
+         std::uniform_real_distribution<double> u(0.0, 1.0);
+         each_float(in, [&](double v, int64_t, const runtime::Tensor&) {
+           double r = u(rng);
+           if (r < 0.05) return -std::numeric_limits<double>::infinity();
+           if (r < 0.06) return std::numeric_limits<double>::quiet_NaN();
+           return v;
+         });
+       }},
+  };
+}
+
+// The first disagreement of `got` with `ref`, or "" when they agree. `relaxed`: any value may
+// stand where the reference is NaN.
+std::string compare(const ir::InterpBuffer& ref, const ir::InterpBuffer& got, DType dtype,
+                    double tolerance, bool relaxed) {
+  if (ref.values.size() != got.values.size()) return "the sizes differ";
+  double scale = 0.0;
+  for (double r : ref.values)
+    if (std::isfinite(r)) scale = std::max(scale, std::fabs(r));
+  double worst = 0.0;
+  size_t at = 0;
+  for (size_t i = 0; i < ref.values.size(); ++i) {
+    double r = ref.values[i], g = got.values[i];
+    if (std::isnan(r) && relaxed) continue;
+    if (!std::isfinite(r) || !std::isfinite(g)) {
+      bool same = (std::isnan(r) && std::isnan(g)) ||
+                  (std::isinf(r) && std::isinf(g) && (r > 0) == (g > 0));
+      if (!same) {
+        std::ostringstream m;
+        m << "element " << i << " is " << g << " where the reference is " << r;
+        return m.str();
+      }
+      continue;
+    }
+    double err = std::fabs(g - r);
+    if (err > worst) worst = err, at = i;
+  }
+  double limit = is_int(dtype) ? 1.0 : tolerance * std::max(scale, 1e-300);
+  if (worst <= limit || (!is_int(dtype) && scale == 0.0 && worst == 0.0)) return "";
+  std::ostringstream m;
+  m << "element " << at << " is " << got.values[at] << " where the reference is " << ref.values[at]
+    << " (" << (is_int(dtype) ? "abs" : "rel") << " err " << (is_int(dtype) ? worst : worst / scale)
+    << ", tolerance " << (is_int(dtype) ? 1.0 : tolerance) << ")";
+  return m.str();
+}
+
+std::string sizes_text(const runtime::SizeMap& s) {
+  std::string out;
+  for (const auto& [k, v] : s) out += (out.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+  return out.empty() ? "no sizes" : out;
+}
+
+}  // namespace
+
+runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
+                              int64_t scale_exponent) {
+  std::set<std::string> axis, rows;
+  fused_dims(original, &axis, &rows);
+  runtime::SizeMap out;
+  int64_t axis_size =
+      2 * o.axis_tile * std::max<int64_t>(1, o.chunk_tiles) + o.axis_tile / 2 + kTail;
+  for (const std::string& d : original.dims) {
+    int64_t given = o.sizes.count(d) ? o.sizes.at(d) : 1;
+    if (axis.count(d))
+      out[d] = std::min(given, axis_size);
+    else if (rows.count(d))
+      out[d] = std::min(given, o.row_tile + kTail);
+    else
+      out[d] = std::max<int64_t>(1, given >> scale_exponent);
+  }
+  return out;
+}
+
+namespace {
+
+// One input set at one instance: "" when the outputs agree; `runs` false when the original itself
+// cannot run there (the instance is not valid for the program).
+struct SetResult {
+  bool runs = true;
+  std::string failure;
+};
+
+SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& scheduled,
+                    const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+                    const InputSet& set, uint64_t seed) {
+  SetResult out;
+  std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(original, sizes, seed);
+  std::mt19937_64 rng(seed);
+  set.adjust(inputs, rng);
+  std::map<std::string, const runtime::Tensor*> in;
+  for (auto& [name, t] : inputs) in[name] = &t;
+  auto run = [&](const ir::LoopProgram& p, ir::InterpMode mode) {
+    return ir::interpret(p, mode, in, sizes, params);
+  };
+  ir::InterpResult ref, ref_typed, got, got_typed;
+  try {
+    ref = run(original, ir::InterpMode::Exact);
+    if (set.typed) ref_typed = run(original, ir::InterpMode::Typed);
+  } catch (const UserError& e) {
+    out.runs = false;
+    out.failure = "the original program cannot run at " + sizes_text(sizes) + ": " + e.what();
+    return out;
+  }
+  std::string where =
+      "at " + sizes_text(sizes) + ", " + set.name + " inputs (seed " + std::to_string(seed) + "), ";
+  try {
+    got = run(scheduled, ir::InterpMode::Exact);
+    if (set.typed) got_typed = run(scheduled, ir::InterpMode::Typed);
+  } catch (const UserError& e) {
+    out.failure = where + "the scheduled program fails: " + e.what();
+    return out;
+  }
+  for (const ir::Buffer* b : original.outputs()) {
+    const ir::InterpBuffer& r = ref.outputs.at(b->name);
+    std::string d = compare(r, got.outputs.at(b->name), b->dtype, kExactTolerance, set.nonfinite);
+    if (!d.empty()) {
+      out.failure = where + "exact arithmetic, output " + b->name + ": " + d;
+      return out;
+    }
+    if (!set.typed) continue;
+    // In the program's own precision, where the original is accurate the schedule must be.
+    double tol = runtime::tolerance_for(original, b->dtype);
+    if (!compare(r, ref_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite).empty()) continue;
+    d = compare(r, got_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite);
+    if (!d.empty()) {
+      out.failure = where + "rounded to the program's types, output " + b->name + ": " + d;
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ValidationReport validate_schedule(const ir::LoopProgram& original,
+                                   const ir::LoopProgram& scheduled, const ValidationOptions& o) {
+  auto t0 = std::chrono::steady_clock::now();
+  ValidationReport report;
+  // The scale of the other dims: the smallest power of two that brings them to kSmallDim; a
+  // shrunk instance the original cannot run (an index out of bounds once sizes lose their ratio)
+  // is retried less shrunk.
+  std::set<std::string> axis, rows;
+  fused_dims(original, &axis, &rows);
+  int64_t largest = 1;
+  for (const auto& [d, v] : o.sizes)
+    if (!axis.count(d) && !rows.count(d)) largest = std::max(largest, v);
+  int64_t exponent = 0;
+  while ((largest >> exponent) > kSmallDim) ++exponent;
+  const std::vector<InputSet> sets = input_sets();
+  for (int attempt = 0; attempt < 3 && exponent >= 0; ++attempt, --exponent) {
+    runtime::SizeMap sizes = shrink_sizes(original, o, exponent);
+    // The input sets are independent: one thread each.
+    std::vector<std::future<SetResult>> runs;
+    for (size_t k = 0; k < sets.size(); ++k)
+      runs.push_back(std::async(std::launch::async, check_set, std::cref(original),
+                                std::cref(scheduled), std::cref(sizes), std::cref(o.params),
+                                std::cref(sets[k]), o.seed + k));
+    std::vector<SetResult> results;
+    for (auto& r : runs) results.push_back(r.get());
+    bool valid_instance =
+        std::all_of(results.begin(), results.end(), [](const SetResult& r) { return r.runs; });
+    if (!valid_instance) {
+      for (const SetResult& r : results)
+        if (!r.runs) report.failure = r.failure;
+      continue;
+    }
+    report.ran = true;
+    report.shrunk = sizes;
+    for (const SetResult& r : results)
+      if (!r.failure.empty() && report.ok) {
+        report.ok = false;
+        report.failure = r.failure;
+      }
+    if (report.ok) report.failure.clear();
+    break;
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace kintsugi::driver

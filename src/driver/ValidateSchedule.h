@@ -1,0 +1,57 @@
+// \file ValidateSchedule.h
+// Translation validation of a schedule: the scheduled loop program and the original are run by
+// the reference interpreter on small instances of the same program and must agree.
+//
+// The instances are shrunk from the sizes the schedule was chosen at so that every kind of tile
+// the schedule creates occurs: the fused reduction axis spans several chunks of several tiles and
+// ends in a partial tile, the rows span more than one row tile and end in a partial one (when the
+// run has that many), and the other sizes are scaled down together by one power of two (so that
+// ratios such as query heads per key/value head survive). Each instance is run with several input
+// sets: random normal values, rows offset far from zero (|mean| / std of 1e4), ties (a handful of
+// distinct values), and -inf and NaN scattered in the float inputs.
+//
+// The original runs in exact mode (the definition of the semantics); the scheduled program runs
+// in typed mode (every operation rounded to its type, as compiled code does), so that a repair
+// that is exact in real arithmetic but cancels catastrophically in f32 fails too. The outputs are
+// compared with the tolerance `kintsugi run --verify` uses, and NaN / infinity must sit where the
+// reference has them. With non-finite inputs one relaxation holds, and only then: where the
+// reference is NaN, a schedule may produce any value (a NaN that reaches an output only through a
+// term multiplied by zero, a masked key, is poison that a schedule skipping the masked tile
+// refines; docs/language.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/Stmt.h"
+#include "runtime/Tensor.h"
+
+namespace kintsugi::driver {
+
+// What the schedule was built with: the tile sizes that determine the shrunk instances.
+struct ValidationOptions {
+  runtime::SizeMap sizes;    // the sizes the schedule was chosen at (the run's)
+  runtime::ParamMap params;  // param values (the program's own where absent)
+  int64_t axis_tile = 64;    // the tile of the fused reduction axis
+  int64_t chunk_tiles = 1;   // split-K: tiles a chunk walks
+  int64_t row_tile = 64;     // rows a tile (rolling update)
+  uint64_t seed = 1;
+};
+
+struct ValidationReport {
+  bool ran = false;  // false: no instance of the program could be run (`failure` says why)
+  bool ok = true;
+  std::string failure;      // the instance, input set and output that disagreed
+  runtime::SizeMap shrunk;  // the sizes of the instance
+  double seconds = 0.0;
+};
+
+// Runs `original` and `scheduled` on the shrunk instances; ok when every output agrees.
+ValidationReport validate_schedule(const ir::LoopProgram& original,
+                                   const ir::LoopProgram& scheduled, const ValidationOptions& o);
+
+// The shrunk sizes (exposed for tests).
+runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
+                              int64_t scale_exponent);
+
+}  // namespace kintsugi::driver
