@@ -3,10 +3,11 @@
 #include "runtime/Npy.h"
 
 #include <cstring>
-#include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "support/Error.h"
+#include "support/Files.h"
 
 namespace kintsugi::runtime {
 
@@ -40,16 +41,13 @@ void write_npy(const std::string& path, const Tensor& t) {
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) arg_error << "cannot write '" << path << "'";
-  out.write("\x93NUMPY\x01\x00", 8);
+  std::string bytes("\x93NUMPY\x01\x00", 8);
   uint16_t len = static_cast<uint16_t>(header.size());
-  char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-  out.write(len_bytes, 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(t.data.data()),
-            static_cast<std::streamsize>(t.data.size()));
-  if (!out) arg_error << "failed writing '" << path << "'";
+  bytes.push_back(static_cast<char>(len & 0xff));
+  bytes.push_back(static_cast<char>(len >> 8));
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  files::write_file_atomic(path, bytes, "writing .npy");
 }
 
 namespace {
@@ -96,9 +94,8 @@ struct RawNpy {
 // `needed` says what the caller needs, for the error message.
 RawNpy read_raw(const std::string& path, const std::string& want, size_t elem_bytes,
                 const std::string& needed) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) arg_error << "cannot open '" << path << "': no such file or not readable";
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes =
+      files::read_regular_file(path, "a .npy file", std::numeric_limits<size_t>::max());
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     arg_error << path << " is not a .npy file (bad magic or truncated header)";
   int major = static_cast<unsigned char>(bytes[6]);

@@ -4,7 +4,9 @@
 // Element encodings: f16 as '<f2', f32 as '<f4', i32 as '<i4', i8 as '|i1', and bf16, which NumPy
 // has no type for, as its raw 16-bit pattern '<u2' (the manifest of --save-io says so). Reading
 // validates everything it relies on: magic, version, header syntax, dtype, order, shape, and that
-// the data is complete; a malformed file is a RuntimeArgError naming the file, never a crash.
+// the data is complete; a malformed file, or a path that is not a regular file (a directory, a
+// device, a pipe), is a RuntimeArgError naming the file, never a crash. Writing is atomic
+// (files::write_file_atomic): a symbolic link at the destination is replaced, never followed.
 #pragma once
 
 #include <string>

@@ -16,6 +16,7 @@
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "runtime/Npy.h"
+#include "support/Files.h"
 #include "support/Version.h"
 #include "target/cpu/CpuBackend.h"
 #include "target/cuda/CudaBackend.h"
@@ -115,14 +116,15 @@ OutputCheck compare_output(const std::string& name, const Tensor& out,
 std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::string& dir,
                                           SizeMap& sizes, const SizeMap& overrides) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) arg_error << "--inputs " << dir << ": no such directory";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) arg_error << "--inputs " << dir << ": no such directory";
   std::map<std::string, Tensor> out;
   std::map<std::string, std::string> bound_by;  // dim -> the file that fixed it
   sizes = overrides;
   for (const auto& [d, v] : overrides) bound_by[d] = "--shape";
   for (const ir::Buffer* b : p.inputs()) {
     std::string path = (fs::path(dir) / (b->name + ".npy")).string();
-    if (!fs::exists(path))
+    if (!fs::exists(fs::symlink_status(path, ec)))
       arg_error << "input '" << b->name << "' (" << dtype_name(b->dtype) << ") needs the file "
                 << path << ", which does not exist";
     Tensor t = read_npy(path, b->dtype);
@@ -173,6 +175,26 @@ std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::s
 }
 
 namespace {
+// --save-io DIR: DIR may not exist yet, or be an empty directory; a directory with files in it
+// is only written into with --force (its files of the same names are then replaced).
+void check_save_io_dir(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(o.save_io_dir, ec);
+  if (!fs::exists(st)) return;
+  if (!fs::is_directory(st))
+    arg_error << "--save-io " << o.save_io_dir << ": exists and is not a directory";
+  if (o.save_io_force) return;
+  fs::directory_iterator it(o.save_io_dir, ec);
+  if (ec)
+    arg_error << "--save-io " << o.save_io_dir << ": cannot read the directory (" << ec.message()
+              << ")";
+  if (it != fs::directory_iterator())
+    arg_error << "--save-io " << o.save_io_dir
+              << ": the directory exists and is not empty; give an empty or new directory, or "
+                 "--force to replace the files of the same names in it";
+}
+
 void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
              const std::map<std::string, Tensor>& inputs,
              const std::map<std::string, Tensor>& outputs, const ParamMap& params) {
@@ -182,6 +204,7 @@ void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
   if (ec)
     arg_error << "--save-io " << o.save_io_dir << ": cannot create the directory (" << ec.message()
               << ")";
+  check_save_io_dir(o);  // again: the directory may have changed during the run
   nlohmann::json m;
   m["program"] = p.name;
   m["commit"] = kCommit;
@@ -208,9 +231,8 @@ void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
   for (const ir::Buffer* b : p.inputs()) m["inputs"].push_back(entry(b->name, inputs.at(b->name)));
   for (const ir::Buffer* b : p.outputs())
     m["outputs"].push_back(entry(b->name, outputs.at(b->name)));
-  std::ofstream out(fs::path(o.save_io_dir) / "manifest.json");
-  out << m.dump(2) << "\n";
-  if (!out) arg_error << "failed writing " << (fs::path(o.save_io_dir) / "manifest.json").string();
+  files::write_file_atomic((fs::path(o.save_io_dir) / "manifest.json").string(), m.dump(2) + "\n",
+                           "--save-io");
 }
 }  // namespace
 
@@ -229,6 +251,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   driver::Target::parse(o.target);
   if (o.schedule != "auto" && o.schedule != "none")
     arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
+  if (!o.save_io_dir.empty()) check_save_io_dir(o);
   RunReport r;
   r.program = p.name;
   r.target = o.target;

@@ -21,7 +21,11 @@ struct RunOptions {
   uint64_t seed = 0;
   bool verify = false;
   bool bench = false;
-  std::string save_io_dir;  // write inputs, outputs and manifest.json here (--save-io)
+  // Write inputs, outputs and manifest.json here (--save-io). An existing directory must be empty
+  // unless save_io_force (--force); files are written atomically and symbolic links in the
+  // directory are replaced, never followed.
+  std::string save_io_dir;
+  bool save_io_force = false;
   std::string
       inputs_dir;  // read inputs from NAME.npy files here instead of drawing them (--inputs)
   // Verify against float64 NAME.npy arrays in this directory instead of the interpreter (needs

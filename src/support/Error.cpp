@@ -2,6 +2,7 @@
 // Rendering of located errors.
 #include "support/Error.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kintsugi {
@@ -23,9 +24,27 @@ std::string render_error(const SourceLoc& loc, const std::string& message) {
   if (start != std::string::npos && start <= text.size()) {
     size_t end = text.find('\n', start);
     std::string src_line = text.substr(start, end == std::string::npos ? end : end - start);
-    out << "\n" << src_line << "\n";
-    for (int c = 1; c < loc.col && c <= static_cast<int>(src_line.size()); ++c)
-      out << (src_line[c - 1] == '\t' ? '\t' : ' ');
+    // A long line is cut to a window of kErrorWindow bytes around the caret, with "..." on each
+    // cut side, so that one long line does not flood the terminal.
+    size_t caret = static_cast<size_t>(std::max(loc.col, 1) - 1);
+    caret = std::min(caret, src_line.size());
+    size_t lo = 0, hi = src_line.size();
+    if (src_line.size() > kErrorWindow) {
+      lo = caret > kErrorWindow / 2 ? caret - kErrorWindow / 2 : 0;
+      hi = std::min(src_line.size(), lo + kErrorWindow);
+      lo = hi - kErrorWindow;
+      // Never cut a UTF-8 sequence: move the cuts to the start of a character.
+      auto continuation = [&](size_t i) {
+        return i < src_line.size() && (static_cast<unsigned char>(src_line[i]) & 0xc0) == 0x80;
+      };
+      while (lo < caret && continuation(lo)) ++lo;
+      while (hi > caret + 1 && continuation(hi)) --hi;
+    }
+    const std::string prefix = lo > 0 ? "..." : "", suffix = hi < src_line.size() ? "..." : "";
+    out << "\n"
+        << prefix << src_line.substr(lo, hi - lo) << suffix << "\n"
+        << std::string(prefix.size(), ' ');
+    for (size_t c = lo; c < caret; ++c) out << (src_line[c] == '\t' ? '\t' : ' ');
     out << "^";
   }
   return out.str();

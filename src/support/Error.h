@@ -7,6 +7,7 @@
 // rendered as `file:line:col: error: message`, then the source line and a caret.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -57,7 +58,12 @@ class InternalError : public std::logic_error {
   explicit InternalError(const std::string& message) : std::logic_error(message) {}
 };
 
-// Renders `file:line:col: error: message` followed by the source line and a caret.
+// The most bytes of a source line that render_error shows: a longer line is cut to a window of
+// this width around the caret, with "..." marking each cut side.
+inline constexpr size_t kErrorWindow = 100;
+
+// Renders `file:line:col: error: message` followed by the source line (or its window of
+// kErrorWindow bytes around the column) and a caret under the column.
 std::string render_error(const SourceLoc& loc, const std::string& message);
 
 namespace detail {

@@ -4,10 +4,10 @@
 // are resolved to the right node kinds here (index variable, dim, param, tensor load), typing
 // and extent inference happen in Check.cpp.
 #include <cmath>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "support/Files.h"
 #include "te/Lexer.h"
 #include "te/Program.h"
 
@@ -624,11 +624,7 @@ Program parse(const std::string& file_name, const std::string& text) {
 }
 
 Program parse_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) arg_error << "cannot open '" << path << "': no such file or not readable";
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse(path, buf.str());
+  return parse(path, files::read_regular_file(path, "a .te source", files::kMaxSourceBytes));
 }
 
 }  // namespace kintsugi::te

@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
   std::string save_io, inputs_dir, reference_dir, param_arg;
-  bool verify = false, bench = false, json = false, no_validate = false;
+  bool verify = false, bench = false, json = false, force = false, no_validate = false;
   std::string chunk_tiles = "auto";
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
@@ -320,12 +320,16 @@ int main(int argc, char** argv) {
   run->add_flag("--json", json, "print one JSON object");
   run->add_option("--param", param_arg, "NAME=V,... param overrides");
   run->add_option("--save-io", save_io,
-                  "write inputs, outputs (.npy) and manifest.json into this directory");
+                  "write inputs, outputs (.npy) and manifest.json into this directory (new or "
+                  "empty, unless --force)");
+  run->add_flag("--force", force,
+                "with --save-io: write into a non-empty directory, replacing its files of the "
+                "same names");
   run->add_option("--inputs", inputs_dir, "read inputs from NAME.npy files in this directory");
   run->add_option("--reference", reference_dir,
                   "verify against float64 NAME.npy outputs in this directory (with --inputs)");
 
-  auto* tune = app.add_subcommand("tune", "autotune tile sizes (not yet available)");
+  auto* tune = app.add_subcommand("tune", "autotune tile sizes (not available yet: exits with 1)");
   tune->add_option("file", file, ".te source")->required();
   tune->add_option("--shape", shape, "N=V,... size overrides");
   tune->add_option("--target", target, "cuda");
@@ -351,6 +355,8 @@ int main(int argc, char** argv) {
       o.verify = verify;
       o.bench = bench;
       o.save_io_dir = save_io;
+      o.save_io_force = force;
+      if (force && save_io.empty()) arg_error << "--force applies to --save-io only";
       o.inputs_dir = inputs_dir;
       o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
@@ -358,11 +364,9 @@ int main(int argc, char** argv) {
       o.validate = !no_validate;
       return cmd_run(file, o, json);
     }
-    if (*tune) {
-      std::cout
-          << "kintsugi tune: not yet available (the autotuner comes with the CUDA back end)\n";
-      return 0;
-    }
+    if (*tune)
+      arg_error << "kintsugi tune: not available yet (there is no autotuner; `kintsugi run "
+                   "--bench` times the kernel that the auto-scheduler chooses)";
   } catch (const CompileError& e) {
     std::cerr << e.what() << "\n";
     return 1;

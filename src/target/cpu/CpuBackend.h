@@ -20,9 +20,16 @@
 // (`parallel for collapse(n)`), as do loops of kind ForKind::Parallel.
 //
 // Disk cache: <cache_dir>/<key>.so + <key>.meta (+ <key>.cpp for reading), key = FNV-1a 64 of the
-// source, the flags and the compiler's version line. A cached object is used only after its size
-// and content hash match the meta file; anything else is deleted and rebuilt. All writes are
-// atomic (unique temporary name, then rename).
+// source, the flags and the compiler's version line, in the directory disk_cache::resolve_dir
+// checks (owned by the user, not writable by others). A cached object is used only if it is a
+// regular file of ours that others cannot write and its size and content hash match the meta
+// file; anything else is deleted and rebuilt. All writes are atomic (unique temporary name, then
+// rename). Without a usable cache directory, kernels are compiled in a private temporary
+// directory (mkdtemp, mode 0700) and not cached.
+//
+// The host compiler runs under a time limit: $KINTSUGI_COMPILE_TIMEOUT seconds (default 120; 0:
+// none). On expiry its whole process group is killed and compile() throws a RuntimeArgError
+// (exit code 1) that says how to raise the limit.
 #pragma once
 
 #include <map>
@@ -37,8 +44,8 @@
 namespace kintsugi::cpu {
 
 struct CompileOptions {
-  std::string cache_dir;                 // empty: $KINTSUGI_CACHE_DIR, else ~/.cache/kintsugi
-  std::string cxx = "c++";               // host compiler command (may be e.g. "ccache g++")
+  std::string cache_dir;    // empty: $KINTSUGI_CACHE_DIR, else as disk_cache::resolve_dir says
+  std::string cxx = "c++";  // host compiler command (may be e.g. "ccache g++")
   std::vector<std::string> extra_flags;  // appended after the default flags
   bool verbose = false;                  // print the compile command and timing to stderr
 };
@@ -67,9 +74,10 @@ class CpuKernel {
   bool from_cache() const { return from_cache_; }
   double compile_seconds() const { return compile_seconds_; }  // whole compile(), incl. lookup
   const std::string& source() const { return source_; }
-  const std::string& library_path() const { return library_path_; }  // <cache>/<key>.so
-  const std::string& cache_dir() const { return cache_dir_; }        // after any fallback
-  const std::string& cache_key() const { return key_; }              // 16 hex digits
+  // <cache>/<key>.so, and the cache directory after any fallback; both empty without a cache.
+  const std::string& library_path() const { return library_path_; }
+  const std::string& cache_dir() const { return cache_dir_; }
+  const std::string& cache_key() const { return key_; }  // 16 hex digits
 
  private:
   friend std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram&, std::string,
@@ -88,8 +96,10 @@ class CpuKernel {
 };
 
 // Generates, compiles (or finds in the disk cache) and loads a kernel. Compiler failures throw
-// InternalError with the compiler's output; an unusable cache directory falls back to a
-// per-user directory under the system temp dir (with a note on stderr).
+// InternalError with the compiler's output, an expired time limit a RuntimeArgError; an unusable
+// cache directory falls back to a per-user directory under the system temp dir, else to no cache
+// (with a note or warning on stderr, see DiskCache.h); no writable directory at all for the
+// build is a RuntimeArgError.
 std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program,
                                    const CompileOptions& options = {});
 // The same for a program in tile form; run() then also checks the specialised dims.

@@ -2,17 +2,25 @@
 // Host-compiler JIT for the CPU back end: disk cache, compiler invocation, dlopen, and the
 // argument checks of CpuKernel::run.
 //
-// Invariant established: a shared object is dlopen'ed only if it was just built by us or its
-// size and FNV-1a content hash match its meta file; every cache write is atomic (unique temp
-// name, then rename); each load goes through a fresh hard link so that a rebuilt object is never
-// confused with a stale one still mapped in this process; run() calls the entry point only with
-// tensors whose count, dtypes and shapes match the program.
+// Invariant established: a shared object is dlopen'ed only if it was just built by us (in a
+// private mkdtemp directory) or it is a trusted entry of a checked cache directory whose size and
+// FNV-1a content hash match its meta file (disk_cache::load_entry); every cache write is atomic
+// (unique temp name, then rename); the host compiler never runs longer than its time limit; each
+// load goes through a fresh hard link so that a rebuilt object is never confused with a stale one
+// still mapped in this process; run() calls the entry point only with tensors whose count, dtypes
+// and shapes match the program.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +28,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "ir/Printer.h"
@@ -47,18 +56,116 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// Runs a shell command, returns its exit status and combined output.
-int run_command(const std::string& cmd, std::string* output) {
-  output->clear();
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
-  int status = pclose(pipe);
-  if (status == -1) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+// The host compiler's time limit in seconds: $KINTSUGI_COMPILE_TIMEOUT (0: none), default 120.
+double compile_timeout() {
+  const char* env = std::getenv("KINTSUGI_COMPILE_TIMEOUT");
+  if (!env || !*env) return 120.0;
+  std::string text = env;
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != text.size() || !std::isfinite(v) || v < 0)
+    arg_error << "KINTSUGI_COMPILE_TIMEOUT='" << text
+              << "' must be a number of seconds (0 for no limit)";
+  return v;
 }
+
+struct CommandResult {
+  int status = -1;         // exit status; 128 if killed by a signal; -1 if it could not run
+  bool timed_out = false;  // killed after `timeout` seconds
+};
+
+// Runs a shell command in its own process group with TMPDIR=`tmpdir` (unless empty), collects
+// its combined output, and kills the whole group if it runs longer than `timeout` seconds (0: no
+// limit).
+CommandResult run_command(const std::string& cmd, std::string* output, double timeout,
+                          const std::string& tmpdir) {
+  output->clear();
+  CommandResult result;
+  std::string script = cmd;
+  if (!tmpdir.empty()) script = "TMPDIR=" + shell_quote(tmpdir) + "; export TMPDIR; " + cmd;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return result;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return result;
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also here: the group exists before any kill below
+  close(fds[1]);
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                           std::chrono::duration<double>(timeout));
+  char buf[4096];
+  for (;;) {
+    int wait_ms = -1;
+    if (timeout > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+      if (left.count() <= 0) {
+        result.timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30));
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    int ready = poll(&pfd, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) continue;  // the deadline check above ends the loop
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // every process holding the pipe has exited (or closed it)
+    output->append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (result.timed_out) kill(-pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  // What the shell left behind in its group (a compiler driver's children) goes too.
+  if (result.timed_out) kill(-pid, SIGKILL);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return result;
+}
+
+// $TMPDIR as set (for a message), or /tmp.
+std::string temp_dir_name() {
+  const char* t = std::getenv("TMPDIR");
+  return t && *t ? t : "/tmp";
+}
+
+// A private build directory (mkdtemp: mode 0700) for a compiler's output and temporary files,
+// removed with everything in it when the build is done.
+struct BuildDir {
+  fs::path path;
+  BuildDir() = default;
+  BuildDir(const BuildDir&) = delete;
+  BuildDir& operator=(const BuildDir&) = delete;
+  ~BuildDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+  // Makes the directory under `base`; false (and errno set) if it cannot.
+  bool make(const fs::path& base) {
+    std::string templ = (base / "kintsugi-build-XXXXXX").string();
+    if (!mkdtemp(templ.data())) return false;
+    path = templ;
+    return true;
+  }
+};
 
 // What -march=native depends on: the CPU model and feature flags (a cache directory shared
 // between machines must not hand an object built for one CPU to another).
@@ -87,7 +194,8 @@ const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_di
   if (it != cache.end()) return it->second;
   Toolchain tc;
   std::string out;
-  int rc = run_command(cxx + " --version", &out);
+  const double timeout = compile_timeout();
+  int rc = run_command(cxx + " --version", &out, timeout, scratch_dir).status;
   if (rc != 0)
     internal_error << "CPU back end: cannot run the host compiler '" << cxx << "': " << out;
   tc.version = out.substr(0, out.find('\n'));
@@ -112,7 +220,12 @@ const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_di
     std::string cmd = cxx;
     for (const std::string& f : flags) cmd += " " + shell_quote(f);
     cmd += " " + shell_quote(src.string()) + " -o " + shell_quote(obj.string());
-    if (run_command(cmd, &last) == 0) {
+    CommandResult r = run_command(cmd, &last, timeout, scratch_dir);
+    if (r.timed_out)
+      arg_error << "CPU back end: the host compiler '" << cxx << "' exceeded the time limit of "
+                << timeout << " s on a small test program (set KINTSUGI_COMPILE_TIMEOUT=SECONDS "
+                << "to raise the limit, 0 for none)";
+    if (r.status == 0) {
       tc.flags = flags;
       ok = true;
       break;
@@ -334,8 +447,22 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
   k->program_ = program;
   k->specialised_ = std::move(specialised);
   k->source_ = std::move(source);
-  k->cache_dir_ = disk_cache::resolve_dir(options.cache_dir, "CPU back end");
-  const Toolchain& tc = toolchain(options.cxx, k->cache_dir_);
+  std::optional<std::string> cache = disk_cache::resolve_dir(options.cache_dir, "CPU back end");
+  // The build (the compiler's output and its temporary files) happens in a private directory:
+  // inside the cache, so that the object is renamed into it, else in the temporary directory.
+  BuildDir build;
+  if (!(cache && build.make(*cache))) {
+    std::error_code ec;
+    fs::path tmp = fs::temp_directory_path(ec);
+    if (ec || !build.make(tmp))
+      arg_error << "CPU back end: cannot create a directory to compile in"
+                << (cache ? ", neither in the kernel cache '" + *cache + "' nor in" : ":")
+                << " the temporary directory '" << (ec ? temp_dir_name() : tmp.string())
+                << "'; set TMPDIR (or KINTSUGI_CACHE_DIR) to a writable directory";
+  }
+  const bool cached = cache && build.path.parent_path() == fs::path(*cache);
+  const std::string build_dir = build.path.string();
+  const Toolchain& tc = toolchain(options.cxx, build_dir);
   std::vector<std::string> flags = tc.flags;
   flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
   std::string flag_text;
@@ -343,12 +470,15 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
   uint64_t h = fnv1a(k->source_);
   h = fnv1a("\n" + flag_text + "\n" + tc.version + "\n" + options.cxx, h);
   k->key_ = hex64(h);
-  fs::path dir(k->cache_dir_);
+  fs::path dir = cached ? fs::path(*cache) : build.path;
   fs::path so = dir / (k->key_ + ".so"), meta = dir / (k->key_ + ".meta");
-  k->library_path_ = so.string();
+  if (cached) {
+    k->cache_dir_ = *cache;
+    k->library_path_ = so.string();
+  }
 
   std::string error;
-  if (disk_cache::load_entry(so, meta, kCacheFormat, k->key_)) {
+  if (cached && disk_cache::load_entry(so, meta, kCacheFormat, k->key_)) {
     k->handle_ = load_library(so, &error);
     if (k->handle_) {
       k->from_cache_ = true;
@@ -360,9 +490,9 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
   }
   if (!k->handle_) {
     // The source goes to a fixed name (atomically; every writer writes the same text) so that
-    // concurrent builds of one key produce identical objects.
+    // concurrent builds of one key produce identical objects; in the cache, it stays for reading.
     fs::path src = dir / (k->key_ + ".cpp");
-    fs::path tmp_so = dir / (k->key_ + "." + unique_tag() + ".so.tmp");
+    fs::path tmp_so = build.path / (k->key_ + ".so");
     if (!disk_cache::write_atomic(src, k->source_))
       internal_error << "CPU back end: cannot write " << src.string();
     std::string cmd = options.cxx + flag_text + " " + shell_quote(src.string()) + " -o " +
@@ -370,27 +500,37 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
     if (options.verbose) std::cerr << "kintsugi: " << cmd << "\n";
     std::string output;
     auto c0 = std::chrono::steady_clock::now();
-    int rc = run_command(cmd, &output);
-    std::error_code ec;
-    if (rc != 0) {
-      fs::remove(tmp_so, ec);
+    const double timeout = compile_timeout();
+    CommandResult rc = run_command(cmd, &output, timeout, build_dir);
+    if (rc.timed_out)
+      arg_error << "CPU back end: the host compiler exceeded the time limit of " << timeout
+                << " s on the generated source of '" << program.name
+                << "' (a very large program?); set KINTSUGI_COMPILE_TIMEOUT=SECONDS to raise the "
+                   "limit (0: no limit)";
+    if (rc.status != 0)
       internal_error << "CPU back end: the host compiler failed on the generated source "
-                     << src.string() << " (exit " << rc << "):\n"
+                     << src.string() << " (exit " << rc.status << "):\n"
                      << output;
-    }
     if (options.verbose)
       std::cerr << "kintsugi: compiled in "
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count()
                 << " s\n";
-    std::string bytes;
-    if (!disk_cache::read_file(tmp_so, &bytes))
-      internal_error << "CPU back end: cannot read " << tmp_so.string();
-    fs::rename(tmp_so, so, ec);
-    if (ec)
-      internal_error << "CPU back end: cannot rename " << tmp_so.string() << ": " << ec.message();
-    if (!disk_cache::write_atomic(meta, disk_cache::meta_text(kCacheFormat, k->key_, bytes)))
-      internal_error << "CPU back end: cannot write " << meta.string();
-    k->handle_ = load_library(so, &error);
+    fs::path load_from = tmp_so;
+    if (cached) {
+      // Stored as a file that only we can write: the compiler's umask may leave it writable by
+      // the group, and load_entry would then not trust it.
+      std::string bytes;
+      std::error_code ec;
+      if (chmod(tmp_so.c_str(), 0755) == 0 && disk_cache::read_file(tmp_so, &bytes)) {
+        fs::rename(tmp_so, so, ec);
+        if (!ec) {
+          load_from = so;
+          if (!disk_cache::write_atomic(meta, disk_cache::meta_text(kCacheFormat, k->key_, bytes)))
+            disk_cache::remove_entry(so, meta);  // a payload without meta is never trusted
+        }
+      }
+    }
+    k->handle_ = load_library(load_from, &error);
     if (!k->handle_) internal_error << "CPU back end: dlopen failed: " << error;
   }
   k->entry_ = reinterpret_cast<CpuKernel::EntryFn>(dlsym(k->handle_, "kintsugi_entry"));

@@ -15,6 +15,7 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "support/DiskCache.h"
@@ -225,8 +226,10 @@ CompiledModule compile_cuda(const std::string& source, const std::string& name,
   m.cache_key = hex64(h);
 
   fs::path payload, meta;
-  if (options.use_cache) {
-    fs::path dir = disk_cache::resolve_dir(options.cache_dir, "CUDA back end");
+  std::optional<std::string> cache_dir;
+  if (options.use_cache) cache_dir = disk_cache::resolve_dir(options.cache_dir, "CUDA back end");
+  if (cache_dir) {
+    fs::path dir = *cache_dir;
     payload = dir / (m.cache_key + ".cumodule");
     meta = dir / (m.cache_key + ".cumodule.meta");
     if (auto bytes = disk_cache::load_entry(payload, meta, kCacheFormat, m.cache_key)) {
@@ -235,6 +238,10 @@ CompiledModule compile_cuda(const std::string& source, const std::string& name,
     }
   }
   if (!m.from_cache) {
+    // Unlike the CPU back end's host compiler, NVRTC runs in this process without a time limit:
+    // a library call cannot be interrupted safely, and bounding it would mean compiling in a
+    // child process (a fork of a process that may hold a CUDA context, or a helper executable).
+    // Generated kernels are small and compile in seconds; KINTSUGI_COMPILE_TIMEOUT does not apply.
     NvrtcOutput out = run_nvrtc(source, name, flags);
     if (!out.ok)
       throw CudaCompileError("NVRTC could not compile '" + name + "' for " + arch + " (" +
@@ -244,8 +251,7 @@ CompiledModule compile_cuda(const std::string& source, const std::string& name,
     m.cubin = std::move(out.cubin);
     m.log = std::move(out.log);
     // A failed store only costs a recompile next time: load_entry never trusts a partial entry.
-    if (options.use_cache)
-      disk_cache::store_entry(payload, meta, kCacheFormat, m.cache_key, serialize(m));
+    if (cache_dir) disk_cache::store_entry(payload, meta, kCacheFormat, m.cache_key, serialize(m));
   }
   m.resources = parse_ptxas_log(m.log);
   size_t entries = 0;

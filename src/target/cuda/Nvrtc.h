@@ -8,7 +8,9 @@
 // ("kintsugi/<file>.cuh", see DeviceHeaders.h).
 //
 // Disk cache: <cache dir>/<key>.cumodule and <key>.cumodule.meta, in the directory the CPU back
-// end uses (NvrtcOptions::cache_dir, else $KINTSUGI_CACHE_DIR, else ~/.cache/kintsugi). The key
+// end uses (NvrtcOptions::cache_dir, else as disk_cache::resolve_dir says: $KINTSUGI_CACHE_DIR,
+// $XDG_CACHE_HOME/kintsugi, ~/.cache/kintsugi; entries trusted only as DiskCache.h says; no
+// cache, with a warning, when no directory passes its checks). The key
 // is FNV-1a 64 of the program name, the arch, the full option list, the NVRTC library version,
 // the toolkit version found at build time, device_headers_hash() and the source.
 //
