@@ -550,6 +550,27 @@ class Engine {
     return true;
   }
 
+  // The incomplete value x when every x-part but the constant one (`base`) is x^p for one old
+  // value x and a positive integer p; null otherwise.
+  Term power_base(const std::vector<std::pair<Term, std::vector<Term>>>& groups, size_t base) {
+    Term x = nullptr;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (i == base) continue;
+      Term b = groups[i].first, v = b;
+      if (b->kind == TermKind::Pow) {
+        Term e = b->args[1];
+        if (e->kind != TermKind::Const || e->value < 1 || e->value != std::floor(e->value) ||
+            e->value > 8)
+          return nullptr;
+        v = b->args[0];
+      }
+      if (v->kind != TermKind::Sym || cx_.symbol(v->sym).role != SymRole::Old) return nullptr;
+      if (x && x != v) return nullptr;
+      x = v;
+    }
+    return x;
+  }
+
   // g = sum_k a_k(u) * b_k(x) after expansion: the augmented state sum_k a_k.
   bool augmented(Candidate* c, std::string* need, std::string* mixed) {
     Term ge = expand(cx_, g_);
@@ -579,6 +600,12 @@ class Engine {
     Term b1 = groups[base].first;
     Term rho = simplify(cx_, cx_.mul(to_new(b1), cx_.pow(b1, -1.0)));
     std::vector<Term> h = {cx_.mul(t_sym(), rho)};
+    // Every other x-part a positive integer power x^p of one incomplete value (a variance about
+    // a mean): h is re-based as t + (x' - x) * sum_k coef_k S_k q_k with q_k = (x'^p - x^p) /
+    // (x' - x) written as sum_i x'^i x^(p-1-i), so that no difference of large, nearly equal
+    // powers is ever formed (x far from zero, x' close to x).
+    Term x = power_base(groups, base);
+    std::vector<Term> rebased;
     for (size_t i = 0; i < groups.size(); ++i) {
       if (i == base) continue;
       Term a = cx_.add(groups[i].second);
@@ -599,10 +626,19 @@ class Engine {
       Term bk = groups[i].first;
       h.push_back(
           cx_.mul({cx_.constant(coef), cx_.sym(si), cx_.sub(to_new(bk), cx_.mul(bk, rho))}));
+      if (x) {
+        int p = bk == x ? 1 : static_cast<int>(bk->args[1]->value);
+        std::vector<Term> q;
+        for (int k = 0; k < p; ++k)
+          q.push_back(cx_.mul(cx_.pow(to_new(x), static_cast<double>(k)),
+                              cx_.pow(x, static_cast<double>(p - 1 - k))));
+        rebased.push_back(cx_.mul({cx_.constant(coef), cx_.sym(si), cx_.add(q)}));
+      }
       *need += std::string(need->empty() ? "" : " and ") +
                (a == cx_.constant(1.0) ? "the count n" : "sum of " + cx_.str(a));
     }
-    c->h = simplify(cx_, expand(cx_, cx_.add(h)));
+    c->h = x ? cx_.add(t_sym(), cx_.mul(cx_.sub(to_new(x), x), cx_.add(rebased)))
+             : simplify(cx_, expand(cx_, cx_.add(h)));
     bool count = false;
     for (Term a : c->stat_terms) count |= a == cx_.constant(1.0);
     c->method = count && c->stats.size() > 1 ? "augmented state (Welford)" : "augmented state";

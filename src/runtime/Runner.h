@@ -75,9 +75,13 @@ std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, cons
 // The verification tolerance of an output (depends on the lowest float precision the program
 // computes or stores in, and on the output type).
 double tolerance_for(const ir::LoopProgram& program, DType output);
-// Compares a computed output with the exact reference.
+// Compares a computed output with the exact reference. `nonfinite_inputs`: some input holds NaN
+// or an infinity, and a NaN of the reference may be any value (docs/language.md, Semantics).
 OutputCheck compare_output(const std::string& name, const Tensor& out,
-                           const std::vector<double>& ref, double tolerance);
+                           const std::vector<double>& ref, double tolerance,
+                           bool nonfinite_inputs = false);
+// Whether any float input holds NaN or an infinity.
+bool has_nonfinite(const std::map<std::string, Tensor>& inputs);
 
 // Reads every input of the program from `dir`/NAME.npy, binding the sizes that appear as plain
 // dims in input shapes (they must agree with each other and with `overrides`).

@@ -291,6 +291,77 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be fused under loop '" + lv + "': " + repair.reason);
+  // An augmented state re-bases the accumulator about the old value of a producer. A running sum
+  // is a small fraction of its final value for most of the loop (a mean is the sum over the
+  // whole axis divided by its extent), and re-basing about a value far from the data cancels in
+  // the program's types. The fused blocks read a running sum extrapolated to the whole axis
+  // instead, s * extent / covered: h is exact for any old value, and this one is near the final
+  // value from the first tile on. (Tiles of a split-K chunk keep the plain running value.)
+  std::map<std::string, std::string> extrapolated;  // incomplete value name -> running sum scan
+  auto factor = [&](const ir::Expr& position, DType type) {
+    ir::Expr lo = ir::substitute(tile.min, {{lv, ir::make_int(0)}});
+    ir::Expr hi = ir::make_binary(
+        ir::Op::Min,
+        ir::make_binary(ir::Op::Add, ir::substitute(tile.min, {{lv, position}}), tile.extent),
+        axis->extent);
+    ir::Expr covered =
+        ir::make_binary(ir::Op::Max, ir::make_binary(ir::Op::Sub, hi, lo), ir::make_int(1));
+    return ir::make_binary(ir::Op::Div, ir::make_cast(type, axis->extent),
+                           ir::make_cast(type, ir::simplify(covered)));
+  };
+  if (!repair.statistics.empty() && !of_chunk) {
+    for (const std::string& sb : scan_bufs) {
+      const ir::StmtNode* w = block_writers(tmp.program_.body).at(sb);
+      if (w->body && w->body->value && w->body->value->op == ir::Op::Add)
+        extrapolated[sb + ".extrapolated"] = sb;
+    }
+  }
+  if (!extrapolated.empty()) {
+    std::set<std::string> sums;
+    for (const auto& [x, sb] : extrapolated) sums.insert(sb);
+    StmtPath lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P);
+    ir::StmtNode nl = *lp.back();
+    nl.body = ir::mutate(nl.body, [&](const ir::Stmt& n) -> ir::Stmt {
+      if (n->kind != ir::StmtKind::Block) return n;
+      for (const std::string& w : block_writes(*n))
+        if (sums.count(w)) return n;
+      ir::StmtNode c = *n;
+      auto fix = [&](const ir::Stmt& part) {
+        return part ? ir::mutate_exprs(part,
+                                       [&](const ir::Expr& x) -> ir::Expr {
+                                         if (x->op != ir::Op::Load || !sums.count(x->name))
+                                           return x;
+                                         return ir::make_binary(ir::Op::Mul, x,
+                                                                factor(x->args.back(), x->type));
+                                       })
+                    : part;
+      };
+      c.init = fix(c.init);
+      c.body = fix(c.body);
+      return std::make_shared<const ir::StmtNode>(std::move(c));
+    });
+    tmp.program_.body = replace_at(lp, std::make_shared<const ir::StmtNode>(std::move(nl)));
+    req.term = ir::mutate(g, [&](const ir::Expr& x) -> ir::Expr {
+      return x->op == ir::Op::Load && sums.count(x->name)
+                 ? ir::make_load(x->name + ".extrapolated", x->type, x->args)
+                 : x;
+    });
+    req.incomplete.clear();
+    for (const std::string& sb : scan_bufs)
+      req.incomplete.insert(sums.count(sb) ? sb + ".extrapolated" : sb);
+    repair = algebra::derive_repair(req);
+    if (repair.kind == algebra::RepairResult::Kind::Refused)
+      throw ScheduleError(
+          P, "block '" + block + "' cannot be fused under loop '" + lv + "': " + repair.reason);
+  }
+  // The value of an incomplete value's load at a position of the loop.
+  auto value_at = [&](const ir::Expr& load, const ir::Expr& position) {
+    ir::Expr l = ir::substitute(load, {{kPos, position}});
+    auto it = extrapolated.find(l->name);
+    if (it == extrapolated.end()) return l;
+    return ir::make_binary(ir::Op::Mul, ir::make_load(it->second, l->type, l->args),
+                           factor(l->args.back(), l->type));
+  };
   // An augmented state: each statistic is summed alongside the block and scanned like a
   // frontier value; the repair at iteration j0 reads its value over the iterations before j0.
   std::map<std::string, std::string> statistic_scans;  // statistic variable -> scan buffer
@@ -317,8 +388,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     std::map<std::string, ir::Expr> sub{{"t", self}};
     ir::Expr before = ir::make_binary(ir::Op::Sub, pos, ir::make_int(1));
     for (const algebra::IncompleteValue& v : repair.values) {
-      sub[v.old_var] = at(v.load, before);
-      sub[v.new_var] = at(v.load, pos);
+      sub[v.old_var] = value_at(v.load, before);
+      sub[v.new_var] = value_at(v.load, pos);
     }
     for (const auto& [stat, scan] : statistic_scans) {
       std::vector<ir::Expr> idx = st.indices;
@@ -335,6 +406,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     ir::Expr partial = st.value->args[1];
     ir::Expr at_identity;
     for (const algebra::IncompleteValue& v : repair.values) {
+      if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       const ir::StmtNode* prod = block_writers(tmp.program_.body).at(v.load->name);
       ir::Reducer pr;
       ir::Expr pg;

@@ -213,6 +213,68 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be split at loop '" + lv + "': " + repair.reason);
+  // An augmented state re-bases a chunk's partial about the chunk's old value of a producer. A
+  // chunk's partial sum is a fraction of the final sum (a mean is the sum over the whole axis
+  // divided by its extent), and re-basing about a value far from the data cancels in the
+  // program's types: the fused blocks read a chunk's sum extrapolated to the whole axis, s *
+  // extent / (the chunk's elements), which h repairs exactly like any other old value.
+  std::map<std::string, std::string> extrapolated;  // incomplete value name -> rf buffer
+  auto factor = [&](const ir::Expr& chunk, DType type) {
+    ir::Expr lo = ir::substitute(tile.min, {{lv, chunk}});
+    ir::Expr hi =
+        ir::make_binary(ir::Op::Min, ir::make_binary(ir::Op::Add, lo, tile.extent), axis->extent);
+    ir::Expr covered =
+        ir::make_binary(ir::Op::Max, ir::make_binary(ir::Op::Sub, hi, lo), ir::make_int(1));
+    return ir::make_binary(ir::Op::Div, ir::make_cast(type, axis->extent),
+                           ir::make_cast(type, ir::simplify(covered)));
+  };
+  if (!repair.statistics.empty()) {
+    auto writers = block_writers(tmp.program_.body);
+    for (const auto& [g, rf] : frontier) {
+      ir::Reducer pr;
+      ir::Expr pg;
+      if (match_reduction_update(*writers.at(g)->body, &pr, &pg) && pr == ir::Reducer::Sum)
+        extrapolated[rf + ".extrapolated"] = rf;
+    }
+  }
+  if (!extrapolated.empty()) {
+    std::set<std::string> sums;
+    for (const auto& [x, rf] : extrapolated) sums.insert(rf);
+    StmtPath lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P);
+    ir::StmtNode nl = *lp.back();
+    nl.body = ir::mutate(nl.body, [&](const ir::Stmt& n) -> ir::Stmt {
+      if (n->kind != ir::StmtKind::Block) return n;
+      for (const std::string& w : block_writes(*n))
+        if (sums.count(w)) return n;
+      ir::StmtNode c = *n;
+      auto fix = [&](const ir::Stmt& part) {
+        return part ? ir::mutate_exprs(part,
+                                       [&](const ir::Expr& x) -> ir::Expr {
+                                         if (x->op != ir::Op::Load || !sums.count(x->name))
+                                           return x;
+                                         return ir::make_binary(
+                                             ir::Op::Mul, x, factor(x->args[kChunkAxis], x->type));
+                                       })
+                    : part;
+      };
+      c.init = fix(c.init);
+      c.body = fix(c.body);
+      return std::make_shared<const ir::StmtNode>(std::move(c));
+    });
+    tmp.program_.body = replace_at(lp, std::make_shared<const ir::StmtNode>(std::move(nl)));
+    req.term = ir::mutate(req.term, [&](const ir::Expr& x) -> ir::Expr {
+      return x->op == ir::Op::Load && sums.count(x->name)
+                 ? ir::make_load(x->name + ".extrapolated", x->type, x->args)
+                 : x;
+    });
+    req.incomplete.clear();
+    for (const std::string& rf : rf_bufs)
+      req.incomplete.insert(sums.count(rf) ? rf + ".extrapolated" : rf);
+    repair = algebra::derive_repair(req);
+    if (repair.kind == algebra::RepairResult::Kind::Refused)
+      throw ScheduleError(
+          P, "block '" + block + "' cannot be split at loop '" + lv + "': " + repair.reason);
+  }
   // An augmented state: each statistic is summed per chunk alongside the block; the combine
   // repairs a chunk's partial with the chunk's statistics, so their write-backs are dropped.
   std::map<std::string, std::string> statistic_partials;  // statistic variable -> rf buffer
@@ -241,9 +303,14 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     for (const algebra::IncompleteValue& v : repair.values) {
       ir::Expr local = ir::substitute(v.load, {{kChunk, var(lv)}});
       // The global value: the rf load without its chunk index, read from the global buffer.
-      std::string global;
+      std::string global, rf_name = v.load->name;
+      if (auto x = extrapolated.find(rf_name); x != extrapolated.end()) {
+        rf_name = x->second;
+        local = ir::make_binary(ir::Op::Mul, ir::make_load(rf_name, local->type, local->args),
+                                factor(local->args[kChunkAxis], local->type));
+      }
       for (const auto& [g, rf] : frontier)
-        if (rf == v.load->name) global = g;
+        if (rf == rf_name) global = g;
       std::vector<ir::Expr> gidx = v.load->args;
       gidx.erase(gidx.begin() + kChunkAxis);
       sub[v.old_var] = local;
@@ -253,6 +320,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       ir::Expr pg;
       if (!match_reduction_update(*prod->body, &pr, &pg)) continue;
       double id = ir::reducer_identity(pr);
+      if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
       if (annihilates) {
         ir::Expr is_id = ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type));

@@ -226,7 +226,12 @@ TEST(RollingUpdate, LayerNormVarianceWithAugmentedState) {
                       "0.0) + var.sum0.S1.rf[i, j0]"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("2.0 * var.sum0.S1.scan[i, j0 - 1] * mu.sum0.scan[i, j0]"), std::string::npos)
+  // Re-based about the running sum extrapolated to the whole row (sum * N / covered), as
+  // t + (x' - x) * (-2 S1 + S0 (x + x')): no difference of large squares.
+  EXPECT_NE(text.find("(mu.sum0.scan[i, j0] * (f32(N) / f32(max(min(j0 * 4 + 4, N), 1))) - "
+                      "mu.sum0.scan[i, j0 - 1] * (f32(N) / f32(max(min(j0 * 4, N), 1)))) * "
+                      "(-(2.0 * var.sum0.S1.scan[i, j0 - 1]) + var.sum0.S0.scan[i, j0 - 1] * ("),
+            std::string::npos)
       << text;
   expect_equivalent(p, s.program(), kNorm);
   // The mean and both statistics become loop-carried pairs.
@@ -256,7 +261,11 @@ TEST(SplitKUpdate, LayerNormVarianceWithAugmentedState) {
       << text;
   EXPECT_NE(text.find("block var.sum0(spatial i:M, reduce j0:(N + 3) / 4):"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("2.0 * var.sum0.S1.rf[j0, i] * mu.sum0[i]"), std::string::npos) << text;
+  // A chunk's sum extrapolated to the whole row (sum * N / the chunk's elements) is its old mean.
+  EXPECT_NE(text.find("(mu.sum0[i] - mu.sum0.rf[j0, i] * (f32(N) / f32(max(min(j0 * 4 + 4, N) - "
+                      "j0 * 4, 1)))) * (-(2.0 * var.sum0.S1.rf[j0, i]) + var.sum0.S0.rf[j0, i] * "),
+            std::string::npos)
+      << text;
   // Only the chunk partials of a statistic are kept.
   EXPECT_EQ(text.find("buffer var.sum0.S1:"), std::string::npos) << text;
   EXPECT_EQ(text.find("block var.sum0.S1("), std::string::npos) << text;
