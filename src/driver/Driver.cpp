@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "ir/Printer.h"
+#include "schedule/Analysis.h"
 #include "schedule/AutoSchedule.h"
 #include "schedule/Schedule.h"
 #include "support/Error.h"
@@ -37,7 +38,7 @@ namespace {
 
 // The tile sizes a trace was built with: the fused axis is split first, by a tile or by a chunk
 // of tiles (split-K with chunks walked by the rolling update).
-ValidationOptions validation_options(const nlohmann::json& trace,
+ValidationOptions validation_options(const ir::LoopProgram& program, const nlohmann::json& trace,
                                      const schedule::AutoScheduleOptions& auto_options,
                                      const ScheduleOptions& o) {
   ValidationOptions v;
@@ -48,6 +49,22 @@ ValidationOptions validation_options(const nlohmann::json& trace,
   for (const nlohmann::json& e : trace)
     if (e.at("primitive") == "split" && e.at("factor").is_number_integer()) {
       v.chunk_tiles = std::max<int64_t>(1, e.at("factor").get<int64_t>() / v.axis_tile);
+      // The split block's variable on the split loop is the fused axis; its innermost other
+      // spatial variable, the rows.
+      try {
+        const ir::StmtNode& b =
+            *schedule::find_block(program.body, e.at("block").get<std::string>(), "validate")
+                 .back();
+        const std::string loop = e.at("loop").get<std::string>();
+        for (const ir::IterVar& iv : b.iters) {
+          if (iv.extent->op != ir::Op::Var) continue;
+          if (iv.binding->op == ir::Op::Var && iv.binding->name == loop)
+            v.axis_dim = iv.extent->name;
+          else if (iv.kind == ir::IterKind::Spatial)
+            v.row_dim = iv.extent->name;
+        }
+      } catch (const UserError&) {
+      }
       break;
     }
   return v;
@@ -123,7 +140,7 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
     schedule::Schedule s = schedule::auto_schedule(program, auto_options, &notes);
     bool split_k = false;
     for (const std::string& n : s.primitive_names()) split_k |= n == "split_k_update";
-    ValidationOptions v = validation_options(s.trace(), auto_options, o);
+    ValidationOptions v = validation_options(program, s.trace(), auto_options, o);
     std::optional<ValidationReport> report;
     if (o.validate && !s.trace().empty()) {
       report = validate_cached(program, s, v);

@@ -25,16 +25,24 @@ namespace {
 constexpr int64_t kSmallDim = 4;
 // A partial tile at the end of the axis and of the rows: odd, and not a divisor of any tile.
 constexpr int64_t kTail = 3;
+// The rows of the instance that every input set runs on (one partial row tile).
+constexpr int64_t kFewRows = 5;
 // The offset of the "offset rows" input set: |mean| / std of 1e4 (the layernorm requirement).
 constexpr double kOffset = 1e4;
 // Exact against exact: the same real numbers summed in another order.
 constexpr double kExactTolerance = 1e-6;
 
-// The dims that are the extent of a fused reduction axis (one that two or more reductions
-// reduce over: a chain the auto-scheduler fuses), and the innermost row dim of those reductions
-// (the one with the fewest spatial variables: its rows are the chain's rows).
-void fused_dims(const ir::LoopProgram& p, std::set<std::string>* axis,
+// The dim of the fused axis and of its rows: as the options name them (the schedule's first split),
+// else guessed: the extent of an axis that two or more reductions reduce over (a chain the
+// auto-scheduler fuses), and the innermost row dim of those reductions (the one with the fewest
+// spatial variables: its rows are the chain's rows).
+void fused_dims(const ir::LoopProgram& p, const ValidationOptions& o, std::set<std::string>* axis,
                 std::set<std::string>* rows) {
+  if (!o.axis_dim.empty()) {
+    axis->insert(o.axis_dim);
+    if (!o.row_dim.empty() && o.row_dim != o.axis_dim) rows->insert(o.row_dim);
+    return;
+  }
   std::map<std::string, std::vector<const ir::StmtNode*>> reducers;  // axis dim -> blocks
   for (const ir::StmtNode* b : schedule::blocks_under(p.body))
     for (const ir::IterVar& iv : b->iters)
@@ -152,9 +160,9 @@ std::string sizes_text(const runtime::SizeMap& s) {
 }  // namespace
 
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
-                              int64_t scale_exponent) {
+                              int64_t scale_exponent, int64_t rows_cap) {
   std::set<std::string> axis, rows;
-  fused_dims(original, &axis, &rows);
+  fused_dims(original, o, &axis, &rows);
   runtime::SizeMap out;
   int64_t axis_size =
       2 * o.axis_tile * std::max<int64_t>(1, o.chunk_tiles) + o.axis_tile / 2 + kTail;
@@ -163,7 +171,7 @@ runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationO
     if (axis.count(d))
       out[d] = std::min(given, axis_size);
     else if (rows.count(d))
-      out[d] = std::min(given, o.row_tile + kTail);
+      out[d] = std::min(given, rows_cap);
     else
       out[d] = std::max<int64_t>(1, given >> scale_exponent);
   }
@@ -181,7 +189,8 @@ struct SetResult {
 
 SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& scheduled,
                     const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-                    const InputSet& set, uint64_t seed) {
+                    const InputSet& set, bool exact_only, uint64_t seed) {
+  const bool typed = set.typed && !exact_only;
   SetResult out;
   std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(original, sizes, seed);
   std::mt19937_64 rng(seed);
@@ -194,7 +203,7 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
   ir::InterpResult ref, ref_typed, got, got_typed;
   try {
     ref = run(original, ir::InterpMode::Exact);
-    if (set.typed) ref_typed = run(original, ir::InterpMode::Typed);
+    if (typed) ref_typed = run(original, ir::InterpMode::Typed);
   } catch (const UserError& e) {
     out.runs = false;
     out.failure = "the original program cannot run at " + sizes_text(sizes) + ": " + e.what();
@@ -204,7 +213,7 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
       "at " + sizes_text(sizes) + ", " + set.name + " inputs (seed " + std::to_string(seed) + "), ";
   try {
     got = run(scheduled, ir::InterpMode::Exact);
-    if (set.typed) got_typed = run(scheduled, ir::InterpMode::Typed);
+    if (typed) got_typed = run(scheduled, ir::InterpMode::Typed);
   } catch (const UserError& e) {
     out.failure = where + "the scheduled program fails: " + e.what();
     return out;
@@ -216,7 +225,7 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
       out.failure = where + "exact arithmetic, output " + b->name + ": " + d;
       return out;
     }
-    if (!set.typed) continue;
+    if (!typed) continue;
     // In the program's own precision, where the original is accurate the schedule must be.
     double tol = runtime::tolerance_for(original, b->dtype);
     if (!compare(r, ref_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite).empty()) continue;
@@ -239,7 +248,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   // shrunk instance the original cannot run (an index out of bounds once sizes lose their ratio)
   // is retried less shrunk.
   std::set<std::string> axis, rows;
-  fused_dims(original, &axis, &rows);
+  fused_dims(original, o, &axis, &rows);
   int64_t largest = 1;
   for (const auto& [d, v] : o.sizes)
     if (!axis.count(d) && !rows.count(d)) largest = std::max(largest, v);
@@ -247,13 +256,25 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   while ((largest >> exponent) > kSmallDim) ++exponent;
   const std::vector<InputSet> sets = input_sets();
   for (int attempt = 0; attempt < 3 && exponent >= 0; ++attempt, --exponent) {
-    runtime::SizeMap sizes = shrink_sizes(original, o, exponent);
-    // The input sets are independent: one thread each.
-    std::vector<std::future<SetResult>> runs;
+    // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
+    // rows (one partial row tile) with every input set; both with the whole shrunk axis.
+    runtime::SizeMap tiles = shrink_sizes(original, o, exponent, o.row_tile + kTail);
+    runtime::SizeMap few = shrink_sizes(original, o, exponent, kFewRows);
+    // (The rounded run of the two row tiles is left to the few rows: the same arithmetic.)
+    struct Job {
+      const runtime::SizeMap* sizes;
+      size_t set;
+      bool exact_only;
+    };
+    std::vector<Job> jobs = {{&tiles, 0, few != tiles}};
     for (size_t k = 0; k < sets.size(); ++k)
+      if (few != tiles || k > 0) jobs.push_back({&few, k, false});
+    // The jobs are independent: one thread each.
+    std::vector<std::future<SetResult>> runs;
+    for (const Job& j : jobs)
       runs.push_back(std::async(std::launch::async, check_set, std::cref(original),
-                                std::cref(scheduled), std::cref(sizes), std::cref(o.params),
-                                std::cref(sets[k]), o.seed + k));
+                                std::cref(scheduled), std::cref(*j.sizes), std::cref(o.params),
+                                std::cref(sets[j.set]), j.exact_only, o.seed + j.set));
     std::vector<SetResult> results;
     for (auto& r : runs) results.push_back(r.get());
     bool valid_instance =
@@ -264,7 +285,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
       continue;
     }
     report.ran = true;
-    report.shrunk = sizes;
+    report.shrunk = tiles;
     for (const SetResult& r : results)
       if (!r.failure.empty() && report.ok) {
         report.ok = false;

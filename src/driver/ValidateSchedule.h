@@ -6,9 +6,10 @@
 // the schedule creates occurs: the fused reduction axis spans several chunks of several tiles and
 // ends in a partial tile, the rows span more than one row tile and end in a partial one (when the
 // run has that many), and the other sizes are scaled down together by one power of two (so that
-// ratios such as query heads per key/value head survive). Each instance is run with several input
-// sets: random normal values, rows offset far from zero (|mean| / std of 1e4), ties (a handful of
-// distinct values), and -inf and NaN scattered in the float inputs.
+// ratios such as query heads per key/value head survive). The instance with two row tiles runs
+// random normal values; one with a few rows (a partial row tile) runs every input set: random
+// values, rows offset far from zero (|mean| / std of 1e4, or what the dtype resolves), ties (a
+// handful of distinct values), and -inf and NaN scattered in the float inputs.
 //
 // The original runs in exact mode (the definition of the semantics); the scheduled program runs
 // in typed mode (every operation rounded to its type, as compiled code does), so that a repair
@@ -36,6 +37,9 @@ struct ValidationOptions {
   int64_t chunk_tiles = 1;   // split-K: tiles a chunk walks
   int64_t row_tile = 64;     // rows a tile (rolling update)
   uint64_t seed = 1;
+  // The dim of the fused axis and of the rows around it (driver: from the schedule's first split);
+  // empty: guessed from the program (a dim that two reductions reduce over).
+  std::string axis_dim, row_dim;
 };
 
 struct ValidationReport {
@@ -50,8 +54,9 @@ struct ValidationReport {
 ValidationReport validate_schedule(const ir::LoopProgram& original,
                                    const ir::LoopProgram& scheduled, const ValidationOptions& o);
 
-// The shrunk sizes (exposed for tests).
+// The shrunk sizes (exposed for tests): the fused axis over two tiles (or chunks) and a partial
+// one, the rows capped at `rows_cap`, the other sizes divided by 2^scale_exponent.
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
-                              int64_t scale_exponent);
+                              int64_t scale_exponent, int64_t rows_cap);
 
 }  // namespace kintsugi::driver

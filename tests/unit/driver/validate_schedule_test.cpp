@@ -86,15 +86,15 @@ TEST(ValidateSchedule, ShrunkSizesCoverTilesChunksAndRows) {
   o.sizes = {{"B", 2}, {"H", 32}, {"S", 4096}, {"T", 4096}, {"D", 128}};
   o.axis_tile = 64;
   o.row_tile = 128;
-  runtime::SizeMap s = driver::shrink_sizes(p, o, 5);
+  runtime::SizeMap s = driver::shrink_sizes(p, o, 5, 131);
   EXPECT_EQ(s.at("T"), 2 * 64 + 32 + 3);  // two tiles and a partial one
   EXPECT_EQ(s.at("S"), 128 + 3);          // two row tiles, the second partial
   EXPECT_EQ(s.at("D"), 4);                // scaled down by 2^5
   EXPECT_EQ(s.at("H"), 1);
   o.chunk_tiles = 4;
-  EXPECT_EQ(driver::shrink_sizes(p, o, 5).at("T"), 2 * 256 + 32 + 3);  // two chunks and a tail
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131).at("T"), 2 * 256 + 32 + 3);  // two chunks and a tail
   o.sizes["T"] = 100;  // never larger than the run's own size
-  EXPECT_EQ(driver::shrink_sizes(p, o, 5).at("T"), 100);
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131).at("T"), 100);
 }
 
 TEST(ValidateSchedule, RejectsAChangedResult) {
