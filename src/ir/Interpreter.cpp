@@ -12,6 +12,7 @@
 #include <new>
 #include <sstream>
 
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 
 namespace kintsugi::ir {
@@ -575,6 +576,10 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
   }
   for (const Param& q : p.params) {
     double v = params[q.name];
+    // Integer params truncate; a value outside the type's range has no meaning in a kernel.
+    if (std::string why = param_value_problem(q.dtype, is_int(q.dtype) ? std::trunc(v) : v);
+        !why.empty())
+      arg_error << "param " << q.name << " = " << param_value_text(v) << ": " << why;
     if (is_int(q.dtype))
       c.declare_int(q.name, static_cast<int64_t>(v));
     else

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -281,7 +282,10 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
   for (const ir::Param& prm : p.params) {
     double v = prm.value;
     if (auto it = params.find(prm.name); it != params.end()) v = it->second;
-    if (std::string why = ir::param_value_problem(prm.dtype, v); !why.empty())
+    // A fractional value for an integer param truncates, as in the reference; a value outside
+    // the type's range is refused rather than clamped.
+    if (std::string why = ir::param_value_problem(prm.dtype, is_int(prm.dtype) ? std::trunc(v) : v);
+        !why.empty())
       arg_error << "kernel " << p.name << ": param " << prm.name << " = " << ir::param_value_text(v)
                 << ": " << why;
     v = round_to_dtype(v, prm.dtype);

@@ -2,6 +2,7 @@
 // plan_launch, check_operand, grid_blocks, throw_failed_check (LaunchPlan.h).
 #include "target/cuda/LaunchPlan.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "ir/IndexBounds.h"
@@ -33,7 +34,8 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap&
   for (size_t q = 0; q < p.params.size(); ++q) {
     auto it = params.find(p.params[q].name);
     double v = it != params.end() ? it->second : p.params[q].value;
-    if (std::string why = ir::param_value_problem(p.params[q].dtype, v); !why.empty())
+    DType t = p.params[q].dtype;  // integer params truncate, as in the reference
+    if (std::string why = ir::param_value_problem(t, is_int(t) ? std::trunc(v) : v); !why.empty())
       arg_error << "kernel " << p.name << ": param " << p.params[q].name << " = "
                 << ir::param_value_text(v) << ": " << why;
     l.args.params[q] = v;
