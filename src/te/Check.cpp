@@ -109,6 +109,7 @@ class Checker {
         user_error_at(loc) << what << " has rank " << r << "; at most " << ir::kMaxRank
                            << " dimensions are supported";
     };
+    int ops = 0;
     auto expr = [&](const Expr& root, const SourceLoc& where) {
       std::vector<std::pair<const ir::ExprNode*, int>> stack = {{root.get(), 1}};
       while (!stack.empty()) {
@@ -119,6 +120,10 @@ class Checker {
               << "expression more than " << ir::kMaxExprDepth
               << " operations deep; split it into several definitions";
         if (n->op == Op::Reduce) rank(n->axes.size(), n->loc, "reduction");
+        if ((!n->args.empty() || !n->axes.empty()) && ++ops > ir::kMaxProgramOps)
+          user_error_at(n->loc.valid() ? n->loc : where)
+              << "program with more than " << ir::kMaxProgramOps
+              << " operations; split it into several programs";
         for (const Expr& a : n->args)
           if (a) stack.push_back({a.get(), d + 1});
         for (const ir::Axis& a : n->axes)

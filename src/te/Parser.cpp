@@ -385,13 +385,14 @@ class Parser {
   // extents, indices). Every later pass (checker, lowering, simplifier, scheduler, printers,
   // interpreter, code generators) recurses over expressions, so the limits are enforced here,
   // while the tree is built and before any recursion goes deeper: the parser's own recursion
-  // (parentheses, calls, brackets, unary operators) stops at kMaxNesting levels, and no node is
-  // built more than kMaxDepth operations above its leaves, nor more than kMaxNodes operations in
-  // one statement. A refused tree is therefore never deeper than kMaxDepth + 1.
+  // (parentheses, calls, brackets, unary operators) stops at kMaxNesting levels, no node is built
+  // more than kMaxDepth operations above its leaves, and no more than kMaxOps operations are built
+  // in the whole program. A refused tree is therefore never deeper than kMaxDepth + 1.
   static constexpr int kMaxNesting = ir::kMaxExprNesting;
   static constexpr int kMaxDepth = ir::kMaxExprDepth;
-  static constexpr int kMaxNodes = ir::kMaxStatementOps;
+  static constexpr int kMaxOps = ir::kMaxProgramOps;
   int nesting_ = 0;
+  int ops_ = 0;  // operations built so far in the program
   struct NestingGuard {
     Parser& p;
     NestingGuard(Parser& parser, const SourceLoc& loc) : p(parser) {
@@ -415,7 +416,7 @@ class Parser {
     depth_.clear();
     nesting_ = 0;
   }
-  // Records a freshly built operation and enforces kMaxDepth and kMaxNodes at its location.
+  // Records a freshly built operation and enforces kMaxDepth and kMaxOps at its location.
   Expr limited(Expr e) {
     int d = 0;
     for (const Expr& a : e->args)
@@ -426,9 +427,9 @@ class Parser {
     if (d > kMaxDepth)
       user_error_at(e->loc) << "expression more than " << kMaxDepth
                             << " operations deep; split it into several definitions";
-    if (static_cast<int>(depth_.size()) >= kMaxNodes)
-      user_error_at(e->loc) << "statement with more than " << kMaxNodes
-                            << " operations; split it into several definitions";
+    if (++ops_ > kMaxOps)
+      user_error_at(e->loc) << "program with more than " << kMaxOps
+                            << " operations; split it into several programs";
     depth_[e.get()] = d;
     return e;
   }

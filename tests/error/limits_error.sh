@@ -44,12 +44,20 @@ case "$case_name" in
     python3 -c "
 t = ' + '.join(['X[i]'] * 100)
 print('input X: f32[N]\noutput y[i]: f32 = ' + ' + '.join(['(' + t + ')'] * 300))" > "$file"
-    expect="statement with more than 20000 operations" ;;
+    expect="program with more than 20000 operations" ;;
   rank_1000)
     python3 -c "
 d = ', '.join('D%d' % k for k in range(1000)); i = ', '.join('x%d' % k for k in range(1000))
 print('input X: f32[%s]\noutput y[%s]: f32 = X[%s]' % (d, i, i))" > "$file"
     expect="input 'X' has rank 1000; at most 16 dimensions are supported" ;;
+  many_operations)
+    # 100 definitions of 250 operations each: each is fine, the program is too large
+    python3 -c "
+t = ' + '.join(['X[i]'] * 250)
+print('input X: f32[N]\nd0[i] = ' + t)
+for k in range(1, 100): print('d%d[i] = d%d[i] + %s' % (k, k - 1, t))
+print('output y[i]: f32 = d99[i]')" > "$file"
+    expect="program with more than 20000 operations" ;;
   definitions_2000)
     python3 -c "
 print('input X: f32[N]\nd0[i] = X[i]')
