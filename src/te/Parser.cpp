@@ -3,6 +3,11 @@
 // definitions) and expressions with C-like precedence. Produces an unchecked te::Program: names
 // are resolved to the right node kinds here (index variable, dim, param, tensor load), typing
 // and extent inference happen in Check.cpp.
+//
+// Invariant: no expression it builds is deeper than ir::kMaxExprDepth or makes the program larger
+// than ir::kMaxProgramOps operations, and param values are within their types' ranges; limits
+// are enforced as each operation is built, so a pathological source never produces a tree that
+// a later recursive pass (or the parser itself) could not handle.
 #include <cmath>
 #include <fstream>
 #include <set>
