@@ -105,8 +105,9 @@ class Gen {
           value = "(" + value + " + " + chain("X[i]", r_.grow(20000)) + ")";
           break;
         case 1: {  // a long chain in an input shape
-          head << "input Z: f32[" << chain("N", r_.grow(15000), {"+", "*", "-"}) << "]\n";
-          value = "(" + value + " + Z[i % N])";
+          head << "input Z" << f << ": f32[" << chain("N", r_.grow(15000), {"+", "*", "-"})
+               << "]\n";
+          value = "(" + value + " + Z" + std::to_string(f) + "[i % N])";
           break;
         }
         case 2:  // a long chain in an index
@@ -132,10 +133,10 @@ class Gen {
           for (int k = 0; k < d; ++k) {
             if (r_.chance(50)) {
               open += r_.one_of(std::vector<std::string>{"exp(", "tanh(", "abs(", "f32("});
-              close += ")";
+              close = ")" + close;
             } else {
               open += "select(X[i] > 0.0, ";
-              close += ", 0.0)";
+              close = ", 0.0)" + close;
             }
           }
           value = open + value + close;
@@ -159,15 +160,16 @@ class Gen {
         }
         case 8: {  // many definitions
           int defs = r_.grow(400);
-          body << "d0[i] = " << value << "\n";
+          std::string d = "d" + std::to_string(f) + "_";  // distinct names per feature
+          body << d << "0[i] = " << value << "\n";
           for (int k = 1; k < defs; ++k) {
-            body << "d" << k << "[i] = ";
+            body << d << k << "[i] = ";
             if (r_.chance(20))
-              body << "d" << k - 1 << "[i] + sum[j](d" << k - 1 << "[j])\n";
+              body << d << k - 1 << "[i] + sum[j](" << d << k - 1 << "[j])\n";
             else
-              body << "d" << k - 1 << "[i] * 0.5 + 1.0\n";
+              body << d << k - 1 << "[i] * 0.5 + 1.0\n";
           }
-          value = "d" + std::to_string(defs - 1) + "[i]";
+          value = d + std::to_string(defs - 1) + "[i]";
           break;
         }
         case 9: {  // a high rank
@@ -178,18 +180,19 @@ class Gen {
             idx += (k ? ", " : "") + std::string("0");
             c.sizes["R" + std::to_string(k)] = 1;
           }
-          head << "input W: f32[" << dims << "]\n";
-          value = "(" + value + " + W[" + idx + "])";
+          head << "input W" << f << ": f32[" << dims << "]\n";
+          for (int k = 0; k < rank; ++k) head << "sizes R" << k << " = 1\n";
+          value = "(" + value + " + W" + std::to_string(f) + "[" + idx + "])";
           break;
         }
         case 10:  // integer arithmetic with extreme values
           value = "(" + value + " + X[(i * P * " + r_.one_of(kExtremeSizes) + " + N * N) % N])";
           break;
         case 11:  // params in the value
-          value = "(" + value + " * f32(P) + C)";
+          value = "(" + value + " * f32(P) + f32(C))";
           break;
-        case 12: {  // a declared output shape
-          declared_ = "[" + chain("N", r_.grow(15000), {"+", "-"}) + "]";
+        case 12: {  // a declared output shape, equal to N
+          declared_ = "[N + " + chain("0", r_.grow(15000), {"+", "-"}) + "]";
           break;
         }
       }
@@ -208,10 +211,14 @@ class Gen {
     for (int k = 0; k < n; ++k) out += s;
     return out;
   }
+  // `term op term op ...` with n terms; half of the chains use one operator throughout (the
+  // deepest trees), the others mix the given operators.
   std::string chain(const std::string& term, int n,
                     const std::vector<std::string>& ops = {"+", "-", "*"}) {
+    bool uniform = r_.chance(50);
+    const std::string& first = r_.one_of(ops);
     std::string out = term;
-    for (int k = 1; k < n; ++k) out += " " + r_.one_of(ops) + " " + term;
+    for (int k = 1; k < n; ++k) out += " " + (uniform ? first : r_.one_of(ops)) + " " + term;
     return out;
   }
 };
