@@ -9,6 +9,7 @@
 
 #include "driver/Driver.h"
 #include "ir/Interpreter.h"
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 #include "support/Error.h"
 #include "target/cuda/Nvrtc.h"
@@ -161,9 +162,9 @@ Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
                 << " (its params are: " << (names.empty() ? std::string("none") : join(names))
                 << ")";
     }
-    if (is_int(decl->dtype) && (!std::isfinite(value) || value != std::trunc(value)))
-      arg_error << "params " << name << "=" << value << ": " << name << " is an integer param ("
-                << dtype_name(decl->dtype) << ")";
+    if (std::string why = ir::param_value_problem(decl->dtype, value); !why.empty())
+      arg_error << "params " << name << "=" << ir::param_value_text(value) << ": " << why
+                << " (param '" << name << "' is " << dtype_name(decl->dtype) << ")";
     params_[name] = value;
   }
 
@@ -419,8 +420,8 @@ std::vector<OwnedTensor> Kernel::run(const std::vector<ArgView>& inputs,
           args.push_back(&t);
         }
       } else {
-        auto t =
-            std::make_shared<runtime::Tensor>(b.dtype, ir::eval_shape(b.shape, sizes, params_));
+        auto t = std::make_shared<runtime::Tensor>(b.dtype, ir::eval_shape(b.shape, sizes, params_),
+                                                   "output '" + b.name + "'");
         allocated[b.name] = t;
         args.push_back(t.get());
       }
@@ -471,7 +472,7 @@ std::vector<OwnedTensor> Kernel::run_device(const Variant& v, const runtime::Siz
       t->shape = ir::eval_shape(b.shape, sizes, params_);
       t->device = cuda::device().ordinal;
       t->buffer = cuda::DeviceBuffer(static_cast<size_t>(
-          runtime::checked_numel(t->shape, "output " + b.name) * dtype_bytes(b.dtype)));
+          runtime::checked_bytes(t->shape, dtype_bytes(b.dtype), "output " + b.name)));
       ref.dtype = t->dtype;
       ref.shape = t->shape;
       ref.address = t->buffer.address();

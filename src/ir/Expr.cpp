@@ -1,11 +1,36 @@
 // \file Expr.cpp
-// Expression factories, names of operators and structural equality.
+// Expression factories, names of operators, structural equality, and the destructor of a node.
+//
+// Invariant: destroying an expression tree uses constant stack space whatever its depth (the
+// operands of a dying node are released by one loop per thread, not by nested destructors).
 #include "ir/Expr.h"
 
 #include <cmath>
 #include <limits>
 
 namespace kintsugi::ir {
+
+namespace {
+// Operands whose last owner died inside ~ExprNode, waiting to be released by the loop below.
+thread_local std::vector<Expr> t_pending;
+thread_local bool t_draining = false;
+}  // namespace
+
+ExprNode::~ExprNode() {
+  if (args.empty() && axes.empty()) return;
+  for (Expr& a : args)
+    if (a) t_pending.push_back(std::move(a));
+  for (Axis& a : axes)
+    if (a.extent) t_pending.push_back(std::move(a.extent));
+  if (t_draining) return;  // an outer ~ExprNode on this thread is releasing t_pending
+  t_draining = true;
+  while (!t_pending.empty()) {
+    Expr e = std::move(t_pending.back());
+    t_pending.pop_back();
+    e.reset();  // may run ~ExprNode, which only appends to t_pending
+  }
+  t_draining = false;
+}
 
 namespace {
 Expr node(ExprNode n) {

@@ -63,6 +63,15 @@ struct Axis {
 };
 
 struct ExprNode {
+  ExprNode() = default;
+  ExprNode(const ExprNode&) = default;
+  ExprNode(ExprNode&&) = default;
+  ExprNode& operator=(const ExprNode&) = default;
+  ExprNode& operator=(ExprNode&&) = default;
+  // Releases the operands without recursion (see Expr.cpp), so that a tree of any depth is
+  // destroyed in constant stack space.
+  ~ExprNode();
+
   Op op = Op::IntImm;
   DType type = DType::Unknown;
   int64_t int_value = 0;

@@ -9,8 +9,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <new>
 #include <sstream>
 
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 
 namespace kintsugi::ir {
@@ -47,6 +49,26 @@ using SFn = std::function<void(Frame&)>;
 
 [[noreturn]] void throw_div_zero(const Expr& e) {
   throw RuntimeArgError("division by zero in `" + to_string(e) + "`");
+}
+
+// Integer arithmetic leaves the 64-bit range: the reference never wraps, so that a compiled
+// kernel that wraps cannot agree with it by accident.
+struct IntOverflow : RuntimeArgError {
+  using RuntimeArgError::RuntimeArgError;
+};
+[[noreturn]] void throw_overflow(const Expr& e) {
+  throw IntOverflow("integer overflow in `" + to_string(e) +
+                    "`: the value leaves the 64-bit range at these sizes");
+}
+
+// a op b on int64 values, or an overflow error naming `e`.
+int64_t checked(Op op, int64_t a, int64_t b, const Expr& e) {
+  int64_t r = 0;
+  bool overflow = op == Op::Add   ? __builtin_add_overflow(a, b, &r)
+                  : op == Op::Sub ? __builtin_sub_overflow(a, b, &r)
+                                  : __builtin_mul_overflow(a, b, &r);
+  if (overflow) throw_overflow(e);
+  return r;
 }
 
 class Compiler {
@@ -219,7 +241,13 @@ class Compiler {
       const Buf& bb = f.bufs[b];
       int64_t off = 0;
       for (size_t k = 0; k < idx.size(); ++k) {
-        int64_t v = idx[k](f);
+        int64_t v = 0;
+        try {
+          v = idx[k](f);
+        } catch (const IntOverflow& o) {
+          throw RuntimeArgError(std::string(o.what()) + ", in index " + std::to_string(k) + " " +
+                                what + " " + text);
+        }
         if (v < 0 || v >= bb.shape[k]) {
           std::ostringstream o;
           o << "index out of bounds " << what << " " << text << ": dimension " << k << " is " << v
@@ -250,7 +278,7 @@ class Compiler {
       }
       case Op::Neg: {
         IFn a = int_expr(e->args[0]);
-        return [a](Frame& f) { return -a(f); };
+        return [a, e](Frame& f) { return checked(Op::Sub, 0, a(f), e); };
       }
       case Op::Not: {
         IFn a = int_expr(e->args[0]);
@@ -281,11 +309,9 @@ class Compiler {
         IFn a = int_expr(e->args[0]), b = int_expr(e->args[1]);
         switch (e->op) {
           case Op::Add:
-            return [a, b](Frame& f) { return a(f) + b(f); };
           case Op::Sub:
-            return [a, b](Frame& f) { return a(f) - b(f); };
           case Op::Mul:
-            return [a, b](Frame& f) { return a(f) * b(f); };
+            return [a, b, op = e->op, e](Frame& f) { return checked(op, a(f), b(f), e); };
           case Op::Min:
             return [a, b](Frame& f) { return std::min(a(f), b(f)); };
           case Op::Max:
@@ -306,7 +332,11 @@ class Compiler {
       case Op::Call: {
         std::vector<IFn> args;
         for (const Expr& a : e->args) args.push_back(int_expr(a));
-        if (e->fn == MathFn::Abs) return [a = args[0]](Frame& f) { return std::abs(a(f)); };
+        if (e->fn == MathFn::Abs)
+          return [a = args[0], e](Frame& f) {
+            int64_t x = a(f);
+            return x < 0 ? checked(Op::Sub, 0, x, e) : x;
+          };
         if (e->fn == MathFn::Clamp)
           return
               [args](Frame& f) { return std::min(std::max(args[0](f), args[1](f)), args[2](f)); };
@@ -496,13 +526,12 @@ int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes, const runtime::Pa
       return 0;
     }
     case Op::Neg:
-      return -eval_int(e->args[0], sizes, params);
+      return checked(Op::Sub, 0, eval_int(e->args[0], sizes, params), e);
     case Op::Add:
-      return eval_int(e->args[0], sizes, params) + eval_int(e->args[1], sizes, params);
     case Op::Sub:
-      return eval_int(e->args[0], sizes, params) - eval_int(e->args[1], sizes, params);
     case Op::Mul:
-      return eval_int(e->args[0], sizes, params) * eval_int(e->args[1], sizes, params);
+      return checked(e->op, eval_int(e->args[0], sizes, params),
+                     eval_int(e->args[1], sizes, params), e);
     case Op::Div:
     case Op::Mod: {
       int64_t a = eval_int(e->args[0], sizes, params), b = eval_int(e->args[1], sizes, params);
@@ -547,6 +576,10 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
   }
   for (const Param& q : p.params) {
     double v = params[q.name];
+    // Integer params truncate; a value outside the type's range has no meaning in a kernel.
+    if (std::string why = param_value_problem(q.dtype, is_int(q.dtype) ? std::trunc(v) : v);
+        !why.empty())
+      arg_error << "param " << q.name << " = " << param_value_text(v) << ": " << why;
     if (is_int(q.dtype))
       c.declare_int(q.name, static_cast<int64_t>(v));
     else
@@ -556,18 +589,30 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
   for (const Buffer& b : p.buffers) {
     Buf buf{b.name, b.dtype, eval_shape(b.shape, sizes, params), {}, {}};
     buf.strides = strides_of(buf.shape);
-    int64_t n = runtime::checked_numel(buf.shape, "buffer '" + b.name + "'");
+    // The reference holds every element as a double.
+    std::string what = "buffer '" + b.name + "'";
+    int64_t n = runtime::checked_bytes(buf.shape, sizeof(double), what) /
+                static_cast<int64_t>(sizeof(double));
+    auto allocate = [&](double fill) {
+      try {
+        buf.values.assign(static_cast<size_t>(n), fill);
+      } catch (const std::bad_alloc&) {
+        arg_error << "the reference interpreter cannot allocate " << what << " of shape "
+                  << runtime::shape_string(buf.shape) << ": " << n * sizeof(double)
+                  << " bytes of memory are not available";
+      }
+    };
     if (b.role == BufferRole::Input) {
       auto it = inputs.find(b.name);
       if (it == inputs.end()) arg_error << "missing input '" << b.name << "'";
       const runtime::Tensor& t = *it->second;
       if (t.shape != buf.shape || t.dtype != b.dtype)
         arg_error << "input '" << b.name << "' has the wrong shape or dtype";
-      buf.values.resize(n);
+      allocate(0.0);
       for (int64_t i = 0; i < n; ++i) buf.values[i] = t.get(i);
     } else {
       // Never-written elements read as NaN, so a schedule that reads before writing shows up.
-      buf.values.assign(n, std::numeric_limits<double>::quiet_NaN());
+      allocate(std::numeric_limits<double>::quiet_NaN());
     }
     c.declare_buffer(std::move(buf));
   }

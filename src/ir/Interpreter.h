@@ -7,8 +7,9 @@
 // rounded to f32, each f16/bf16 operation to f16/bf16, and every cast and store rounds to its
 // type, as compiled code does.
 //
-// Every load and store is bounds-checked and every integer division checked for zero: a
-// violation is a RuntimeArgError naming the access, never a crash.
+// Every load and store is bounds-checked, every integer division checked for zero and every
+// integer +, -, *, negation and abs checked for 64-bit overflow (the reference never wraps): a
+// violation is a RuntimeArgError naming the access or the expression, never a crash.
 #pragma once
 
 #include <map>

@@ -151,7 +151,8 @@ RawNpy read_raw(const std::string& path, const std::string& want, size_t elem_by
     }
   }
   // Check the size before allocating: a corrupt header may claim an absurd shape.
-  size_t data_bytes = static_cast<size_t>(checked_numel(shape, path)) * elem_bytes;
+  size_t data_bytes = static_cast<size_t>(
+      checked_bytes(shape, static_cast<int64_t>(elem_bytes), path + ": the array"));
   size_t available = bytes.size() - offset - header_len;
   if (available < data_bytes)
     arg_error << path << " is truncated: its shape needs " << data_bytes
@@ -167,7 +168,7 @@ RawNpy read_raw(const std::string& path, const std::string& want, size_t elem_by
 Tensor read_npy(const std::string& path, DType expected) {
   RawNpy raw = read_raw(path, npy_descr(expected), static_cast<size_t>(dtype_bytes(expected)),
                         std::string(dtype_name(expected)) + " data");
-  Tensor t(expected, raw.shape);
+  Tensor t(expected, raw.shape, path);
   std::memcpy(t.data.data(), raw.bytes.data() + raw.data_offset, t.data.size());
   return t;
 }

@@ -13,6 +13,7 @@
 
 #include "driver/Driver.h"
 #include "ir/Interpreter.h"
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "runtime/Npy.h"
@@ -53,7 +54,7 @@ std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const Size
   std::map<std::string, Tensor> out;
   std::mt19937_64 rng(seed);
   for (const ir::Buffer* b : p.inputs()) {
-    Tensor t(b->dtype, ir::eval_shape(b->shape, sizes));
+    Tensor t(b->dtype, ir::eval_shape(b->shape, sizes), "input '" + b->name + "'");
     int64_t n = t.numel();
     if (is_float(b->dtype)) {
       std::normal_distribution<double> dist(0.0, 1.0);
@@ -284,8 +285,9 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     const ir::Param* decl = nullptr;
     for (const ir::Param& q : p.params)
       if (q.name == name) decl = &q;
-    if (is_int(decl->dtype) && value != static_cast<double>(static_cast<int64_t>(value)))
-      arg_error << "--param " << name << "=" << value << ": " << name << " is an integer param";
+    if (std::string why = ir::param_value_problem(decl->dtype, value); !why.empty())
+      arg_error << "--param " << name << "=" << ir::param_value_text(value) << ": " << why
+                << " (param '" << name << "' is " << dtype_name(decl->dtype) << ")";
     it->second = value;
   }
   // The kernel runs the scheduled program; verification always uses the unscheduled one.
@@ -314,7 +316,8 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   for (const ir::Buffer& b : scheduled.buffers) {
     if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
     if (b.role == ir::BufferRole::Output) {
-      auto [it, _] = outputs.emplace(b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape)));
+      auto [it, _] = outputs.emplace(
+          b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape), "output '" + b.name + "'"));
       args.push_back(&it->second);
     }
   }

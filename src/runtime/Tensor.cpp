@@ -1,28 +1,46 @@
 // \file Tensor.cpp
 // Host tensors (see Tensor.h).
+//
+// Invariant: every element and byte count formed here is checked against kMaxTensorBytes before
+// it is used, and a failed allocation is a RuntimeArgError naming the tensor, never a bad_alloc.
 #include "runtime/Tensor.h"
 
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "support/Error.h"
 
 namespace kintsugi::runtime {
 
-int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) arg_error << what << " has a negative size " << d;
-    if (d != 0 && n > (int64_t{1} << 62) / d)
-      arg_error << what << " is too large: its element count overflows 64 bits";
-    n *= d;
-  }
-  return n;
-}
-
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t k = 0; k < shape.size(); ++k) out += (k ? ", " : "") + std::to_string(shape[k]);
   return out + "]";
+}
+
+int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what) {
+  for (int64_t d : shape)
+    if (d < 0) arg_error << what << " has a negative size " << d;
+  // A zero extent anywhere makes the product 0 whatever the other extents are.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxTensorBytes)
+      arg_error << what << " of shape " << shape_string(shape)
+                << " is too large: its element count exceeds 2^62";
+  }
+  return n;
+}
+
+int64_t checked_bytes(const std::vector<int64_t>& shape, int64_t elem_bytes,
+                      const std::string& what) {
+  int64_t n = checked_numel(shape, what), bytes = 0;
+  if (__builtin_mul_overflow(n, elem_bytes, &bytes) || bytes > kMaxTensorBytes)
+    arg_error << what << " of shape " << shape_string(shape) << " is too large: " << n
+              << " elements of " << elem_bytes << " bytes exceed 2^62 bytes";
+  return bytes;
 }
 
 bool is_row_major(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
@@ -38,10 +56,21 @@ bool is_row_major(const std::vector<int64_t>& shape, const std::vector<int64_t>&
 }
 
 Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_)
+    : Tensor(dtype_, std::move(shape_), "tensor") {}
+
+Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_, const std::string& what)
     : dtype(dtype_), shape(std::move(shape_)) {
   internal_assert(is_storage(dtype)) << "tensor of non-storage type " << dtype_name(dtype);
-  int64_t n = checked_numel(shape, "tensor");
-  data.assign(static_cast<size_t>(n) * dtype_bytes(dtype), 0);
+  int64_t bytes = checked_bytes(shape, dtype_bytes(dtype), what);
+  try {
+    data.assign(static_cast<size_t>(bytes), 0);
+  } catch (const std::bad_alloc&) {
+    arg_error << "cannot allocate " << what << " " << dtype_name(dtype) << shape_string(shape)
+              << ": " << bytes << " bytes of memory are not available";
+  } catch (const std::length_error&) {
+    arg_error << "cannot allocate " << what << " " << dtype_name(dtype) << shape_string(shape)
+              << ": " << bytes << " bytes exceed what one allocation can hold";
+  }
 }
 
 int64_t Tensor::numel() const {

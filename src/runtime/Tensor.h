@@ -20,6 +20,9 @@ struct Tensor {
 
   Tensor() = default;
   Tensor(DType dtype, std::vector<int64_t> shape);  // zero-filled
+  // Zero-filled; `what` names the tensor in the error raised when its size overflows or its
+  // memory cannot be allocated (a RuntimeArgError with the shape and the byte count).
+  Tensor(DType dtype, std::vector<int64_t> shape, const std::string& what);
 
   int64_t numel() const;
   void* ptr() { return data.data(); }
@@ -33,8 +36,17 @@ struct Tensor {
 using SizeMap = std::map<std::string, int64_t>;
 using ParamMap = std::map<std::string, double>;
 
-// Checked product of a shape: throws RuntimeArgError on a negative size or overflow past 2^62.
+// The largest element count or byte count of any tensor, buffer or launch: 2^62 (a byte count
+// of a 2^62-element f32 tensor would already wrap 64 bits).
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 62;
+
+// Checked product of a shape: throws RuntimeArgError on a negative size or an element count
+// above kMaxTensorBytes.
 int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& what);
+// Checked byte count of a shape of elements of `elem_bytes` bytes: throws RuntimeArgError
+// naming `what`, its shape and the count when the bytes exceed kMaxTensorBytes.
+int64_t checked_bytes(const std::vector<int64_t>& shape, int64_t elem_bytes,
+                      const std::string& what);
 
 // A shape (or strides) as messages print it: "[2, 3, 4]".
 std::string shape_string(const std::vector<int64_t>& shape);

@@ -1,5 +1,6 @@
 // \file Error.cpp
-// Rendering of located errors.
+// Rendering of located errors: the location, the message, the source line (a window of it when
+// the line is very long) and a caret under the column.
 #include "support/Error.h"
 
 #include <algorithm>

@@ -4,12 +4,15 @@
 //
 // Establishes the invariant of te::Program (see Program.h): after check(), every expression node
 // has a concrete type, untyped literals have taken the type of their context (f32 when there is
-// none), every Axis has an extent, and every load has the rank of the tensor it reads.
+// none), every Axis has an extent, and every load has the rank of the tensor it reads. Before
+// anything else it enforces the limits of ir/Limits.h (expression depth and size, rank, number of
+// definitions, param ranges) without recursion, for programs built in C++ as for parsed ones.
 // Precision is explicit: two float operands of different types are an error, never promoted.
 #include <climits>
 #include <optional>
 #include <sstream>
 
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "te/Program.h"
@@ -74,6 +77,7 @@ class Checker {
   explicit Checker(Program& p) : p_(p) {}
 
   void run() {
+    check_limits();
     for (InputDecl& in : p_.inputs) {
       for (Expr& s : in.shape) s = check_shape_expr(s, "input '" + in.name + "'");
     }
@@ -94,6 +98,59 @@ class Checker {
  private:
   Program& p_;
   size_t current_ = 0;
+
+  // The limits of ir/Limits.h, before any recursion over the program's expressions. A parsed
+  // program has met the expression limits in the parser already; one built in C++ meets them here.
+  void check_limits() {
+    for (const ParamDecl& q : p_.params)
+      if (std::string why = ir::param_value_problem(q.dtype, q.value); !why.empty())
+        user_error_at(q.loc) << "param '" << q.name << "' = " << ir::param_value_text(q.value)
+                             << ": " << why;
+    auto rank = [&](size_t r, const SourceLoc& loc, const std::string& what) {
+      if (r > static_cast<size_t>(ir::kMaxRank))
+        user_error_at(loc) << what << " has rank " << r << "; at most " << ir::kMaxRank
+                           << " dimensions are supported";
+    };
+    int ops = 0;
+    auto expr = [&](const Expr& root, const SourceLoc& where) {
+      std::vector<std::pair<const ir::ExprNode*, int>> stack = {{root.get(), 1}};
+      while (!stack.empty()) {
+        auto [n, d] = stack.back();
+        stack.pop_back();
+        if (d > ir::kMaxExprDepth)
+          user_error_at(n->loc.valid() ? n->loc : where)
+              << "expression more than " << ir::kMaxExprDepth
+              << " operations deep; split it into several definitions";
+        if (n->op == Op::Reduce) rank(n->axes.size(), n->loc, "reduction");
+        if ((!n->args.empty() || !n->axes.empty()) && ++ops > ir::kMaxProgramOps)
+          user_error_at(n->loc.valid() ? n->loc : where)
+              << "program with more than " << ir::kMaxProgramOps
+              << " operations; split it into several programs";
+        for (const Expr& a : n->args)
+          if (a) stack.push_back({a.get(), d + 1});
+        for (const ir::Axis& a : n->axes)
+          if (a.extent) stack.push_back({a.extent.get(), d + 1});
+      }
+    };
+    for (const InputDecl& in : p_.inputs) {
+      rank(in.shape.size(), in.loc, "input '" + in.name + "'");
+      for (const Expr& s : in.shape) expr(s, in.loc);
+    }
+    if (p_.defs.size() > static_cast<size_t>(ir::kMaxDefinitions))
+      user_error_at(p_.defs[ir::kMaxDefinitions].loc)
+          << "more than " << ir::kMaxDefinitions
+          << " definitions in one program; split it into several programs";
+    for (const Definition& d : p_.defs) {
+      rank(d.indices.size(), d.loc, "'" + d.name + "'");
+      for (const ir::Axis& a : d.indices)
+        if (a.extent) expr(a.extent, d.loc);
+      if (d.declared_shape) {
+        rank(d.declared_shape->size(), d.loc, "the declared shape of '" + d.name + "'");
+        for (const Expr& s : *d.declared_shape) expr(s, d.loc);
+      }
+      if (d.body) expr(d.body, d.loc);
+    }
+  }
   std::vector<AxisInfo> scope_;
 
   // --- shapes and extents: integer expressions over dims, params and literals

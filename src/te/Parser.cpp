@@ -3,10 +3,17 @@
 // definitions) and expressions with C-like precedence. Produces an unchecked te::Program: names
 // are resolved to the right node kinds here (index variable, dim, param, tensor load), typing
 // and extent inference happen in Check.cpp.
+//
+// Invariant: no expression it builds is deeper than ir::kMaxExprDepth or makes the program larger
+// than ir::kMaxProgramOps operations, and param values are within their types' ranges; limits
+// are enforced as each operation is built, so a pathological source never produces a tree that
+// a later recursive pass (or the parser itself) could not handle.
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
+#include "ir/Limits.h"
 #include "support/Files.h"
 #include "te/Lexer.h"
 #include "te/Program.h"
@@ -129,6 +136,7 @@ class Parser {
   }
 
   void parse_statement(Program& p) {
+    begin_statement();
     const Token& t = peek();
     if (t.kind != Tok::Name)
       user_error_at(t.loc)
@@ -195,6 +203,9 @@ class Parser {
     if (is_int(d.dtype) && d.value != std::trunc(d.value))
       user_error_at(v.loc) << "param '" << d.name << "' has integer type " << dtype_name(d.dtype)
                            << " but a fractional value";
+    if (std::string why = ir::param_value_problem(d.dtype, d.value); !why.empty())
+      user_error_at(v.loc) << "param '" << d.name << "' = " << (neg ? "-" : "") << v.text << ": "
+                           << why;
     p.params.push_back(d);
     end_statement();
   }
@@ -263,9 +274,6 @@ class Parser {
     expect(Tok::Assign, "before the definition's expression");
     skip_newlines();
     d.body = parse_expr();
-    if (tree_depth(d.body) > kMaxDepth)
-      user_error_at(d.loc) << "the expression of '" << d.name << "' is more than " << kMaxDepth
-                           << " operations deep; split it into several definitions";
     index_scope_.clear();
     p.defs.push_back(d);
     end_statement();
@@ -303,7 +311,7 @@ class Parser {
     while (peek().kind == Tok::OrOr) {
       SourceLoc loc = next().loc;
       skip_newlines();
-      e = ir::make_binary(Op::Or, e, parse_and(), loc);
+      e = limited(ir::make_binary(Op::Or, e, parse_and(), loc));
     }
     return e;
   }
@@ -312,7 +320,7 @@ class Parser {
     while (peek().kind == Tok::AndAnd) {
       SourceLoc loc = next().loc;
       skip_newlines();
-      e = ir::make_binary(Op::And, e, parse_cmp(), loc);
+      e = limited(ir::make_binary(Op::And, e, parse_cmp(), loc));
     }
     return e;
   }
@@ -343,7 +351,7 @@ class Parser {
     }
     SourceLoc loc = next().loc;
     skip_newlines();
-    e = ir::make_binary(op, e, parse_additive(), loc);
+    e = limited(ir::make_binary(op, e, parse_additive(), loc));
     switch (peek().kind) {
       case Tok::Lt:
       case Tok::Le:
@@ -364,7 +372,7 @@ class Parser {
       Op op = peek().kind == Tok::Plus ? Op::Add : Op::Sub;
       SourceLoc loc = next().loc;
       skip_newlines();
-      e = ir::make_binary(op, e, parse_multiplicative(), loc);
+      e = limited(ir::make_binary(op, e, parse_multiplicative(), loc));
     }
     return e;
   }
@@ -374,15 +382,22 @@ class Parser {
       Op op = peek().kind == Tok::Star ? Op::Mul : (peek().kind == Tok::Slash ? Op::Div : Op::Mod);
       SourceLoc loc = next().loc;
       skip_newlines();
-      e = ir::make_binary(op, e, parse_unary(), loc);
+      e = limited(ir::make_binary(op, e, parse_unary(), loc));
     }
     return e;
   }
-  // Nesting limits: the checker and the printer recurse over expressions, so a pathological
-  // depth must be an error here rather than a stack overflow later.
-  static constexpr int kMaxNesting = 256;
-  static constexpr int kMaxDepth = 1000;
+  // Limits on every expression of a statement (definition bodies, input and declared shapes,
+  // extents, indices). Every later pass (checker, lowering, simplifier, scheduler, printers,
+  // interpreter, code generators) recurses over expressions, so the limits are enforced here,
+  // while the tree is built and before any recursion goes deeper: the parser's own recursion
+  // (parentheses, calls, brackets, unary operators) stops at kMaxNesting levels, no node is built
+  // more than kMaxDepth operations above its leaves, and no more than kMaxOps operations are built
+  // in the whole program. A refused tree is therefore never deeper than kMaxDepth + 1.
+  static constexpr int kMaxNesting = ir::kMaxExprNesting;
+  static constexpr int kMaxDepth = ir::kMaxExprDepth;
+  static constexpr int kMaxOps = ir::kMaxProgramOps;
   int nesting_ = 0;
+  int ops_ = 0;  // operations built so far in the program
   struct NestingGuard {
     Parser& p;
     NestingGuard(Parser& parser, const SourceLoc& loc) : p(parser) {
@@ -393,18 +408,35 @@ class Parser {
     ~NestingGuard() { --p.nesting_; }
   };
 
-  // The depth of an expression tree, computed without recursion.
-  static int tree_depth(const Expr& root) {
-    int deepest = 0;
-    std::vector<std::pair<const ir::ExprNode*, int>> stack = {{root.get(), 1}};
-    while (!stack.empty()) {
-      auto [n, d] = stack.back();
-      stack.pop_back();
-      deepest = std::max(deepest, d);
-      for (const Expr& a : n->args)
-        if (a) stack.push_back({a.get(), d + 1});
-    }
-    return deepest;
+  // Depths of the operations built in the current statement (leaves have depth 1). Operations
+  // stay alive until the statement is done, so their addresses are not reused meanwhile.
+  std::unordered_map<const ir::ExprNode*, int> depth_;
+  int depth_of(const ir::ExprNode* n) const {
+    if (n->args.empty() && n->axes.empty()) return 1;
+    auto it = depth_.find(n);
+    internal_assert(it != depth_.end()) << "operation built outside the parser's limits";
+    return it->second;
+  }
+  void begin_statement() {
+    depth_.clear();
+    nesting_ = 0;
+  }
+  // Records a freshly built operation and enforces kMaxDepth and kMaxOps at its location.
+  Expr limited(Expr e) {
+    int d = 0;
+    for (const Expr& a : e->args)
+      if (a) d = std::max(d, depth_of(a.get()));
+    for (const ir::Axis& a : e->axes)
+      if (a.extent) d = std::max(d, depth_of(a.extent.get()));
+    ++d;
+    if (d > kMaxDepth)
+      user_error_at(e->loc) << "expression more than " << kMaxDepth
+                            << " operations deep; split it into several definitions";
+    if (++ops_ > kMaxOps)
+      user_error_at(e->loc) << "program with more than " << kMaxOps
+                            << " operations; split it into several programs";
+    depth_[e.get()] = d;
+    return e;
   }
 
   Expr parse_unary() {
@@ -415,11 +447,11 @@ class Parser {
       // Fold negative literals so that `-inf` and `-1.5` stay literals.
       if (a->op == Op::FloatImm) return ir::make_float(-a->float_value, a->type, loc);
       if (a->op == Op::IntImm) return ir::make_int(-a->int_value, loc);
-      return ir::make_unary(Op::Neg, a, loc);
+      return limited(ir::make_unary(Op::Neg, a, loc));
     }
     if (peek().kind == Tok::Bang) {
       SourceLoc loc = next().loc;
-      return ir::make_unary(Op::Not, parse_unary(), loc);
+      return limited(ir::make_unary(Op::Not, parse_unary(), loc));
     }
     return parse_primary();
   }
@@ -479,24 +511,24 @@ class Parser {
       if (cast != DType::Unknown && cast != DType::Bool) {
         auto args = parse_call_args();
         check_arity(t, args, 1);
-        return ir::make_cast(cast, args[0], t.loc);
+        return limited(ir::make_cast(cast, args[0], t.loc));
       }
       if (n == "select") {
         auto args = parse_call_args();
         check_arity(t, args, 3);
-        return ir::make_select(args[0], args[1], args[2], t.loc);
+        return limited(ir::make_select(args[0], args[1], args[2], t.loc));
       }
       if (n == "min" || n == "max") {
         auto args = parse_call_args();
         check_arity(t, args, 2);
-        return ir::make_binary(n == "min" ? Op::Min : Op::Max, args[0], args[1], t.loc);
+        return limited(ir::make_binary(n == "min" ? Op::Min : Op::Max, args[0], args[1], t.loc));
       }
       ir::MathFn fn;
       int arity = 0;
       if (ir::math_fn_from_name(n, &fn, &arity)) {
         auto args = parse_call_args();
         check_arity(t, args, static_cast<size_t>(arity));
-        return ir::make_call(fn, args, t.loc);
+        return limited(ir::make_call(fn, args, t.loc));
       }
       if (n == "sum" || n == "prod")
         user_error_at(t.loc) << "a reduction needs its axes first: write `" << n << "[j](...)`";
@@ -515,7 +547,7 @@ class Parser {
         } while (accept(Tok::Comma));
       }
       expect_close(Tok::RBracket, open, "to close the index list");
-      return ir::make_load(n, DType::Unknown, idx, t.loc);
+      return limited(ir::make_load(n, DType::Unknown, idx, t.loc));
     }
     // A plain name: an index variable, a dim, a param or a scalar tensor.
     for (const auto& s : index_scope_)
@@ -574,7 +606,7 @@ class Parser {
     skip_newlines();
     expect(Tok::RParen, "to close the reduction body");
     index_scope_.resize(index_scope_.size() - axes.size());
-    return ir::make_reduce(reducer, axes, body, t.loc);
+    return limited(ir::make_reduce(reducer, axes, body, t.loc));
   }
 
   std::map<std::string, SourceLoc> size_locs_;

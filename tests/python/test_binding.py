@@ -259,6 +259,30 @@ def test_type_error_in_source_located():
         kintsugi.compile("input X: f32[N]\noutput Y[i]: f32 = X[i] + Z[i]\n")
 
 
+def test_param_out_of_its_range():
+    src = "sizes N = 8\nparam W: i32 = 4\ninput X: f32[N]\noutput y[i]: f32 = select(i < W, X[i], 0.0)\n"
+    with pytest.raises(ValueError, match=r"params W=4294967296: the value is outside the range of "
+                                         r"i32, \[-2147483648, 2147483647\] \(param 'W' is i32\)"):
+        kintsugi.compile(src, params={"W": 4294967296})
+    with pytest.raises(ValueError, match=r"params W=inf: an integer param \(i32\) needs an integer"):
+        kintsugi.compile(src, params={"W": float("inf")})
+    with pytest.raises(kintsugi.CompileError, match=r"<string>:2:16: error: param 'W' = 1e30: the "
+                                                    r"value is outside the range of i32"):
+        kintsugi.compile(src.replace("= 4", "= 1e30"))
+
+
+@pytest.mark.parametrize("terms", [30000, 100000])
+def test_long_chain_is_a_located_error(terms):
+    """A chain deeper than the limit is refused while it is parsed, not by a stack overflow."""
+    src = "input X: f32[N]\noutput y[i]: f32 = " + " + ".join(["X[i]"] * terms) + "\n"
+    with pytest.raises(kintsugi.CompileError, match=r"<string>:2:\d+: error: expression more "
+                                                    r"than 1000 operations deep"):
+        kintsugi.compile(src)
+    shape = "input X: f32[" + " + ".join(["N"] * terms) + "]\noutput y[i]: f32 = X[i]\n"
+    with pytest.raises(kintsugi.CompileError, match="operations deep"):
+        kintsugi.compile(shape)
+
+
 @pytest.mark.parametrize("t", [1000, 64])
 def test_decode_in_chunks_of_tiles(t):
     """chunk_tiles: split-K chunks of several key tiles walked with the rolling update."""

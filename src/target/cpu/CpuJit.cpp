@@ -31,6 +31,8 @@
 #include <optional>
 #include <sstream>
 
+#include "ir/IndexBounds.h"
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 #include "support/DiskCache.h"
 #include "support/Hash.h"
@@ -392,10 +394,17 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
   for (const ir::Param& prm : p.params) {
     double v = prm.value;
     if (auto it = params.find(prm.name); it != params.end()) v = it->second;
+    // A fractional value for an integer param truncates, as in the reference; a value outside
+    // the type's range is refused rather than clamped.
+    if (std::string why = ir::param_value_problem(prm.dtype, is_int(prm.dtype) ? std::trunc(v) : v);
+        !why.empty())
+      arg_error << "kernel " << p.name << ": param " << prm.name << " = " << ir::param_value_text(v)
+                << ": " << why;
     v = round_to_dtype(v, prm.dtype);
     pvals[prm.name] = v;
     param_vec.push_back(v);
   }
+  ir::check_integer_ranges(p, dims, pvals, p.name);
   std::vector<void*> ptrs;
   for (size_t i = 0; i < io.size(); ++i) {
     const ir::Buffer& b = *io[i];
@@ -414,7 +423,9 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
     if (t->shape != want)
       arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " has shape "
                 << shape_text(t->shape) << ", expected [" << sym << "] = " << shape_text(want);
-    int64_t n = runtime::checked_numel(want, std::string(role) + " tensor " + b.name);
+    int64_t n = runtime::checked_bytes(want, dtype_bytes(b.dtype),
+                                       std::string(role) + " tensor " + b.name) /
+                dtype_bytes(b.dtype);
     if (t->data.size() != static_cast<size_t>(n) * dtype_bytes(b.dtype))
       arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " holds "
                 << t->data.size() << " bytes, expected " << n * dtype_bytes(b.dtype);

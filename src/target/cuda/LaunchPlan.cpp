@@ -2,9 +2,12 @@
 // plan_launch, check_operand, grid_blocks, throw_failed_check (LaunchPlan.h).
 #include "target/cuda/LaunchPlan.h"
 
+#include <cmath>
 #include <cstring>
 
+#include "ir/IndexBounds.h"
 #include "ir/Interpreter.h"
+#include "ir/Limits.h"
 #include "ir/Printer.h"
 
 namespace kintsugi::cuda {
@@ -27,18 +30,26 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap&
     l.args.sizes[d] = it->second;
   }
   tile::check_specialised(program.specialised, p.name, sizes);
+  runtime::ParamMap values;
   for (size_t q = 0; q < p.params.size(); ++q) {
     auto it = params.find(p.params[q].name);
-    l.args.params[q] = it != params.end() ? it->second : p.params[q].value;
+    double v = it != params.end() ? it->second : p.params[q].value;
+    DType t = p.params[q].dtype;  // integer params truncate, as in the reference
+    if (std::string why = ir::param_value_problem(t, is_int(t) ? std::trunc(v) : v); !why.empty())
+      arg_error << "kernel " << p.name << ": param " << p.params[q].name << " = "
+                << ir::param_value_text(v) << ": " << why;
+    l.args.params[q] = v;
+    values[p.params[q].name] = v;
   }
+  ir::check_integer_ranges(p, sizes, values, p.name);
   size_t index = 0;
   for (const ir::Buffer& b : p.buffers) {
     if (tile::is_register(program, b.name)) continue;
     if (index >= static_cast<size_t>(kMaxBuffers))
       arg_error << "kernel " << p.name << " has more buffers than the CUDA back end passes";
     std::vector<int64_t> shape = ir::eval_shape(b.shape, sizes, params);
-    int64_t n = runtime::checked_numel(shape, "buffer " + b.name);
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_bytes(b.dtype);
+    int64_t n = runtime::checked_bytes(shape, dtype_bytes(b.dtype), "buffer " + b.name);
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(n, dtype_bytes(b.dtype)));
     LaunchPlan::Slot slot{&b, index++, std::move(shape), bytes};
     (b.role == ir::BufferRole::Intermediate ? l.intermediates : l.operands)
         .push_back(std::move(slot));
@@ -72,9 +83,10 @@ void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, siz
 std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes) {
   std::vector<int64_t> blocks(source.launches.size(), 1);
   for (size_t k = 0; k < source.launches.size(); ++k) {
-    for (const ir::Expr& e : source.launches[k].grid) blocks[k] *= ir::eval_int(e, sizes);
-    if (blocks[k] > 0x7fffffff)
-      arg_error << "kernel " << source.launches[k].name << ": grid too large";
+    for (const ir::Expr& e : source.launches[k].grid)
+      if (__builtin_mul_overflow(blocks[k], ir::eval_int(e, sizes), &blocks[k]) ||
+          blocks[k] > 0x7fffffff)
+        arg_error << "kernel " << source.launches[k].name << ": grid too large";
   }
   return blocks;
 }

@@ -106,3 +106,26 @@ TEST(Simplify, DivisionByTheExtentOfARange) {
                 ir::simplify_in_ranges(ir::make_binary(ir::Op::Div, h, ir::make_int(2)), ranges)),
             "(h0 * (HQ / HK) + h1) / 2");
 }
+
+// An index that overflows int64 wraps back into [0, N) when computed in two's complement; the
+// reference must refuse it rather than agree with a wrapping kernel.
+TEST(Interpreter, IndexOverflowIsAnErrorNotAWrap) {
+  auto lp = lowered(
+      "param P: i32 = 2147483647\ninput X: f32[N]\n"
+      "output Y[i: N]: f32 = X[(i * P * P * P) % N]\n");
+  runtime::Tensor x(DType::F32, {8});
+  try {
+    ir::interpret(lp, ir::InterpMode::Exact, {{"X", &x}}, {{"N", 8}});
+    FAIL() << "expected an error";
+  } catch (const RuntimeArgError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("integer overflow in `i * P * P * P`"), std::string::npos) << m;
+    EXPECT_NE(m.find("in index 0 reading X["), std::string::npos) << m;
+  }
+}
+
+TEST(Interpreter, ShapeOverflowIsAnError) {
+  auto lp = lowered("input X: f32[N * N * N]\noutput Y[i]: f32 = X[i]\n");
+  runtime::Tensor x(DType::F32, {1});
+  EXPECT_THROW(ir::eval_shape(lp.buffers[0].shape, {{"N", int64_t{1} << 22}}), RuntimeArgError);
+}

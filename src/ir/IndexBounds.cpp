@@ -1,0 +1,213 @@
+// \file IndexBounds.cpp
+// Interval bounds of every integer operation of a loop program (see IndexBounds.h).
+#include "ir/IndexBounds.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <optional>
+
+#include "ir/Printer.h"
+
+namespace kintsugi::ir {
+
+namespace {
+
+using I128 = __int128;
+
+struct Range {
+  int64_t lo = 0, hi = 0;
+};
+
+constexpr Range kFull{INT64_MIN, INT64_MAX};
+
+class Bounds {
+ public:
+  Bounds(const LoopProgram& p, const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+         const std::string& kernel)
+      : kernel_(kernel) {
+    for (const auto& [name, v] : sizes) globals_[name] = {v, v};
+    for (const Param& q : p.params) {
+      if (!is_int(q.dtype)) continue;
+      auto it = params.find(q.name);
+      double v = it != params.end() ? it->second : q.value;
+      // Param values are range-checked before any launch; clamp defensively all the same.
+      int64_t x = static_cast<int64_t>(round_to_dtype(v, q.dtype));
+      globals_[q.name] = {x, x};
+    }
+    scope_ = globals_;
+  }
+
+  void stmt(const Stmt& s) {
+    if (!s) return;
+    switch (s->kind) {
+      case StmtKind::Seq:
+        for (const Stmt& c : s->stmts) stmt(c);
+        return;
+      case StmtKind::For: {
+        Range lo = value(s->min, "the start of loop " + s->var);
+        Range ext = value(s->extent, "the extent of loop " + s->var);
+        if (ext.hi <= 0) return;  // never runs
+        I128 last = static_cast<I128>(lo.hi) + ext.hi - 1;
+        if (last > INT64_MAX) overflow(s->extent, "the end of loop " + s->var);
+        auto saved = scope_;
+        scope_[s->var] = {lo.lo, static_cast<int64_t>(last)};
+        stmt(s->body);
+        scope_ = saved;
+        return;
+      }
+      case StmtKind::Block: {
+        std::map<std::string, Range> inner = globals_;
+        for (const IterVar& iv : s->iters) {
+          Range b = value(iv.binding, "the binding of " + iv.name + " in block " + s->name);
+          Range ext = value(iv.extent, "the extent of " + iv.name + " in block " + s->name);
+          // The block runs for values of its domain [0, extent) only.
+          Range r{std::max<int64_t>(b.lo, 0), std::min<int64_t>(b.hi, ext.hi - 1)};
+          if (r.lo > r.hi) return;  // never runs
+          inner[iv.name] = r;
+        }
+        if (s->predicate) value(s->predicate, "the predicate of block " + s->name);
+        auto saved = scope_;
+        scope_ = inner;
+        stmt(s->init);
+        stmt(s->body);
+        scope_ = saved;
+        return;
+      }
+      case StmtKind::Store:
+        for (size_t k = 0; k < s->indices.size(); ++k)
+          value(s->indices[k], "index " + std::to_string(k) + " of the store to " + s->buffer);
+        value(s->value, "the value stored to " + s->buffer);
+        return;
+      case StmtKind::If:
+        value(s->cond, "a condition");
+        stmt(s->then_case);
+        stmt(s->else_case);
+        return;
+      case StmtKind::Allocate:
+        stmt(s->body);
+        return;
+    }
+  }
+
+ private:
+  std::string kernel_;
+  std::map<std::string, Range> globals_, scope_;
+  std::string where_;
+
+  Range value(const Expr& e, const std::string& where) {
+    if (!e) return {0, 0};
+    where_ = where;
+    return range(e).value_or(kFull);
+  }
+
+  [[noreturn]] void overflow(const Expr& e, const std::string& where) {
+    arg_error << "kernel " << kernel_ << ": the integer expression `" << to_string(e) << "` in "
+              << where << " may leave the 64-bit range at these sizes (the compiled kernel "
+              << "would wrap), so it is not run";
+    __builtin_unreachable();
+  }
+  Range fit(I128 lo, I128 hi, const Expr& e) {
+    if (lo < INT64_MIN || hi > INT64_MAX) overflow(e, where_);
+    return {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+  }
+  static Range hull(Range a, Range b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
+
+  // The range of an integer (or condition) expression; nullopt for a float one. Integer
+  // operations inside float expressions (indices of loads) are checked all the same.
+  std::optional<Range> range(const Expr& e) {
+    std::vector<std::optional<Range>> a;
+    for (size_t k = 0; k < e->args.size(); ++k) {
+      if (e->op != Op::Load) {
+        a.push_back(range(e->args[k]));
+        continue;
+      }
+      std::string saved = where_;
+      where_ = "index " + std::to_string(k) + " of the load from " + e->name;
+      a.push_back(range(e->args[k]));
+      where_ = saved;
+    }
+    bool integer = is_int(e->type) || e->type == DType::Bool;
+    if (!integer) return std::nullopt;
+    auto arg = [&](size_t k) { return a[k].value_or(kFull); };
+    switch (e->op) {
+      case Op::IntImm:
+      case Op::BoolImm:
+        return Range{e->int_value, e->int_value};
+      case Op::Var: {
+        if (auto it = scope_.find(e->name); it != scope_.end()) return it->second;
+        return kFull;
+      }
+      case Op::Load:
+        if (e->type == DType::I8) return Range{-128, 127};
+        if (e->type == DType::I32) return Range{INT32_MIN, INT32_MAX};
+        return kFull;
+      case Op::Cast:
+        if (e->type == DType::I8) return Range{-128, 127};
+        if (e->type == DType::I32) return Range{INT32_MIN, INT32_MAX};
+        return a.empty() ? kFull : arg(0);
+      case Op::Neg:
+        return fit(-static_cast<I128>(arg(0).hi), -static_cast<I128>(arg(0).lo), e);
+      case Op::Add:
+        return fit(static_cast<I128>(arg(0).lo) + arg(1).lo,
+                   static_cast<I128>(arg(0).hi) + arg(1).hi, e);
+      case Op::Sub:
+        return fit(static_cast<I128>(arg(0).lo) - arg(1).hi,
+                   static_cast<I128>(arg(0).hi) - arg(1).lo, e);
+      case Op::Mul: {
+        Range x = arg(0), y = arg(1);
+        I128 c[4] = {static_cast<I128>(x.lo) * y.lo, static_cast<I128>(x.lo) * y.hi,
+                     static_cast<I128>(x.hi) * y.lo, static_cast<I128>(x.hi) * y.hi};
+        return fit(*std::min_element(c, c + 4), *std::max_element(c, c + 4), e);
+      }
+      case Op::Div: {
+        Range x = arg(0), y = arg(1);
+        I128 m = std::max(-static_cast<I128>(x.lo), static_cast<I128>(x.hi));
+        if (y.lo <= 0 && y.hi >= 0) return fit(-m, m, e);  // a zero divisor fails at run time
+        // Floor division is monotone in each operand on a divisor range of one sign.
+        auto fdiv = [](I128 p, I128 q) {
+          I128 d = p / q, r = p % q;
+          return (r != 0 && ((r < 0) != (q < 0))) ? d - 1 : d;
+        };
+        I128 c[4] = {fdiv(x.lo, y.lo), fdiv(x.lo, y.hi), fdiv(x.hi, y.lo), fdiv(x.hi, y.hi)};
+        return fit(*std::min_element(c, c + 4), *std::max_element(c, c + 4), e);
+      }
+      case Op::Mod: {
+        Range y = arg(1);
+        I128 m = std::max(-static_cast<I128>(y.lo), static_cast<I128>(y.hi));
+        if (y.lo > 0) return Range{0, y.hi - 1};
+        if (y.hi < 0) return Range{y.lo + 1, 0};
+        return fit(-(m - 1), m - 1, e);
+      }
+      case Op::Min:
+        return Range{std::min(arg(0).lo, arg(1).lo), std::min(arg(0).hi, arg(1).hi)};
+      case Op::Max:
+        return Range{std::max(arg(0).lo, arg(1).lo), std::max(arg(0).hi, arg(1).hi)};
+      case Op::Select:
+        return hull(arg(1), arg(2));
+      case Op::Call:
+        if (e->fn == MathFn::Abs) {
+          Range x = arg(0);
+          I128 lo = x.lo >= 0 ? x.lo : (x.hi <= 0 ? -static_cast<I128>(x.hi) : 0);
+          I128 hi = std::max(-static_cast<I128>(x.lo), static_cast<I128>(x.hi));
+          return fit(lo, hi, e);
+        }
+        if (e->fn == MathFn::Clamp)
+          return Range{std::min(std::max(arg(0).lo, arg(1).lo), arg(2).lo),
+                       std::min(std::max(arg(0).hi, arg(1).hi), arg(2).hi)};
+        return kFull;
+      default:
+        if (e->type == DType::Bool) return Range{0, 1};
+        return kFull;
+    }
+  }
+};
+
+}  // namespace
+
+void check_integer_ranges(const LoopProgram& p, const runtime::SizeMap& sizes,
+                          const runtime::ParamMap& params, const std::string& kernel) {
+  Bounds(p, sizes, params, kernel).stmt(p.body);
+}
+
+}  // namespace kintsugi::ir
