@@ -9,9 +9,9 @@
 #include <functional>
 
 #include "Emulator.h"
+#include "driver/Driver.h"
 #include "ir/Interpreter.h"
 #include "runtime/Runner.h"
-#include "schedule/AutoSchedule.h"
 #include "support/Error.h"
 #include "te/Lower.h"
 #include "te/Program.h"
@@ -47,16 +47,16 @@ struct Compiled {
 };
 Compiled compile(const Case& c) {
   Compiled r;
-  te::Program tp = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + c.example);
-  te::check(tp);
-  r.program = te::lower(tp);
+  r.program = driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + c.example);
   r.sizes = runtime::bind_sizes(r.program, c.sizes);
-  schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
+  driver::ScheduleOptions o;
+  o.target = driver::Target::parse("cuda");
   o.sizes = r.sizes;
   o.chunk_tiles = c.chunk_tiles;
-  std::vector<std::string> notes;
-  r.scheduled = schedule::auto_schedule(r.program, o, &notes).program();
-  r.tiles = tile::translate(r.scheduled, r.sizes);
+  driver::Scheduled s = driver::schedule_program(r.program, o);
+  for (const std::string& w : s.warnings) ADD_FAILURE() << c.example << ": " << w;
+  r.scheduled = s.program;
+  r.tiles = driver::to_tiles(s, r.sizes, c.example);
   return r;
 }
 

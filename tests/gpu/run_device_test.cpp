@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "GpuTest.h"
-#include "schedule/AutoSchedule.h"
+#include "driver/Driver.h"
 #include "target/cuda/CudaBackend.h"
 #include "te/Lower.h"
 #include "te/Program.h"
@@ -26,13 +26,11 @@ const runtime::SizeMap kSizes = {{"M", 8}, {"N", 100}};
 
 // examples/norm/softmax.te (X: f32[M, N] -> Y: f32[M, N]) in tile form at kSizes.
 tile::TileProgram softmax() {
-  te::Program p = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/norm/softmax.te");
-  te::check(p);
-  ir::LoopProgram lp = te::lower(p);
-  schedule::AutoScheduleOptions o;
+  ir::LoopProgram lp =
+      driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/norm/softmax.te");
+  driver::ScheduleOptions o;
   o.sizes = kSizes;
-  std::vector<std::string> notes;
-  return tile::translate(schedule::auto_schedule(lp, o, &notes).program(), kSizes);
+  return driver::to_tiles(driver::schedule_program(lp, o), kSizes, "softmax");
 }
 
 std::vector<uint8_t> bytes_of(const DeviceBuffer& b) {

@@ -7,8 +7,8 @@
 
 #include <iostream>
 
+#include "driver/Driver.h"
 #include "runtime/Runner.h"
-#include "schedule/AutoSchedule.h"
 #include "target/cuda/CudaBackend.h"
 #include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
@@ -23,17 +23,16 @@ namespace {
 // split-K chunks of `chunk_tiles` key tiles; 0: chosen, as by default).
 cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeMap& sizes = {},
                                 int64_t chunk_tiles = 0) {
-  te::Program p = te::parse_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + example);
-  te::check(p);
-  ir::LoopProgram lp = te::lower(p);
+  ir::LoopProgram lp = driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + example);
   runtime::SizeMap hints = lp.size_hints;
   for (const auto& [name, value] : sizes) hints[name] = value;
-  schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
+  driver::ScheduleOptions o;
+  o.target = driver::Target::parse("cuda");
   o.sizes = hints;
   o.chunk_tiles = chunk_tiles;
-  std::vector<std::string> notes;
-  ir::LoopProgram scheduled = schedule::auto_schedule(lp, o, &notes).program();
-  return cuda::generate_cuda_source(tile::translate(scheduled, hints));
+  driver::Scheduled s = driver::schedule_program(lp, o);
+  EXPECT_TRUE(s.warnings.empty()) << example << ": " << s.warnings.front();
+  return cuda::generate_cuda_source(driver::to_tiles(s, hints, example));
 }
 
 }  // namespace
