@@ -42,6 +42,42 @@ void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
   reaches(target);
 }
 
+ir::Expr extrapolation_factor(const ir::Expr& extent, const ir::Expr& covered, DType type) {
+  ir::Expr at_least_one = ir::simplify(ir::make_binary(ir::Op::Max, covered, ir::make_int(1)));
+  return ir::make_binary(ir::Op::Div, ir::make_cast(type, extent),
+                         ir::make_cast(type, at_least_one));
+}
+
+ir::Expr extrapolate_sum_reads(ir::LoopProgram& program, const StmtPath& loop,
+                               const std::set<std::string>& sums,
+                               const std::function<ir::Expr(const ir::Expr& load)>& factor,
+                               const ir::Expr& term) {
+  ir::StmtNode nl = *loop.back();
+  nl.body = ir::mutate(nl.body, [&](const ir::Stmt& n) -> ir::Stmt {
+    if (n->kind != ir::StmtKind::Block) return n;
+    for (const std::string& w : block_writes(*n))
+      if (sums.count(w)) return n;
+    ir::StmtNode c = *n;
+    auto fix = [&](const ir::Stmt& part) {
+      return part ? ir::mutate_exprs(part,
+                                     [&](const ir::Expr& x) -> ir::Expr {
+                                       if (x->op != ir::Op::Load || !sums.count(x->name)) return x;
+                                       return ir::make_binary(ir::Op::Mul, x, factor(x));
+                                     })
+                  : part;
+    };
+    c.init = fix(c.init);
+    c.body = fix(c.body);
+    return std::make_shared<const ir::StmtNode>(std::move(c));
+  });
+  program.body = replace_at(loop, std::make_shared<const ir::StmtNode>(std::move(nl)));
+  return ir::mutate(term, [&](const ir::Expr& x) -> ir::Expr {
+    return x->op == ir::Op::Load && sums.count(x->name)
+               ? ir::make_load(x->name + ".extrapolated", x->type, x->args)
+               : x;
+  });
+}
+
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity) {
   for (double probe : {-3.0, 0.5, 7.0}) {

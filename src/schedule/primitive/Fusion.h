@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algebra/Repair.h"
+#include "schedule/Analysis.h"
 #include "schedule/Schedule.h"
 
 namespace kintsugi::schedule {
@@ -26,6 +27,22 @@ void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
 // replaced by the target's identity, so that a NaN computed from the identity never leaks.
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity);
+
+// Augmented-state repairs re-base an accumulator about the old value of a producer, and a partial
+// sum (a fraction of the whole: a mean is the whole axis' sum over its extent) is far from the
+// data it summarises; re-based about it, the accumulator cancels in the program's types. A
+// partial sum over `covered` elements of an axis of `extent` is read extrapolated to the whole
+// axis, sum * extent / covered: near the final value from the first tile on, and repaired exactly
+// like any old value. The factor, in `type` (covered at least 1: an empty tile reads its sum).
+ir::Expr extrapolation_factor(const ir::Expr& extent, const ir::Expr& covered, DType type);
+
+// Rewrites every read of a buffer in `sums` by the blocks under the loop at `loop` (but not those
+// that write it) to load * factor(load), and returns `term` with those loads renamed to
+// NAME.extrapolated: the incomplete values the repair is then derived over.
+ir::Expr extrapolate_sum_reads(ir::LoopProgram& program, const StmtPath& loop,
+                               const std::set<std::string>& sums,
+                               const std::function<ir::Expr(const ir::Expr& load)>& factor,
+                               const ir::Expr& term);
 
 // For each fused block, the iteration variable that runs along the target's reduction axis and
 // where it starts: the target's `axis` itself (offset 0), and in each producer (consumers first,

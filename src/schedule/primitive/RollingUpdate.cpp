@@ -291,23 +291,17 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be fused under loop '" + lv + "': " + repair.reason);
-  // An augmented state re-bases the accumulator about the old value of a producer. A running sum
-  // is a small fraction of its final value for most of the loop (a mean is the sum over the
-  // whole axis divided by its extent), and re-basing about a value far from the data cancels in
-  // the program's types. The fused blocks read a running sum extrapolated to the whole axis
-  // instead, s * extent / covered: h is exact for any old value, and this one is near the final
-  // value from the first tile on. (Tiles of a split-K chunk keep the plain running value.)
+  // An augmented state: a running sum it re-bases about is read extrapolated to the whole axis
+  // (Fusion.h). (Tiles of a split-K chunk keep the plain running value.)
   std::map<std::string, std::string> extrapolated;  // incomplete value name -> running sum scan
   auto factor = [&](const ir::Expr& position, DType type) {
-    ir::Expr lo = ir::substitute(tile.min, {{lv, ir::make_int(0)}});
-    ir::Expr hi = ir::make_binary(
+    ir::Expr end = ir::make_binary(
         ir::Op::Min,
         ir::make_binary(ir::Op::Add, ir::substitute(tile.min, {{lv, position}}), tile.extent),
         axis->extent);
-    ir::Expr covered =
-        ir::make_binary(ir::Op::Max, ir::make_binary(ir::Op::Sub, hi, lo), ir::make_int(1));
-    return ir::make_binary(ir::Op::Div, ir::make_cast(type, axis->extent),
-                           ir::make_cast(type, ir::simplify(covered)));
+    return extrapolation_factor(
+        axis->extent,
+        ir::make_binary(ir::Op::Sub, end, ir::substitute(tile.min, {{lv, ir::make_int(0)}})), type);
   };
   if (!repair.statistics.empty() && !of_chunk) {
     for (const std::string& sb : scan_bufs) {
@@ -319,33 +313,9 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   if (!extrapolated.empty()) {
     std::set<std::string> sums;
     for (const auto& [x, sb] : extrapolated) sums.insert(sb);
-    StmtPath lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P);
-    ir::StmtNode nl = *lp.back();
-    nl.body = ir::mutate(nl.body, [&](const ir::Stmt& n) -> ir::Stmt {
-      if (n->kind != ir::StmtKind::Block) return n;
-      for (const std::string& w : block_writes(*n))
-        if (sums.count(w)) return n;
-      ir::StmtNode c = *n;
-      auto fix = [&](const ir::Stmt& part) {
-        return part ? ir::mutate_exprs(part,
-                                       [&](const ir::Expr& x) -> ir::Expr {
-                                         if (x->op != ir::Op::Load || !sums.count(x->name))
-                                           return x;
-                                         return ir::make_binary(ir::Op::Mul, x,
-                                                                factor(x->args.back(), x->type));
-                                       })
-                    : part;
-      };
-      c.init = fix(c.init);
-      c.body = fix(c.body);
-      return std::make_shared<const ir::StmtNode>(std::move(c));
-    });
-    tmp.program_.body = replace_at(lp, std::make_shared<const ir::StmtNode>(std::move(nl)));
-    req.term = ir::mutate(g, [&](const ir::Expr& x) -> ir::Expr {
-      return x->op == ir::Op::Load && sums.count(x->name)
-                 ? ir::make_load(x->name + ".extrapolated", x->type, x->args)
-                 : x;
-    });
+    req.term = extrapolate_sum_reads(
+        tmp.program_, find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P), sums,
+        [&](const ir::Expr& load) { return factor(load->args.back(), load->type); }, g);
     req.incomplete.clear();
     for (const std::string& sb : scan_bufs)
       req.incomplete.insert(sums.count(sb) ? sb + ".extrapolated" : sb);

@@ -213,20 +213,14 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be split at loop '" + lv + "': " + repair.reason);
-  // An augmented state re-bases a chunk's partial about the chunk's old value of a producer. A
-  // chunk's partial sum is a fraction of the final sum (a mean is the sum over the whole axis
-  // divided by its extent), and re-basing about a value far from the data cancels in the
-  // program's types: the fused blocks read a chunk's sum extrapolated to the whole axis, s *
-  // extent / (the chunk's elements), which h repairs exactly like any other old value.
+  // An augmented state: a chunk's sum it re-bases about is read extrapolated to the whole axis
+  // (Fusion.h), over the chunk's own elements.
   std::map<std::string, std::string> extrapolated;  // incomplete value name -> rf buffer
   auto factor = [&](const ir::Expr& chunk, DType type) {
-    ir::Expr lo = ir::substitute(tile.min, {{lv, chunk}});
-    ir::Expr hi =
-        ir::make_binary(ir::Op::Min, ir::make_binary(ir::Op::Add, lo, tile.extent), axis->extent);
-    ir::Expr covered =
-        ir::make_binary(ir::Op::Max, ir::make_binary(ir::Op::Sub, hi, lo), ir::make_int(1));
-    return ir::make_binary(ir::Op::Div, ir::make_cast(type, axis->extent),
-                           ir::make_cast(type, ir::simplify(covered)));
+    ir::Expr start = ir::substitute(tile.min, {{lv, chunk}});
+    ir::Expr end = ir::make_binary(ir::Op::Min, ir::make_binary(ir::Op::Add, start, tile.extent),
+                                   axis->extent);
+    return extrapolation_factor(axis->extent, ir::make_binary(ir::Op::Sub, end, start), type);
   };
   if (!repair.statistics.empty()) {
     auto writers = block_writers(tmp.program_.body);
@@ -240,33 +234,9 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   if (!extrapolated.empty()) {
     std::set<std::string> sums;
     for (const auto& [x, rf] : extrapolated) sums.insert(rf);
-    StmtPath lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P);
-    ir::StmtNode nl = *lp.back();
-    nl.body = ir::mutate(nl.body, [&](const ir::Stmt& n) -> ir::Stmt {
-      if (n->kind != ir::StmtKind::Block) return n;
-      for (const std::string& w : block_writes(*n))
-        if (sums.count(w)) return n;
-      ir::StmtNode c = *n;
-      auto fix = [&](const ir::Stmt& part) {
-        return part ? ir::mutate_exprs(part,
-                                       [&](const ir::Expr& x) -> ir::Expr {
-                                         if (x->op != ir::Op::Load || !sums.count(x->name))
-                                           return x;
-                                         return ir::make_binary(
-                                             ir::Op::Mul, x, factor(x->args[kChunkAxis], x->type));
-                                       })
-                    : part;
-      };
-      c.init = fix(c.init);
-      c.body = fix(c.body);
-      return std::make_shared<const ir::StmtNode>(std::move(c));
-    });
-    tmp.program_.body = replace_at(lp, std::make_shared<const ir::StmtNode>(std::move(nl)));
-    req.term = ir::mutate(req.term, [&](const ir::Expr& x) -> ir::Expr {
-      return x->op == ir::Op::Load && sums.count(x->name)
-                 ? ir::make_load(x->name + ".extrapolated", x->type, x->args)
-                 : x;
-    });
+    req.term = extrapolate_sum_reads(
+        tmp.program_, find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P), sums,
+        [&](const ir::Expr& load) { return factor(load->args[kChunkAxis], load->type); }, req.term);
     req.incomplete.clear();
     for (const std::string& rf : rf_bufs)
       req.incomplete.insert(sums.count(rf) ? rf + ".extrapolated" : rf);

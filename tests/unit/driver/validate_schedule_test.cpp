@@ -5,6 +5,7 @@
 // reduction read by a later definition) validate.
 #include <gtest/gtest.h>
 
+#include "../schedule/ScheduleTestUtil.h"
 #include "driver/Driver.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
@@ -16,15 +17,8 @@ using namespace kintsugi;
 
 namespace {
 
-ir::LoopProgram lowered(const std::string& src) {
-  te::Program p = te::parse("test.te", src);
-  te::check(p);
-  return te::lower(p);
-}
-
-ir::LoopProgram example(const std::string& path) {
-  return driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + path);
-}
+using schedtest::example;
+using schedtest::lowered;
 
 driver::Scheduled schedule_at(const ir::LoopProgram& p, const runtime::SizeMap& sizes,
                               const std::string& target = "cpu") {
