@@ -160,13 +160,6 @@ class Checker {
         user_error_at(n->loc) << "the shape of " << what << " cannot read a tensor";
       if (n->op == Op::Var && n->var_kind == ir::VarKind::Index)
         user_error_at(n->loc) << "the shape of " << what << " cannot use index '" << n->name << "'";
-      // Sizes are bound from the tensors of a call (or --shape); a param is a value the kernel
-      // reads, known to no shape check.
-      if (n->op == Op::Var && n->var_kind == ir::VarKind::Param)
-        user_error_at(n->loc) << "the shape of " << what << " uses param '" << n->name
-                              << "'; shapes are over sizes: declare '" << n->name
-                              << "' as a size instead (`sizes " << n->name << " = ...`, or --shape "
-                              << n->name << "=...)";
       return true;
     });
     Expr t = type(e);
