@@ -189,3 +189,24 @@ TEST(AutoSchedule, TargetsChooseTheirRowTiles) {
                     {{{"B", 1}, {"H", 1}, {"S", 130}, {"T", 140}, {"D", 4}},
                      {{"B", 1}, {"H", 2}, {"S", 37}, {"T", 50}, {"D", 3}}});
 }
+
+// A value derived from two reductions of the chain (a log-sum-exp style m + log(l)) read by a
+// third: when split-K splits the third, the second's write-back reads both its own partial and
+// its producer's partial by chunk, and the frontier must take its own (found by the chain
+// fuzzer: the combine used the maximum's partial in place of the minimum's).
+TEST(AutoSchedule, SplitKFrontierTakesEachWriteBacksOwnPartial) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 8, N = 200
+input X: f32[M, N]
+a0[i] = max[j](X[i, j]) / 2
+a1[i] = min[j](exp(X[i, j] - a0[i]))
+d1[i] = a0[i] + log(a1[i])
+a2[i] = sum[j](exp(X[i, j] - d1[i]))
+output S[i]: f32 = a2[i]
+)");
+  const std::vector<runtime::SizeMap> shapes = {
+      {{"M", 3}, {"N", 9}}, {{"M", 2}, {"N", 17}}, {{"M", 5}, {"N", 64}}, {{"M", 1}, {"N", 1}}};
+  Schedule split_k = scheduled(p, 1000);
+  EXPECT_EQ(count(split_k, "split_k_update"), 3) << split_k.trace().dump(1);
+  expect_equivalent(p, split_k.program(), shapes);
+}
