@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ScheduleTestUtil.h"
+#include "ir/Visit.h"
 #include "schedule/AutoSchedule.h"
 
 using namespace kintsugi;
@@ -210,3 +211,28 @@ output S[i]: f32 = a2[i]
   EXPECT_EQ(count(split_k, "split_k_update"), 3) << split_k.trace().dump(1);
   expect_equivalent(p, split_k.program(), shapes);
 }
+
+// An elementwise consumer of the scores placed in the row loop after the chain covers the whole
+// tiles the scores were computed in; past the axis' end (a partial last tile) it must not run
+// (found by the chain fuzzer: Z was written out of bounds at N = 9).
+TEST(AutoSchedule, ConsumersOfATiledProducerStopAtTheAxisEnd) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes B = 1, H = 256, D = 128, N = 4096
+param TEMP: f32 = 0.5
+input A: bf16[B, H, D]
+input Kt: f32[N, D]
+s[b, h, j] = sum[d](f32(A[b, h, d]) * Kt[j, d])
+t0[b, h, j] = s[b, h, j] / TEMP
+a0[b, h] = max[j](t0[b, h, j]) / TEMP
+a1[b, h] = sum[j](exp(s[b, h, j] - a0[b, h]))
+d1[b, h] = a1[b, h] / TEMP
+output Z[b, h, j]: f16 = s[b, h, j] * d1[b, h]
+)");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 5}, {"D", 3}, {"N", 9}},
+                                                {{"B", 2}, {"H", 3}, {"D", 2}, {"N", 8}},
+                                                {{"B", 1}, {"H", 2}, {"D", 1}, {"N", 1}}};
+  Schedule rolling = scheduled(p, 1);
+  EXPECT_EQ(count(rolling, "rolling_update"), 2) << rolling.trace().dump(1);
+  expect_equivalent(p, rolling.program(), shapes);
+}
+
