@@ -236,3 +236,35 @@ output Z[b, h, j]: f16 = s[b, h, j] * d1[b, h]
   expect_equivalent(p, rolling.program(), shapes);
 }
 
+// A masked sliding window narrows each row's tile loop to the tiles the window touches, so the
+// scores of one row span a range that depends on the row; a buffer compacted to it would have a
+// size that varies with the row loop, so that dimension keeps its whole extent (found by the
+// chain fuzzer: "size 'i' has no value").
+TEST(AutoSchedule, CompactedBuffersHaveSizesFreeOfLoopVariables) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 4, N = 200, E = 64
+param TEMP: f32 = 2.0
+param WIN: i32 = 34
+input X: f32[M, N]
+input V: f32[N, E]
+c0[i, j] = select(j <= i && i - j < WIN, X[i, j] / TEMP, -inf)
+a0[i] = max[j](c0[i, j])
+d0[i] = a0[i]
+a1[i] = max[j](c0[i, j])
+a2[i] = max[j](c0[i, j])
+d2[i] = a2[i]
+o[i, e] = sum[j](exp(c0[i, j] - d2[i]) * V[j, e])
+output O[i, e]: f32 = o[i, e]
+)");
+  schedule::AutoScheduleOptions o;
+  o.tile = 4;
+  o.row_tile = 4;
+  o.split_k_below_rows = 0;
+  std::vector<std::string> notes;
+  Schedule s = schedule::auto_schedule(p, o, &notes);
+  EXPECT_GT(count(s, "rolling_update"), 0) << s.trace().dump(1);
+  for (const ir::Buffer& b : s.program().buffers)
+    for (const ir::Expr& e : b.shape) EXPECT_FALSE(ir::uses_var(e, "i")) << ir::to_string(e);
+  expect_equivalent(p, s.program(),
+                    {{{"M", 60}, {"N", 50}, {"E", 3}}, {{"M", 7}, {"N", 9}, {"E", 2}}});
+}
