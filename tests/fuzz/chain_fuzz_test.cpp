@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -539,6 +540,17 @@ std::string compare_exact(const ir::InterpBuffer& ref, const ir::InterpBuffer& g
   return m.str();
 }
 
+// Whether NaN and infinity sit at the same places in both.
+bool special_values_agree(const ir::InterpBuffer& ref, const ir::InterpBuffer& got) {
+  for (size_t i = 0; i < ref.values.size() && i < got.values.size(); ++i) {
+    double r = ref.values[i], g = got.values[i];
+    if (std::isnan(r) != std::isnan(g) || (std::isinf(r) != std::isinf(g)) ||
+        (std::isinf(r) && (r > 0) != (g > 0)))
+      return false;
+  }
+  return true;
+}
+
 std::string sizes_text(const runtime::SizeMap& s) {
   std::string out;
   for (const auto& [k, v] : s) out += (out.empty() ? "" : ",") + k + "=" + std::to_string(v);
@@ -549,15 +561,16 @@ struct Stats {
   int64_t generated = 0, ill_typed = 0, driver_fused = 0, split_k = 0, rolling = 0, small_fused = 0,
           refused = 0, runs = 0, mismatches = 0, errors = 0, validation_disagrees = 0,
           cpu_checked = 0, cpu_mismatches = 0, emu_checked = 0, emu_not_tile = 0,
-          emu_mismatches = 0, ill_conditioned = 0;
+          emu_mismatches = 0, ill_conditioned = 0, noise = 0;
   std::string line() const {
     std::ostringstream o;
     o << "chain_fuzz: " << generated << " programs (" << ill_typed << " ill-typed), fused "
       << driver_fused << " by the driver (" << split_k << " split-K, " << rolling
       << " rolling) and " << small_fused << " with small tiles; " << runs
-      << " scheduled runs compared, " << mismatches << " mismatches, " << errors
-      << " internal errors, " << validation_disagrees << " validation disagreements; CPU kernels "
-      << cpu_checked << " (" << cpu_mismatches << " mismatches, " << ill_conditioned
+      << " scheduled runs compared, " << mismatches << " mismatches (" << noise
+      << " ill-conditioned outputs not compared), " << errors << " internal errors, "
+      << validation_disagrees << " validation disagreements; CPU kernels " << cpu_checked << " ("
+      << cpu_mismatches << " mismatches, " << ill_conditioned
       << " skipped as ill-conditioned), emulated " << emu_checked << " (" << emu_not_tile
       << " not in tile form, " << emu_mismatches << " mismatches)";
     return o.str();
@@ -765,8 +778,22 @@ class Fuzzer {
         failure = "at " + sizes_text(inst.sizes) + " the scheduled program fails: " + e.what();
         break;
       }
+      std::optional<ir::InterpResult> typed;
       for (const ir::Buffer* b : program_.outputs()) {
-        std::string d = compare_exact(inst.ref.outputs.at(b->name), got.outputs.at(b->name), 1e-6);
+        const ir::InterpBuffer& ref = inst.ref.outputs.at(b->name);
+        std::string d = compare_exact(ref, got.outputs.at(b->name), 1e-6);
+        if (!d.empty() && special_values_agree(ref, got.outputs.at(b->name))) {
+          // The output is noise in any arithmetic (a quotient of sums that cancel on tied
+          // inputs): the original rounded to its own types has lost it too. Not a mismatch.
+          if (!typed) typed = ir::interpret(program_, ir::InterpMode::Typed, inst.in(), inst.sizes);
+          if (!compare_exact(ref, typed->outputs.at(b->name), 1e-2).empty()) {
+            ++stats_->noise;
+            std::cerr << "chain_fuzz: output " << b->name << " is ill-conditioned at "
+                      << sizes_text(inst.sizes) << ", not compared (" << d << ")\n"
+                      << repro() << "\n";
+            continue;
+          }
+        }
         if (!d.empty()) {
           failure = "at " + sizes_text(inst.sizes) +
                     (inst.kind == Inputs::Ties ? " (tied inputs)" : "") + ", output " + b->name +
@@ -973,6 +1000,27 @@ output S[i]: f32 = a1[i]
 )",
                           cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
                           Inputs::Random, 1);  // rolling update: the first tiles are masked
+}
+
+// The identity guard of both updates drops a tile (rolling update: the running maximum is still
+// -inf) or a chunk (split-K: the chunk's maximum is -inf) because the repair t * exp(m - m')
+// annihilates it. That holds when the later reduction's terms are masked wherever the maximum's
+// are (attention: exp(c - m) over the same masked c), not here, where the sum reads X unmasked:
+// the keys of the masked first tile are left out of the sum, a finite wrong result with the
+// driver's own options (tile 64), both updates. The validator's instances have masked first
+// tiles too, so the driver falls back; with --no-validate the result is silently wrong.
+TEST(chain_fuzz, DISABLED_IdentityGuardDropsTermsTheMaskDoesNotHide) {
+  const char* src = R"(
+input X: f32[M, N]
+a0[i] = max[j](select(j >= 64, X[i, j], -inf))
+d0[i] = a0[i]
+a1[i] = sum[j](exp(X[i, j] - d0[i]))
+output S[i]: f32 = a1[i]
+)";
+  expect_schedule_matches(src, cpu_options({{"M", 8}, {"N", 1000}}, 1), {{"M", 2}, {"N", 200}},
+                          Inputs::Random, 1);  // split-K
+  expect_schedule_matches(src, cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
+                          Inputs::Random, 1);  // rolling update
 }
 
 // An augmented state (the sum of squares about a running maximum, repaired with the partial
