@@ -1071,6 +1071,38 @@ output O[i, e]: f16 = o[i, e]
                           o, {{"E", 3}, {"M", 67}, {"N", 11}}, Inputs::Random, 1);
 }
 
+// A split-K schedule chosen at N = 200 (4 chunks, combined in tiles of 4 chunks) and compiled
+// for the CPU at N = 75 (2 chunks): the loop program is right at N = 75 (the interpreter agrees,
+// the combine's predicate j0 < (N + 63) / 64 holds the tile's extra chunks off), but the kernel
+// from its tile program reads the partials past their last chunk (the combine of o loads
+// a2.rf[j00 * 4 + j01, i] before the predicate), which the kernel's bounds check reports:
+// "index out of bounds: a2.rf dimension 0 index 2 not in [0, 2)". The emulated CUDA kernels of
+// three other programs failed the same way ("an index or integer division failed at c0").
+TEST(chain_fuzz, DISABLED_TileKernelOfASplitKScheduleAtFewerChunks) {
+  te::Program tp = te::parse("repro.te", R"(
+input X: f32[M, N]
+input V: f32[N, E]
+a0[i] = max[j](X[i, j]) - 1
+a1[i] = a0[i] + log(max[j](exp(X[i, j] - a0[i])))
+a2[i] = min[j](exp(X[i, j] - a0[i]) * X[i, j])
+d2[i] = a2[i]
+o[i, e] = sum[j](f32(f16(exp(X[i, j] - d2[i]))) * V[j, e])
+output O[i, e]: f32 = o[i, e]
+)");
+  te::check(tp);
+  ir::LoopProgram p = te::lower(tp);
+  driver::ScheduleOptions o;
+  o.sizes = {{"E", 4}, {"M", 1}, {"N", 200}};
+  driver::Scheduled s = driver::schedule_program(p, o);
+  ASSERT_FALSE(s.primitives.empty());
+  runtime::SizeMap run = {{"E", 3}, {"M", 1}, {"N", 75}};
+  std::vector<std::string> notes;
+  driver::Built k = driver::build_kernel(s, driver::Target{}, run, &notes);
+  std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, run, 1);
+  runtime::Tensor out(DType::F32, {1, 3});
+  EXPECT_NO_THROW(k.cpu->run({&inputs.at("X"), &inputs.at("V"), &out}, run, {}));
+}
+
 TEST(chain_fuzz, GeneratorWritesCheckedPrograms) {
   int bad = 0;
   for (uint64_t k = 0; k < 200; ++k) {
