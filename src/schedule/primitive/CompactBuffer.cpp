@@ -285,8 +285,15 @@ Stmt rewrite_block(const StmtNode& block, const Compaction& c) {
 }
 
 // Whether `extent` is the (symbolic) extent of a loop inside `loop`: a group of rows that a split
-// by a size made a loop of its own, which one iteration of `loop` spans whole.
+// by a size made a loop of its own, which one iteration of `loop` spans whole. An extent that
+// varies with an enclosing loop (a tile range narrowed per row by a mask) is no buffer size.
 bool spans_inner_loop(const StmtNode& loop, const Expr& extent) {
+  bool loop_invariant = true;
+  ir::visit(extent, [&](const Expr& x) {
+    loop_invariant = loop_invariant && !(x->op == Op::Var && x->var_kind == ir::VarKind::Index);
+    return loop_invariant;
+  });
+  if (!loop_invariant) return false;
   bool found = false;
   ir::visit(loop.body, [&](const Stmt& s) {
     found = found || (s->kind == StmtKind::For && !ir::as_const_int(s->extent) &&

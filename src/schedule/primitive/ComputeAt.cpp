@@ -72,12 +72,19 @@ ir::Stmt nest_over_box(const Schedule& s, const ir::StmtNode& block,
     }
     const Range& r = it->second;
     ir::Expr value = r.min;
-    if (!(ir::as_const_int(r.extent) && *ir::as_const_int(r.extent) == 1)) {
+    bool new_loop = !(ir::as_const_int(r.extent) && *ir::as_const_int(r.extent) == 1);
+    if (new_loop) {
       std::string v = fresh(iv.name);
       loops.push_back({v, r.extent});
       value = ir::simplify(ir::make_binary(Op::Add, r.min, var(v)));
     }
     iv.binding = value;
+    // A new loop from 0 over a region wider than the variable's extent (the whole tiles of a
+    // producer whose last tile is partial, cut by the producer's predicate) needs the bound too.
+    auto ce = ir::as_const_int(r.extent), ci = ir::as_const_int(iv.extent);
+    if (new_loop && value->op == Op::Var && !ir::provably_equal(r.extent, iv.extent) &&
+        !(ce && ci && *ce <= *ci))
+      conj(ir::make_binary(Op::Lt, value, iv.extent));
     if (value->op != Op::Var) {
       conj(ir::make_binary(Op::Lt, value, iv.extent));
       if (!(ir::as_const_int(r.min) && *ir::as_const_int(r.min) >= 0) && r.min->op != Op::Mul &&

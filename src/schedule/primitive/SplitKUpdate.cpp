@@ -38,7 +38,9 @@ const char* kChunk = "__chunk";
 // (a row of a partial output is written, and combined, as one run; Neptune's factor_axis 0).
 constexpr int kChunkAxis = 0;
 
-// The rf buffer a write-back block combines over `loop_var`, or "" when it is not one.
+// The rf buffer a write-back block combines over `loop_var`, or "" when it is not one. A repaired
+// write-back also reads the partials of its producers by chunk (in h); its own partial is the one
+// rfactor named after its buffer (`<buffer>.rf`, or a fresh `<buffer>.rf_<k>`).
 std::string rf_of(const ir::StmtNode& wb, const std::string& loop_var) {
   ir::Reducer r;
   ir::Expr g;
@@ -47,14 +49,19 @@ std::string rf_of(const ir::StmtNode& wb, const std::string& loop_var) {
   for (const ir::IterVar& iv : wb.iters)
     if (iv.kind == ir::IterKind::Reduce) red = &iv;
   if (!red || !(red->binding->op == ir::Op::Var && red->binding->name == loop_var)) return "";
-  std::string rf;
+  std::vector<std::string> rfs;
   ir::visit(g, [&](const ir::Expr& x) {
     if (x->op == ir::Op::Load && !x->args.empty() && x->args[kChunkAxis]->op == ir::Op::Var &&
-        x->args[kChunkAxis]->name == red->name)
-      rf = x->name;
+        x->args[kChunkAxis]->name == red->name &&
+        std::find(rfs.begin(), rfs.end(), x->name) == rfs.end())
+      rfs.push_back(x->name);
     return true;
   });
-  return rf;
+  if (rfs.size() <= 1) return rfs.empty() ? "" : rfs.front();
+  const std::string own = wb.body->buffer + ".rf";
+  for (const std::string& rf : rfs)
+    if (rf == own || rf.rfind(own + "_", 0) == 0) return rf;
+  return "";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "ScheduleTestUtil.h"
+#include "ir/Visit.h"
 #include "schedule/AutoSchedule.h"
 
 using namespace kintsugi;
@@ -188,4 +189,82 @@ TEST(AutoSchedule, TargetsChooseTheirRowTiles) {
   expect_equivalent(p, s.program(),
                     {{{"B", 1}, {"H", 1}, {"S", 130}, {"T", 140}, {"D", 4}},
                      {{"B", 1}, {"H", 2}, {"S", 37}, {"T", 50}, {"D", 3}}});
+}
+
+// A value derived from two reductions of the chain (a log-sum-exp style m + log(l)) read by a
+// third: when split-K splits the third, the second's write-back reads both its own partial and
+// its producer's partial by chunk, and the frontier must take its own (found by the chain
+// fuzzer: the combine used the maximum's partial in place of the minimum's).
+TEST(AutoSchedule, SplitKFrontierTakesEachWriteBacksOwnPartial) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 8, N = 200
+input X: f32[M, N]
+a0[i] = max[j](X[i, j]) / 2
+a1[i] = min[j](exp(X[i, j] - a0[i]))
+d1[i] = a0[i] + log(a1[i])
+a2[i] = sum[j](exp(X[i, j] - d1[i]))
+output S[i]: f32 = a2[i]
+)");
+  const std::vector<runtime::SizeMap> shapes = {
+      {{"M", 3}, {"N", 9}}, {{"M", 2}, {"N", 17}}, {{"M", 5}, {"N", 64}}, {{"M", 1}, {"N", 1}}};
+  Schedule split_k = scheduled(p, 1000);
+  EXPECT_EQ(count(split_k, "split_k_update"), 3) << split_k.trace().dump(1);
+  expect_equivalent(p, split_k.program(), shapes);
+}
+
+// An elementwise consumer of the scores placed in the row loop after the chain covers the whole
+// tiles the scores were computed in; past the axis' end (a partial last tile) it must not run
+// (found by the chain fuzzer: Z was written out of bounds at N = 9).
+TEST(AutoSchedule, ConsumersOfATiledProducerStopAtTheAxisEnd) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes B = 1, H = 256, D = 128, N = 4096
+param TEMP: f32 = 0.5
+input A: bf16[B, H, D]
+input Kt: f32[N, D]
+s[b, h, j] = sum[d](f32(A[b, h, d]) * Kt[j, d])
+t0[b, h, j] = s[b, h, j] / TEMP
+a0[b, h] = max[j](t0[b, h, j]) / TEMP
+a1[b, h] = sum[j](exp(s[b, h, j] - a0[b, h]))
+d1[b, h] = a1[b, h] / TEMP
+output Z[b, h, j]: f16 = s[b, h, j] * d1[b, h]
+)");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 5}, {"D", 3}, {"N", 9}},
+                                                {{"B", 2}, {"H", 3}, {"D", 2}, {"N", 8}},
+                                                {{"B", 1}, {"H", 2}, {"D", 1}, {"N", 1}}};
+  Schedule rolling = scheduled(p, 1);
+  EXPECT_EQ(count(rolling, "rolling_update"), 2) << rolling.trace().dump(1);
+  expect_equivalent(p, rolling.program(), shapes);
+}
+
+// A masked sliding window narrows each row's tile loop to the tiles the window touches, so the
+// scores of one row span a range that depends on the row; a buffer compacted to it would have a
+// size that varies with the row loop, so that dimension keeps its whole extent (found by the
+// chain fuzzer: "size 'i' has no value").
+TEST(AutoSchedule, CompactedBuffersHaveSizesFreeOfLoopVariables) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 4, N = 200, E = 64
+param TEMP: f32 = 2.0
+param WIN: i32 = 34
+input X: f32[M, N]
+input V: f32[N, E]
+c0[i, j] = select(j <= i && i - j < WIN, X[i, j] / TEMP, -inf)
+a0[i] = max[j](c0[i, j])
+d0[i] = a0[i]
+a1[i] = max[j](c0[i, j])
+a2[i] = max[j](c0[i, j])
+d2[i] = a2[i]
+o[i, e] = sum[j](exp(c0[i, j] - d2[i]) * V[j, e])
+output O[i, e]: f32 = o[i, e]
+)");
+  schedule::AutoScheduleOptions o;
+  o.tile = 4;
+  o.row_tile = 4;
+  o.split_k_below_rows = 0;
+  std::vector<std::string> notes;
+  Schedule s = schedule::auto_schedule(p, o, &notes);
+  EXPECT_GT(count(s, "rolling_update"), 0) << s.trace().dump(1);
+  for (const ir::Buffer& b : s.program().buffers)
+    for (const ir::Expr& e : b.shape) EXPECT_FALSE(ir::uses_var(e, "i")) << ir::to_string(e);
+  expect_equivalent(p, s.program(),
+                    {{{"M", 60}, {"N", 50}, {"E", 3}}, {{"M", 7}, {"N", 9}, {"E", 2}}});
 }
