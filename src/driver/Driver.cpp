@@ -2,13 +2,17 @@
 // The pipeline, written once (see Driver.h).
 #include "driver/Driver.h"
 
+#include <filesystem>
 #include <mutex>
 
 #include "ir/Printer.h"
 #include "schedule/Analysis.h"
 #include "schedule/AutoSchedule.h"
 #include "schedule/Schedule.h"
+#include "support/DiskCache.h"
 #include "support/Error.h"
+#include "support/Hash.h"
+#include "support/Version.h"
 #include "target/cpu/CpuBackend.h"
 #include "target/cuda/CudaBackend.h"
 #include "target/cuda/Driver.h"
@@ -99,8 +103,10 @@ std::string describe_primitive(const nlohmann::json& entry) {
   return out;
 }
 
-// Validation results of this process, by program, schedule and sizes: a kernel compiled again
-// (another call with the same sizes, a Python kernel re-specialised) is not validated twice.
+// Validation results by program, schedule, sizes and params: kept for the process, and on disk
+// next to the kernels (disk_cache: only the user's own, checked entries are trusted) for
+// schedules that passed, so that a kernel compiled again in a new process is not validated again.
+// The commit is part of the entry's format line: another build validates anew.
 std::mutex validated_mu;
 std::map<std::string, ValidationReport>& validated() {
   static std::map<std::string, ValidationReport> m;
@@ -116,7 +122,21 @@ ValidationReport validate_cached(const ir::LoopProgram& program, const schedule:
     std::lock_guard<std::mutex> lock(validated_mu);
     if (auto it = validated().find(key); it != validated().end()) return it->second;
   }
+  const std::string format = std::string("kintsugi schedule validation ") + kCommit;
+  const std::string name = hex64(fnv1a(key)) + hex64(fnv1a(key, fnv1a(format)));
+  std::optional<std::string> dir = disk_cache::resolve_dir("", "schedule validation");
+  std::filesystem::path entry, meta;
+  if (dir) {
+    entry = std::filesystem::path(*dir) / ("validated-" + name + ".txt");
+    meta = std::filesystem::path(*dir) / ("validated-" + name + ".meta");
+    if (disk_cache::load_entry(entry, meta, format, name) == std::string("ok")) {
+      ValidationReport r;
+      r.ran = true;
+      return r;  // passed in an earlier process (seconds 0: nothing ran now)
+    }
+  }
   ValidationReport r = validate_schedule(program, s.program(), v);
+  if (dir && r.ran && r.ok) disk_cache::store_entry(entry, meta, format, name, "ok");
   std::lock_guard<std::mutex> lock(validated_mu);
   validated()[key] = r;
   return r;
