@@ -160,20 +160,26 @@ std::string sizes_text(const runtime::SizeMap& s) {
 }  // namespace
 
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
-                              int64_t scale_exponent, int64_t rows_cap) {
+                              int64_t scale_exponent, int64_t rows_cap, bool keep_order) {
   std::set<std::string> axis, rows;
   fused_dims(original, o, &axis, &rows);
+  auto given = [&](const std::string& d) { return o.sizes.count(d) ? o.sizes.at(d) : 1; };
   runtime::SizeMap out;
   int64_t axis_size =
       2 * o.axis_tile * std::max<int64_t>(1, o.chunk_tiles) + o.axis_tile / 2 + kTail;
-  for (const std::string& d : original.dims) {
-    int64_t given = o.sizes.count(d) ? o.sizes.at(d) : 1;
-    if (axis.count(d))
-      out[d] = std::min(given, axis_size);
-    else if (rows.count(d))
-      out[d] = std::min(given, rows_cap);
-    else
-      out[d] = std::max<int64_t>(1, given >> scale_exponent);
+  for (const std::string& d : original.dims)
+    out[d] = axis.count(d) ? std::min(given(d), axis_size)
+                           : std::max<int64_t>(1, given(d) >> scale_exponent);
+  for (const std::string& r : rows) {
+    out[r] = std::min(given(r), rows_cap);
+    if (!keep_order || axis.size() != 1) continue;
+    // Rows as many as the axis stay as many (a causal diagonal), and more rows than the axis
+    // stay more (rows that a bottom-right aligned mask leaves without a key).
+    const std::string& a = *axis.begin();
+    if (given(r) == given(a))
+      out[r] = out[a];
+    else if (given(r) > given(a))
+      out[r] = out[a] + std::min(given(r) - given(a), rows_cap);
   }
   return out;
 }
@@ -258,8 +264,8 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   for (int attempt = 0; attempt < 3 && exponent >= 0; ++attempt, --exponent) {
     // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
     // rows (one partial row tile) with every input set; both with the whole shrunk axis.
-    runtime::SizeMap tiles = shrink_sizes(original, o, exponent, o.row_tile + kTail);
-    runtime::SizeMap few = shrink_sizes(original, o, exponent, kFewRows);
+    runtime::SizeMap tiles = shrink_sizes(original, o, exponent, o.row_tile + kTail, true);
+    runtime::SizeMap few = shrink_sizes(original, o, exponent, kFewRows, false);
     // (The rounded run of the two row tiles is left to the few rows: the same arithmetic.)
     struct Job {
       const runtime::SizeMap* sizes;

@@ -55,8 +55,9 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
                                    const ir::LoopProgram& scheduled, const ValidationOptions& o);
 
 // The shrunk sizes (exposed for tests): the fused axis over two tiles (or chunks) and a partial
-// one, the rows capped at `rows_cap`, the other sizes divided by 2^scale_exponent.
+// one, the rows capped at `rows_cap`, the other sizes divided by 2^scale_exponent. `keep_order`:
+// rows as many as the axis stay as many, more rows than the axis stay more (by up to rows_cap).
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
-                              int64_t scale_exponent, int64_t rows_cap);
+                              int64_t scale_exponent, int64_t rows_cap, bool keep_order);
 
 }  // namespace kintsugi::driver

@@ -5,10 +5,14 @@
 // reduction read by a later definition) validate.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "../schedule/ScheduleTestUtil.h"
 #include "driver/Driver.h"
+#include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
+#include "runtime/Runner.h"
 #include "schedule/AutoSchedule.h"
 #include "te/Lower.h"
 #include "te/Program.h"
@@ -77,18 +81,58 @@ TEST(ValidateSchedule, ExamplesPassAtTheirSizes) {
 TEST(ValidateSchedule, ShrunkSizesCoverTilesChunksAndRows) {
   ir::LoopProgram p = example("attention/prefill_causal.te");
   driver::ValidationOptions o;
-  o.sizes = {{"B", 2}, {"H", 32}, {"S", 4096}, {"T", 4096}, {"D", 128}};
+  o.sizes = {{"B", 2}, {"H", 32}, {"S", 4096}, {"T", 8192}, {"D", 128}};
   o.axis_tile = 64;
   o.row_tile = 128;
-  runtime::SizeMap s = driver::shrink_sizes(p, o, 5, 131);
+  runtime::SizeMap s = driver::shrink_sizes(p, o, 5, 131, true);
   EXPECT_EQ(s.at("T"), 2 * 64 + 32 + 3);  // two tiles and a partial one
   EXPECT_EQ(s.at("S"), 128 + 3);          // two row tiles, the second partial
   EXPECT_EQ(s.at("D"), 4);                // scaled down by 2^5
   EXPECT_EQ(s.at("H"), 1);
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 5, false).at("S"), 5);
   o.chunk_tiles = 4;
-  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131).at("T"), 2 * 256 + 32 + 3);  // two chunks and a tail
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131, true).at("T"), 2 * 256 + 32 + 3);  // two chunks
+  // As many rows as keys stay as many (the causal diagonal); more rows than keys stay more (rows
+  // the bottom-right aligned mask leaves without a key).
+  o.chunk_tiles = 1;
+  o.sizes["T"] = 4096;
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131, true).at("S"), 163);
+  o.sizes["T"] = 2048;
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131, true).at("S"), 163 + 131);
   o.sizes["T"] = 100;  // never larger than the run's own size
-  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131).at("T"), 100);
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131, true).at("T"), 100);
+}
+
+TEST(ValidateSchedule, RowsWithoutAKeyAtTheRunsSizesAreValidated) {
+  // A log-sum-exp over a bottom-right causal mask with more queries than keys: the first S - T
+  // rows see no key (the reference: -inf + log(NaN) = NaN). Validated at sizes that keep S > T,
+  // a schedule that turns those rows into -inf is rejected.
+  ir::LoopProgram p = lowered(R"(
+input Q: f16[S, D]
+input K: f16[T, D]
+s[i, j] = sum[d](f32(Q[i, d]) * f32(K[j, d]))
+c[i, j] = select(j <= i + T - S, s[i, j], -inf)
+m[i]    = max[j](c[i, j])
+e[i, j] = exp(c[i, j] - m[i])
+l[i]    = sum[j](e[i, j])
+output LSE[i]: f32 = m[i] + log(l[i])
+)");
+  driver::Scheduled s = schedule_at(p, {{"S", 4096}, {"T", 2048}, {"D", 64}});
+  // Whatever schedule is handed out agrees with the program where rows have no key.
+  runtime::SizeMap run = {{"S", 300}, {"T", 150}, {"D", 4}};
+  std::map<std::string, runtime::Tensor> in = runtime::random_inputs(p, run, 5);
+  std::map<std::string, const runtime::Tensor*> ptrs;
+  for (auto& [n, t] : in) ptrs[n] = &t;
+  std::vector<double> ref =
+      ir::interpret(p, ir::InterpMode::Exact, ptrs, run).outputs.at("LSE").values;
+  std::vector<double> got =
+      ir::interpret(s.program, ir::InterpMode::Exact, ptrs, run).outputs.at("LSE").values;
+  ASSERT_TRUE(std::isnan(ref[0]));
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (std::isnan(ref[i]) != std::isnan(got[i]) ||
+        (!std::isnan(ref[i]) && std::fabs(ref[i] - got[i]) > 1e-9 * (1 + std::fabs(ref[i]))))
+      FAIL() << "row " << i << ": " << got[i] << " where the reference is " << ref[i] << " ("
+             << (s.warnings.empty() ? "no warning" : s.warnings.front()) << ")";
 }
 
 TEST(ValidateSchedule, RejectsAChangedResult) {
