@@ -116,10 +116,10 @@ std::vector<InputSet> input_sets() {
   };
 }
 
-// The first disagreement of `got` with `ref`, or "" when they agree. `relaxed`: any value may
-// stand where the reference is NaN.
-std::string compare(const ir::InterpBuffer& ref, const ir::InterpBuffer& got, DType dtype,
-                    double tolerance, bool relaxed) {
+}  // namespace
+
+std::string first_disagreement(const ir::InterpBuffer& ref, const ir::InterpBuffer& got,
+                               DType dtype, double tolerance, bool relaxed) {
   if (ref.values.size() != got.values.size()) return "the sizes differ";
   double scale = 0.0;
   for (double r : ref.values)
@@ -150,6 +150,8 @@ std::string compare(const ir::InterpBuffer& ref, const ir::InterpBuffer& got, DT
     << ", tolerance " << (is_int(dtype) ? 1.0 : tolerance) << ")";
   return m.str();
 }
+
+namespace {
 
 std::string sizes_text(const runtime::SizeMap& s) {
   std::string out;
@@ -226,7 +228,8 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
   }
   for (const ir::Buffer* b : original.outputs()) {
     const ir::InterpBuffer& r = ref.outputs.at(b->name);
-    std::string d = compare(r, got.outputs.at(b->name), b->dtype, kExactTolerance, set.nonfinite);
+    std::string d =
+        first_disagreement(r, got.outputs.at(b->name), b->dtype, kExactTolerance, set.nonfinite);
     if (!d.empty()) {
       out.failure = where + "exact arithmetic, output " + b->name + ": " + d;
       return out;
@@ -234,8 +237,9 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
     if (!typed) continue;
     // In the program's own precision, where the original is accurate the schedule must be.
     double tol = runtime::tolerance_for(original, b->dtype);
-    if (!compare(r, ref_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite).empty()) continue;
-    d = compare(r, got_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite);
+    if (!first_disagreement(r, ref_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite).empty())
+      continue;
+    d = first_disagreement(r, got_typed.outputs.at(b->name), b->dtype, tol, set.nonfinite);
     if (!d.empty()) {
       out.failure = where + "rounded to the program's types, output " + b->name + ": " + d;
       return out;

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ir/Interpreter.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
 
@@ -53,6 +54,13 @@ struct ValidationReport {
 // Runs `original` and `scheduled` on the shrunk instances; ok when every output agrees.
 ValidationReport validate_schedule(const ir::LoopProgram& original,
                                    const ir::LoopProgram& scheduled, const ValidationOptions& o);
+
+// The first disagreement of an output `got` with the reference `ref` ("" when they agree): the
+// largest error over the largest finite |reference| (an absolute error of one for integer
+// outputs) within `tolerance`, NaN and infinities at the same places; `relaxed`: any value may
+// stand where the reference is NaN (non-finite inputs).
+std::string first_disagreement(const ir::InterpBuffer& ref, const ir::InterpBuffer& got,
+                               DType dtype, double tolerance, bool relaxed);
 
 // The shrunk sizes (exposed for tests): the fused axis over two tiles (or chunks) and a partial
 // one, the rows capped at `rows_cap`, the other sizes divided by 2^scale_exponent. `keep_order`:

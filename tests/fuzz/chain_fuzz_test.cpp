@@ -513,32 +513,7 @@ class ChainGen {
 // The first disagreement of `got` with the exact reference `ref` ("" when none): relative error
 // against the largest finite |ref| above `tol`, or NaN / infinity not at the same places.
 std::string compare_exact(const ir::InterpBuffer& ref, const ir::InterpBuffer& got, double tol) {
-  if (ref.values.size() != got.values.size()) return "the sizes differ";
-  double scale = 0.0;
-  for (double r : ref.values)
-    if (std::isfinite(r)) scale = std::max(scale, std::fabs(r));
-  double worst = 0.0;
-  size_t at = 0;
-  for (size_t i = 0; i < ref.values.size(); ++i) {
-    double r = ref.values[i], g = got.values[i];
-    if (!std::isfinite(r) || !std::isfinite(g)) {
-      bool same = (std::isnan(r) && std::isnan(g)) ||
-                  (std::isinf(r) && std::isinf(g) && (r > 0) == (g > 0));
-      if (!same) {
-        std::ostringstream m;
-        m << "element " << i << " is " << g << " where the reference is " << r;
-        return m.str();
-      }
-      continue;
-    }
-    double err = std::fabs(g - r);
-    if (err > worst) worst = err, at = i;
-  }
-  if (worst <= tol * scale) return "";
-  std::ostringstream m;
-  m << "element " << at << " is " << got.values[at] << " where the reference is " << ref.values[at]
-    << " (rel err " << worst / scale << ")";
-  return m.str();
+  return driver::first_disagreement(ref, got, DType::F32, tol, false);
 }
 
 // Whether NaN and infinity sit at the same places in both.
