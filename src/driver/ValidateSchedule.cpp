@@ -200,7 +200,8 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
                     const InputSet& set, bool exact_only, uint64_t seed) {
   const bool typed = set.typed && !exact_only;
   SetResult out;
-  std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(original, sizes, seed);
+  std::map<std::string, runtime::Tensor> inputs =
+      runtime::random_inputs(original, sizes, seed, params);
   std::mt19937_64 rng(seed);
   set.adjust(inputs, rng);
   std::map<std::string, const runtime::Tensor*> in;

@@ -50,11 +50,13 @@ SizeMap bind_sizes(const ir::LoopProgram& p, const SizeMap& overrides) {
 }
 
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes,
-                                            uint64_t seed) {
+                                            uint64_t seed, const ParamMap& params) {
+  ParamMap values = params;
+  for (const ir::Param& q : p.params) values.emplace(q.name, q.value);
   std::map<std::string, Tensor> out;
   std::mt19937_64 rng(seed);
   for (const ir::Buffer* b : p.inputs()) {
-    Tensor t(b->dtype, ir::eval_shape(b->shape, sizes), "input '" + b->name + "'");
+    Tensor t(b->dtype, ir::eval_shape(b->shape, sizes, values), "input '" + b->name + "'");
     int64_t n = t.numel();
     if (is_float(b->dtype)) {
       std::normal_distribution<double> dist(0.0, 1.0);
@@ -266,16 +268,6 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   r.program = p.name;
   r.target = o.target;
   r.arch = "host";
-  std::map<std::string, Tensor> inputs;
-  if (!o.inputs_dir.empty()) {
-    SizeMap from_files;
-    inputs = read_inputs(p, o.inputs_dir, from_files, o.shape);
-    r.shape = bind_sizes(p, from_files);
-  } else {
-    r.shape = bind_sizes(p, o.shape);
-    inputs = random_inputs(p, r.shape, o.seed);
-  }
-
   ParamMap params;
   for (const ir::Param& q : p.params) params[q.name] = q.value;
   for (const auto& [name, value] : o.params) {
@@ -290,6 +282,16 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
                 << " (param '" << name << "' is " << dtype_name(decl->dtype) << ")";
     it->second = value;
   }
+  std::map<std::string, Tensor> inputs;
+  if (!o.inputs_dir.empty()) {
+    SizeMap from_files;
+    inputs = read_inputs(p, o.inputs_dir, from_files, o.shape);
+    r.shape = bind_sizes(p, from_files);
+  } else {
+    r.shape = bind_sizes(p, o.shape);
+    inputs = random_inputs(p, r.shape, o.seed, params);
+  }
+
   // The kernel runs the scheduled program; verification always uses the unscheduled one.
   driver::ScheduleOptions so;
   so.target = driver::Target::parse(o.target);
@@ -317,7 +319,8 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
     if (b.role == ir::BufferRole::Output) {
       auto [it, _] = outputs.emplace(
-          b.name, Tensor(b.dtype, ir::eval_shape(b.shape, r.shape), "output '" + b.name + "'"));
+          b.name,
+          Tensor(b.dtype, ir::eval_shape(b.shape, r.shape, params), "output '" + b.name + "'"));
       args.push_back(&it->second);
     }
   }

@@ -70,8 +70,9 @@ struct RunReport {
 // that each is positive and that every dim has one.
 SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
 // Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range.
+// `params`: the values of params that shapes use (the program's own where absent).
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes,
-                                            uint64_t seed);
+                                            uint64_t seed, const ParamMap& params = {});
 // The verification tolerance of an output (depends on the lowest float precision the program
 // computes or stores in, and on the output type).
 double tolerance_for(const ir::LoopProgram& program, DType output);
