@@ -12,16 +12,16 @@
 // counted and printed.
 //
 // Check 1 (every program): the driver's schedule (driver::schedule_program: validated, as a user
-// gets it; with KINTSUGI_FUZZ_UNVALIDATED=1, validation off so that no fallback hides a scheduler
-// bug, and then also a schedule with small tiles: auto_schedule with tiles of 2 to 16, rows tiles
-// of 0 to 4, chunks of 1 to 3 tiles) run by the exact interpreter at several size bindings with
-// tails, on random and tied inputs, against the original program: relative error <= 1e-6 of the
-// largest |reference|, NaN / infinity at the same places. validate_schedule runs too, and a
-// verdict that disagrees with Check 1 is reported.
-// A ScheduleError is fusion refused (fine); any other exception is a bug.
-// Check 2 (every 25th program): the CPU kernel from driver::build_kernel against the exact
-// interpreter within runtime::tolerance_for; every 50th program, the CUDA kernel of its tile
-// program on the emulator (tests/emu; a program not in tile form is fine).
+// gets it, at the sizes of each run; with KINTSUGI_FUZZ_UNVALIDATED=1, validation off so that no
+// fallback hides a scheduler bug, one schedule for all runs, and also a schedule with small tiles:
+// auto_schedule with tiles of 2 to 16, rows tiles of 0 to 4, chunks of 1 to 3 tiles) run by the
+// exact interpreter at several size bindings with tails, on random and tied inputs, against the
+// original program: relative error <= 1e-6 of the largest |reference|, NaN / infinity at the same
+// places. validate_schedule runs too, and a verdict that disagrees with Check 1 is reported. A
+// ScheduleError is fusion refused (fine); any other exception is a bug. Check 2 (every 25th
+// program): the CPU kernel from driver::build_kernel against the exact interpreter within
+// runtime::tolerance_for; every 50th program, the CUDA kernel of its tile program on the emulator
+// (tests/emu; a program not in tile form is fine).
 //
 // Bounded by default (300 programs or 60 s); KINTSUGI_FUZZ_CHAINS=N runs N programs without the
 // time bound, KINTSUGI_FUZZ_SEED=S changes the seed, KINTSUGI_FUZZ_ONLY=K runs program K alone,
@@ -725,10 +725,29 @@ class Fuzzer {
       instances_.push_back(std::move(inst));
     }
     bool driver_ok = true;
-    if (!s.primitives.empty())
-      driver_ok = compare_schedule(
-          "driver (" + o.target.name() + ", chunk_tiles " + std::to_string(o.chunk_tiles) + ")",
-          s.program, s.trace, validation_options(s.trace, a, o.sizes));
+    const std::string driver_name =
+        "driver (" + o.target.name() + ", chunk_tiles " + std::to_string(o.chunk_tiles) + ")";
+    if (unvalidated()) {
+      if (!s.primitives.empty())
+        driver_ok = compare_schedule(driver_name, s.program, s.trace,
+                                     validation_options(s.trace, a, o.sizes));
+    } else {
+      // As a user gets kernels: scheduled, and validated, at the sizes they run at.
+      std::vector<Instance> all = std::move(instances_);
+      for (Instance& inst : all) {
+        driver::ScheduleOptions at = o;
+        at.sizes = inst.sizes;
+        stage_ = "driver schedule at the run's sizes";
+        driver::Scheduled si = driver::schedule_program(program_, at);
+        if (si.primitives.empty()) continue;
+        instances_.clear();
+        instances_.push_back(std::move(inst));
+        driver_ok &= compare_schedule(driver_name + " at " + sizes_text(at.sizes), si.program,
+                                      si.trace, validation_options(si.trace, a, at.sizes));
+        inst = std::move(instances_.back());
+      }
+      instances_ = std::move(all);
+    }
     if (unvalidated() && !ss.trace().empty())
       compare_schedule("small tiles (tile " + std::to_string(small.tile) + ", row_tile " +
                            std::to_string(small.row_tile) + ", chunk_tiles " +
@@ -737,8 +756,15 @@ class Fuzzer {
                        ss.program(), ss.trace(), validation_options(ss.trace(), small, o.sizes));
     // A kernel of a schedule that already failed is not run: its stores may fall outside its
     // buffers (the generated code trusts the loop program's bounds).
-    if (cpu && driver_ok && !instances_.empty()) check_cpu(s);
-    if (emu && driver_ok && !instances_.empty()) check_emulated(s);
+    // The kernels run at the last instance's sizes: validated, they are scheduled there too.
+    auto at_run = [&]() {
+      if (unvalidated()) return s;
+      driver::ScheduleOptions at = o;
+      at.sizes = instances_.back().sizes;
+      return driver::schedule_program(program_, at);
+    };
+    if (cpu && driver_ok && !instances_.empty()) check_cpu(at_run());
+    if (emu && driver_ok && !instances_.empty()) check_emulated(at_run());
   }
 
   // KINTSUGI_FUZZ_UNVALIDATED=1: the auto-scheduler's own schedules, the driver's with
@@ -884,10 +910,12 @@ class Fuzzer {
 
 }  // namespace
 
-// The main loop: KINTSUGI_FUZZ_CHAINS programs (default 300, at most 60 s). Disabled in CI while
-// the mismatches of the DISABLED_ reproducers below are open: even validated, seed 1 finds two in
-// 300 programs, at sizes larger than the validated instance (a fully masked row whose NaN the
-// split-K combine turns into 0; a NaN where the reference is 0 at N=65). Run it with
+// The main loop: KINTSUGI_FUZZ_CHAINS programs (default 300, at most 60 s). It checks what a user
+// gets, the schedule validated at the sizes it runs at (KINTSUGI_FUZZ_UNVALIDATED=1 fuzzes the
+// auto-scheduler itself, where the mismatches of the DISABLED_ reproducers below still show).
+// Disabled in CI while one defect is open: seed 1, program 162 (B=2, E=4, M=1, N=64), the CPU
+// tile kernel of a split-K schedule stops with "a0.rf dimension 0 index 3 not in [0, 3)" (an
+// error, not a wrong result). Seeds 2 and 3, 1500 programs each, pass. Run it with
 // --gtest_also_run_disabled_tests --gtest_filter='chain_fuzz.*Agree*'.
 TEST(chain_fuzz, DISABLED_SchedulesAgreeWithTheInterpreter) {
   uint64_t seed = env_u64("KINTSUGI_FUZZ_SEED", 1);
