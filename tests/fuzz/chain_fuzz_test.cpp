@@ -29,6 +29,8 @@
 // line (seed, program index, schedule sizes) and the full .te text.
 #include <gtest/gtest.h>
 
+#include "FuzzRng.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -54,16 +56,7 @@ namespace {
 
 using namespace kintsugi;
 
-struct Rng {
-  std::mt19937_64 rng;
-  explicit Rng(uint64_t seed) : rng(seed) {}
-  int pick(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
-  bool chance(int percent) { return pick(100) < percent; }
-  template <typename T>
-  const T& one_of(const std::vector<T>& v) {
-    return v[static_cast<size_t>(pick(static_cast<int>(v.size())))];
-  }
-};
+using fuzztest::Rng;
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
   const char* v = std::getenv(name);

@@ -16,6 +16,8 @@
 // case's seed and program before it runs.
 #include <gtest/gtest.h>
 
+#include "FuzzRng.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -40,24 +42,7 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
   return std::strtoull(v, nullptr, 10);
 }
 
-struct Rng {
-  std::mt19937_64 rng;
-  explicit Rng(uint64_t seed) : rng(seed) {}
-  int pick(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
-  bool chance(int percent) { return pick(100) < percent; }
-  // A count drawn log-uniformly from [1, max].
-  int grow(int max) {
-    int bits = 0;
-    while ((1 << bits) < max) ++bits;
-    int n = 1 << pick(bits + 1);
-    n += pick(n);
-    return std::max(1, std::min(n, max));
-  }
-  template <typename T>
-  const T& one_of(const std::vector<T>& v) {
-    return v[static_cast<size_t>(pick(static_cast<int>(v.size())))];
-  }
-};
+using fuzztest::Rng;
 
 const std::vector<std::string> kExtremeSizes = {"1",
                                                 "7",

@@ -15,6 +15,8 @@
 // repro line: rerun with KINTSUGI_FUZZ_TRACE=1 to print every case before it runs.
 #include <gtest/gtest.h>
 
+#include "FuzzRng.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -33,16 +35,7 @@ namespace {
 
 using namespace kintsugi;
 
-struct Rng {
-  std::mt19937_64 rng;
-  explicit Rng(uint64_t seed) : rng(seed) {}
-  int pick(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
-  bool chance(int percent) { return pick(100) < percent; }
-  template <typename T>
-  const T& one_of(const std::vector<T>& v) {
-    return v[static_cast<size_t>(pick(static_cast<int>(v.size())))];
-  }
-};
+using fuzztest::Rng;
 
 bool trace_enabled() {
   static const bool on = std::getenv("KINTSUGI_FUZZ_TRACE") != nullptr;
