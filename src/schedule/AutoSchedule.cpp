@@ -398,12 +398,38 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
 
 namespace {
 
-Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+// Step 0 (see AutoSchedule.h): a reduction of a chain that reads an incomplete producer in its
+// own term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term named as an elementwise
+// block (name_term), the form in which fusion moves it under the tile loop: writing an
+// expression inline or naming it schedules alike.
+Schedule normal_form(const ir::LoopProgram& program,
+                     const std::function<void(const std::string&)>& note) {
+  Schedule s(program);
+  for (const ReductionChain& c : find_reduction_chains(program)) {
+    if (c.producers.empty()) continue;
+    const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
+    std::set<std::string> direct;
+    for (const std::string& r : block_reads(b))
+      if (std::find(c.producers.begin(), c.producers.end(), r) != c.producers.end())
+        direct.insert(r);
+    if (direct.empty()) continue;
+    try {
+      s.name_term(c.target, direct);
+    } catch (const ScheduleError& e) {
+      note(std::string("the term of '") + c.target + "' stays inline: " + e.what());
+    }
+  }
+  return s;
+}
+
+Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
-  Schedule unscheduled(program);
+  Schedule unscheduled(original);
   auto note = [&](const std::string& n) {
     if (notes) notes->push_back(n);
   };
+  const Schedule normal = normal_form(original, note);
+  const ir::LoopProgram& program = normal.program();
   // 1. Chains grouped by axis extent.
   std::vector<ReductionChain> chains = find_reduction_chains(program);
   std::map<std::string, std::vector<std::string>> groups;  // extent text -> reductions
@@ -431,7 +457,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
     if (std::find(best->second.begin(), best->second.end(), b->name) != best->second.end())
       members.push_back(b->name);
   try {
-    Schedule s(program);
+    Schedule s = normal;
     const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
     // 2. The head: the earliest block of the first reduction's producers running along the axis
     // and along every row of the first reduction.
@@ -560,7 +586,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
       note(std::string("chunks of one tile: ") + e.what());
       AutoScheduleOptions one = options;
       one.chunk_tiles = 1;
-      return schedule_chain(program, one, notes, nullptr);
+      return schedule_chain(original, one, notes, nullptr);
     }
     note(std::string("fusion abandoned: ") + e.what());
     return unscheduled;
