@@ -58,10 +58,9 @@ std::set<std::string> producer_closure(const ir::LoopProgram& p, const ir::StmtN
 // (self-attention over one length) finds the right one. A producer that runs along the axis but
 // not along the rows (a definition on the key side) is not the head: it stays a producer,
 // complete before the row loop. Nothing when no producer qualifies.
-std::optional<std::pair<std::string, std::string>> chain_head(const ir::LoopProgram& p,
-                                                              const ir::StmtNode& first,
-                                                              const std::string& axis,
-                                                              const std::set<std::string>& closure) {
+std::optional<std::pair<std::string, std::string>> chain_head(
+    const ir::LoopProgram& p, const ir::StmtNode& first, const std::string& axis,
+    const std::set<std::string>& closure) {
   std::vector<std::string> between;  // producers first
   for (const ir::StmtNode* b : ordered_blocks(p))
     if (closure.count(b->name) && b->body && b->body->kind == ir::StmtKind::Store)

@@ -107,6 +107,19 @@ TEST(Emulator, AttentionAtDefaultSizes) {
     verify({std::string("attention/") + name + ".te", {}, {}});
 }
 
+// The generality corpus (tests/generality) entries that the scheduler now fuses, at their
+// default sizes and with tails, prefill and decode.
+TEST(Emulator, GeneralityCorpus) {
+  for (const char* name : {"self_attention_one_length", "key_copy", "rotary_keys", "attention_sink",
+                           "softmax_inlined_exp"})
+    verify({std::string("../tests/generality/") + name + ".te", {}, {}});
+  for (const char* name : {"key_copy", "rotary_keys", "attention_sink"}) {
+    verify({std::string("../tests/generality/") + name + ".te", {{"S", 70}, {"T", 130}}, {}});
+    verify({std::string("../tests/generality/") + name + ".te", {{"S", 1}, {"T", 300}}, {}});
+  }
+  verify({"../tests/generality/self_attention_one_length.te", {{"S", 100}}, {}});
+}
+
 // Tails in every tiled axis, causal with S != T (bottom-right aligned), decode over a length that
 // is no multiple of the key tile, in chunks of four key tiles (the last chunk's last tile empty),
 // grouped decode at the benchmark's head size (eight query heads a chunk's rows), and fully

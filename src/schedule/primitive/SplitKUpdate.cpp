@@ -298,9 +298,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       gidx.erase(gidx.begin() + kChunkAxis);
       ir::Expr global_load = ir::make_load(global, rf_load->type, gidx);
       sub[v.old_var] = local;
-      sub[v.new_var] = ir::mutate(v.load, [&](const ir::Expr& n) {
-        return ir::equal(n, rf_load) ? global_load : n;
-      });
+      sub[v.new_var] = ir::mutate(
+          v.load, [&](const ir::Expr& n) { return ir::equal(n, rf_load) ? global_load : n; });
       const ir::StmtNode* prod = writers_now.at(global);
       ir::Reducer pr;
       ir::Expr pg;

@@ -302,9 +302,8 @@ TEST(AutoSchedule, SelfAttentionOverOneLengthFusesAlongTheKeys) {
 // A definition on the key side (a copy; keys rotated by position) is not the head: it runs along
 // the keys only, and is computed per key tile inside the fused loop (compute_at).
 TEST(AutoSchedule, KeySideDefinitionsAreComputedPerKeyTile) {
-  const std::vector<runtime::SizeMap> shapes = {
-      {{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 4}},
-      {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 4}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
   for (const char* name : {"key_copy.te", "rotary_keys.te"}) {
     ir::LoopProgram p = generality(name);
     for (int64_t below : {1, 1000}) {
@@ -332,9 +331,8 @@ TEST(AutoSchedule, InlineTermFusesLikeItsNamedSpelling) {
 // and keeps the causal tiles skipped.
 TEST(AutoSchedule, SinkLogitJoiningTheMaxFuses) {
   ir::LoopProgram p = generality("attention_sink.te");
-  const std::vector<runtime::SizeMap> shapes = {
-      {{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 3}},
-      {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 7}, {"D", 2}}};
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 3}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 7}, {"D", 2}}};
   Schedule rolling = scheduled(p, 1);
   expect_fused(rolling, "rolling");
   EXPECT_EQ(count(rolling, "propagate_mask"), 1) << rolling.trace().dump(1);

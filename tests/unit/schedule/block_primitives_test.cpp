@@ -57,7 +57,8 @@ output Y[r, e]: f32 = o[r, e]
   std::string text = ir::to_string(s.program());
   EXPECT_NE(text.find("o.term0[r, v] = exp(X[r, v] - m[r])"), std::string::npos) << text;
   EXPECT_NE(text.find("o[r, e] = o[r, e] + o.term0[r, v] * V[v, e]"), std::string::npos) << text;
-  expect_equivalent(p, s.program(), {{{"M", 3}, {"N", 7}, {"E", 2}}, {{"M", 1}, {"N", 1}, {"E", 5}}});
+  expect_equivalent(p, s.program(),
+                    {{{"M", 3}, {"N", 7}, {"E", 2}}, {{"M", 1}, {"N", 1}, {"E", 5}}});
   EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
   try {
     s.name_term("m", {"X"});  // max[v](X[r, v]): nothing but the load itself
