@@ -32,10 +32,11 @@ def expand_heads(x, heads):
     return np.repeat(x, heads // x.shape[1], axis=1)
 
 
-def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=None):
+def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=None, sink=None):
     """softmax(scores + mask) V with the probabilities rounded by round_p before P.V.
 
-    scores: [B, H, S, T] (default q.k / sqrt(D)); visible: boolean mask broadcastable to it.
+    scores: [B, H, S, T] (default q.k / sqrt(D)); visible: boolean mask broadcastable to it;
+    sink: [H], a logit per head that joins the maximum and the denominator with no value row.
     Returns (O, m, l): O is 0 on rows that see no key, m the row max, l the row sum.
     """
     k, v = expand_heads(k, q.shape[1]), expand_heads(v, q.shape[1])
@@ -45,9 +46,13 @@ def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=Non
     if visible is not None:
         scores = np.where(visible, scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
+    if sink is not None:
+        m = np.maximum(m, sink[None, :, None, None])
     safe_m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(scores - safe_m)
     l = e.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        l = l + np.exp(sink[None, :, None, None] - safe_m)
     o = np.einsum("bhij,bhjd->bhid", round_p(e), v)
     out = np.where(l > 0, o / np.where(l > 0, l, 1.0), 0.0)
     return out, m[..., 0], l[..., 0]
@@ -299,3 +304,36 @@ def online_logsumexp(inputs, params):
     with np.errstate(divide="ignore"):
         lse = safe + np.log(np.exp(x - safe[:, None]).sum(axis=-1))
     return {"LSE": np.where(np.isfinite(m), lse, -np.inf)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Natural spellings the scheduler once failed to fuse
+
+
+def causal(q, k, v, **kw):
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    return softmax_attention(q, k, v, visible=kpos <= qpos, **kw)[0]
+
+
+def self_attention_one_length(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
+
+
+def key_copy(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"].copy(), inputs["V"])}
+
+
+def rotary_keys(inputs, params):
+    k = inputs["K"]
+    half = k.shape[-1] // 2
+    rotated = np.concatenate([-k[..., half:], k[..., :half]], axis=-1)  # rotate_half (GPT-NeoX)
+    kr = f16(k * inputs["COS"][None, None] + rotated * inputs["SIN"][None, None])
+    return {"O": causal(inputs["Q"], kr, inputs["V"])}
+
+
+def softmax_inlined_exp(inputs, params):
+    return {"Y": softmax_rows(inputs["X"])}
+
+
+def attention_sink(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"], sink=inputs["SINK"])}
