@@ -909,6 +909,11 @@ class Fuzzer {
 // gets, the schedule validated at the sizes it runs at (KINTSUGI_FUZZ_UNVALIDATED=1 fuzzes the
 // auto-scheduler itself, where the mismatches of the DISABLED_ reproducers below still show).
 // Run longer with KINTSUGI_FUZZ_SEED=S KINTSUGI_FUZZ_CHAINS=N (no time bound then).
+// Runs so far on the validated path: seeds 2 and 3, 1500 programs each, clean; seed 1, 1000
+// programs, clean once its split-K tile kernel at fewer chunks was fixed
+// (TileKernelOfASplitKScheduleAtFewerChunks); seed 6, 1000 programs, one mismatch, open
+// (DISABLED_SplitKChainOverAOneElementChunk). 5000 programs in all, short of the 10,000 the
+// soundness issue asks for.
 TEST(chain_fuzz, SchedulesAgreeWithTheInterpreter) {
   uint64_t seed = env_u64("KINTSUGI_FUZZ_SEED", 1);
   bool bounded = std::getenv("KINTSUGI_FUZZ_CHAINS") == nullptr;
