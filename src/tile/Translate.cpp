@@ -697,7 +697,7 @@ class KernelTranslator {
           leaf_nest(s);
           return;
         }
-        serial_loop(*s, [&] { stmt(s->body); });
+        serial_loop(*s, s->extent, [&] { stmt(s->body); });
         return;
       case ir::StmtKind::Block:
         leaf_nest(s);
@@ -730,13 +730,14 @@ class KernelTranslator {
     return elements <= kMaxTileElements;
   }
 
+  // `extent`: the loop's trip count, at most the loop program's (see bound_by_predicate).
   template <typename F>
-  void serial_loop(const StmtNode& loop, F&& body) {
+  void serial_loop(const StmtNode& loop, const Expr& extent, F&& body) {
     TileStmt f;
     f.kind = StmtKind::For;
     f.var = loop.var;
     f.min = loop.min;
-    f.extent = loop.extent;
+    f.extent = extent;
     TileBody* saved = em_.body();
     saved->push_back(std::move(f));
     em_.set_body(&saved->back().body);
@@ -775,14 +776,53 @@ class KernelTranslator {
     ir::StmtNode b = block;
     for (ir::IterVar& iv : b.iters) iv.binding = ir::simplify(ir::substitute(iv.binding, fixed));
     if (b.predicate) b.predicate = ir::simplify(ir::substitute(b.predicate, fixed));
+    std::vector<Expr> extents;
+    for (size_t k = 0; k < first_tile; ++k) extents.push_back(loops[k]->extent);
+    if (b.predicate) {
+      std::vector<Expr> pred, kept;
+      conjuncts(b.predicate, &pred);
+      for (const Expr& c : pred) {
+        bool bounds = false;
+        for (size_t k = 0; k < first_tile && !bounds; ++k)
+          bounds = bound_by_predicate(c, loops, k, &extents[k]);
+        if (!bounds) kept.push_back(c);
+      }
+      b.predicate = kept.empty() ? nullptr : conjunction(kept);
+    }
     std::function<void(size_t)> emit_from = [&](size_t k) {
       if (k == first_tile) {
         NestTranslator(ctx_, em_, axes, b, serial_).run();
         return;
       }
-      serial_loop(*loops[k], [&] { emit_from(k + 1); });
+      serial_loop(*loops[k], extents[k], [&] { emit_from(k + 1); });
     };
     emit_from(0);
+  }
+
+  // A predicate conjunct `v + rest < limit` (or <=, >, >=) over the variable v of the serial
+  // loop loops[k] of a leaf nest and what is bound outside that loop (a split-K combine's
+  // `j00 * 4 + j01 < (N + 63) / 64` at fewer chunks than the combine's tile) becomes the loop's
+  // bound: *extent = min(*extent, max(0, limit - rest - min)). The block does nothing in the
+  // iterations this drops, and their loads (a squeezed region has no tail to zero-fill) would
+  // read past the buffer, as the loop program never does. True when `c` was used so.
+  static bool bound_by_predicate(const Expr& c, const std::vector<const StmtNode*>& loops, size_t k,
+                                 Expr* extent) {
+    if (c->op != Op::Lt && c->op != Op::Le && c->op != Op::Gt && c->op != Op::Ge) return false;
+    bool flip = c->op == Op::Gt || c->op == Op::Ge;
+    Expr e = c->args[flip ? 1 : 0], limit = c->args[flip ? 0 : 1];
+    if (c->op == Op::Le || c->op == Op::Ge)
+      limit = ir::make_binary(Op::Add, limit, ir::make_int(1));
+    const std::string& v = loops[k]->var;
+    if (e->type != DType::Int || !ir::uses_var(e, v) || ir::uses_var(limit, v)) return false;
+    for (size_t inner = k + 1; inner < loops.size(); ++inner)
+      if (ir::uses_var(c, loops[inner]->var)) return false;
+    Expr rest = ir::simplify(ir::substitute(e, {{v, ir::make_int(0)}}));
+    if (ir::uses_var(rest, v) || !ir::provably_equal(e, ir::make_binary(Op::Add, rest, int_var(v))))
+      return false;
+    Expr trips = ir::make_binary(Op::Sub, ir::make_binary(Op::Sub, limit, rest), loops[k]->min);
+    *extent = ir::simplify(
+        ir::make_binary(Op::Min, *extent, ir::make_binary(Op::Max, ir::make_int(0), trips)));
+    return true;
   }
 
   Context& ctx_;
