@@ -58,25 +58,37 @@ std::set<std::string> producer_closure(const ir::LoopProgram& p, const ir::StmtN
 // (self-attention over one length) finds the right one. A producer that runs along the axis but
 // not along the rows (a definition on the key side) is not the head: it stays a producer,
 // complete before the row loop. Nothing when no producer qualifies.
-std::optional<std::pair<std::string, std::string>> chain_head(
-    const ir::LoopProgram& p, const ir::StmtNode& first, const std::string& axis,
-    const std::set<std::string>& closure) {
+struct ChainHead {
+  std::string block, var;
+  std::set<std::string> rows;  // the spatial variables of `first` the head runs along
+};
+std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode& first,
+                                    const std::string& axis, const std::set<std::string>& closure) {
   std::vector<std::string> between;  // producers first
   for (const ir::StmtNode* b : ordered_blocks(p))
     if (closure.count(b->name) && b->body && b->body->kind == ir::StmtKind::Store)
       between.push_back(b->name);
   std::map<std::string, AxisIteration> along = axis_iterations(p, first.name, axis, between);
-  std::vector<std::map<std::string, AxisIteration>> rows;
-  for (const ir::IterVar& iv : first.iters)
-    if (iv.kind == ir::IterKind::Spatial)
-      rows.push_back(axis_iterations(p, first.name, iv.name, between));
+  // A row along which no producer iterates (the column of the values that a weighted sum reads
+  // from an input alone) asks nothing of the head.
+  std::map<std::string, std::map<std::string, AxisIteration>> rows;
+  for (const ir::IterVar& iv : first.iters) {
+    if (iv.kind != ir::IterKind::Spatial) continue;
+    std::map<std::string, AxisIteration> r = axis_iterations(p, first.name, iv.name, between);
+    if (std::any_of(between.begin(), between.end(),
+                    [&](const std::string& b) { return r.count(b) > 0; }))
+      rows[iv.name] = r;
+  }
   for (const std::string& b : between) {
     auto it = along.find(b);
     if (it == along.end()) continue;
     bool covers = std::all_of(rows.begin(), rows.end(), [&](const auto& r) {
-      return r.count(b) > 0 && r.at(b).var != it->second.var;
+      return r.second.count(b) > 0 && r.second.at(b).var != it->second.var;
     });
-    if (covers) return std::make_pair(b, it->second.var);
+    if (!covers) continue;
+    ChainHead h{b, it->second.var, {}};
+    for (const auto& [v, r] : rows) h.rows.insert(v);
+    return h;
   }
   return std::nullopt;
 }
@@ -115,18 +127,23 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
   }
 }
 
-// Step 2 (see AutoSchedule.h): what the chain reads without depending on the head is complete
-// before the tile loop; nests of it that come after the head's nest move before it, in program
-// order (move_nest checks that they are independent of the nests they cross).
+// Step 2 (see AutoSchedule.h): what the chain reads without depending on the head or on a
+// member of the chain is complete before the tile loop; nests of it that come after the head's
+// nest move before it, in program order (move_nest checks that they are independent of the
+// nests they cross). A block that reads a member (the log-probabilities of a second softmax over
+// the same rows) is fused with the chain, never complete.
 void hoist_complete_producers(Schedule& s, const std::string& head,
                               const std::vector<std::string>& members) {
   const ir::LoopProgram& p = s.program();
+  auto member = [&](const std::string& b) {
+    return b == head || std::find(members.begin(), members.end(), b) != members.end();
+  };
   std::set<std::string> complete;
   for (const std::string& m : members)
-    for (const std::string& b : producer_closure(p, *find_block(p.body, m, "auto").back()))
-      if (b != head && std::find(members.begin(), members.end(), b) == members.end() &&
-          !producer_closure(p, *find_block(p.body, b, "auto").back()).count(head))
-        complete.insert(b);
+    for (const std::string& b : producer_closure(p, *find_block(p.body, m, "auto").back())) {
+      std::set<std::string> reads = producer_closure(p, *find_block(p.body, b, "auto").back());
+      if (!member(b) && std::none_of(reads.begin(), reads.end(), member)) complete.insert(b);
+    }
   std::vector<std::string> late;
   size_t head_nest = root_index(p, find_block(p.body, head, "auto"));
   for (const ir::StmtNode* b : ordered_blocks(p))
@@ -136,10 +153,13 @@ void hoist_complete_producers(Schedule& s, const std::string& head,
 }
 
 // Step 4 (see AutoSchedule.h): the producers of the head that run along the axis but not along
-// the rows (a definition on the key side: keys copied, rotated or normalised) are computed at
-// the tile loop, over the tile of the axis its blocks read, latest first (compute_at needs every
-// reader under the loop): one kernel, without a whole buffer of them.
+// the rows (a definition on the key side: keys copied, rotated or normalised, a key's norm, a
+// reduction over the head dimension) are computed at the tile loop, over the tile of the axis
+// its blocks read, latest first (compute_at needs every reader under the loop): one kernel,
+// without a whole buffer of them. Producers that do not run along the axis (the queries'
+// norms) stay whole before the fused loop, computed once rather than once a tile.
 void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::string& head,
+                            const std::string& axis,
                             const std::function<void(const std::string&)>& note) {
   const ir::LoopProgram& p = s.program();
   size_t tile_nest = root_index(p, find_loop(p.body, tile_loop, "auto"));
@@ -148,6 +168,8 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
   for (size_t k = 0; k < tile_nest; ++k)
     for (const ir::StmtNode* b : blocks_under(p.body->stmts[k]))
       if (producers.count(b->name)) before.push_back(b->name);
+  std::map<std::string, AxisIteration> along = axis_iterations(p, head, axis, before);
+  std::erase_if(before, [&](const std::string& b) { return !along.count(b); });
   for (auto it = before.rbegin(); it != before.rend(); ++it) {
     try {
       s.compute_at(*it, tile_loop);
@@ -421,6 +443,240 @@ Schedule normal_form(const ir::LoopProgram& program,
   return s;
 }
 
+// Whether `head` is a reduction that exists only to feed reduction `target`: every block from it
+// to `target` (what `target` reads that depends on `head`, the head included) is read by no block
+// but those and `target`, and every one but the head is elementwise. Fusing such a chain of one
+// means its blocks are never materialised whole; a producer that others read would be anyway.
+bool private_reduction_head(const ir::LoopProgram& p, const std::string& target,
+                            const std::string& head) {
+  auto reduces = [&](const std::string& b) {
+    const ir::StmtNode& n = *find_block(p.body, b, "auto").back();
+    return std::any_of(n.iters.begin(), n.iters.end(),
+                       [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; });
+  };
+  if (!reduces(head)) return false;
+  std::set<std::string> path = {head};
+  for (const std::string& b : producer_closure(p, *find_block(p.body, target, "auto").back()))
+    if (producer_closure(p, *find_block(p.body, b, "auto").back()).count(head)) {
+      if (reduces(b)) return false;
+      path.insert(b);
+    }
+  for (const ir::StmtNode* b : ordered_blocks(p)) {
+    if (b->name == target || path.count(b->name)) continue;
+    std::set<std::string> reads = block_reads(*b);
+    for (const std::string& m : path)
+      if (reads.count(*block_writes(*find_block(p.body, m, "auto").back()).begin())) return false;
+  }
+  return true;
+}
+
+// Step 1 (see AutoSchedule.h): the groups of reductions to fuse, each under its own tile loop,
+// in program order. Chains that need a repair group with their producers, and groups that share
+// a reduction join (a difference of two softmax-weighted sums is two groups; a divergence between
+// two softmaxes of the same rows is one, its last reduction reading both). A reduction with
+// nothing to repair is a group of its own when its term reads a reduction that runs along its
+// axis and every row (chain_head): fused with the identity repair, that producer (the score dot
+// of an attention without a normaliser) is never materialised whole.
+std::vector<std::vector<std::string>> fusion_groups(
+    const ir::LoopProgram& program, const std::function<void(const std::string&)>& note) {
+  std::vector<ReductionChain> chains = find_reduction_chains(program);
+  std::vector<std::set<std::string>> sets;
+  for (const ReductionChain& c : chains) {
+    if (c.producers.empty()) continue;
+    std::set<std::string> g(c.producers.begin(), c.producers.end());
+    g.insert(c.target);
+    for (auto it = sets.begin(); it != sets.end();) {
+      bool shared =
+          std::any_of(it->begin(), it->end(), [&](const std::string& m) { return g.count(m) > 0; });
+      if (shared) {
+        g.insert(it->begin(), it->end());
+        it = sets.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    sets.push_back(g);
+  }
+  for (const ReductionChain& c : chains) {
+    if (!c.producers.empty() ||
+        std::any_of(sets.begin(), sets.end(), [&](const auto& g) { return g.count(c.target) > 0; }))
+      continue;
+    const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
+    std::optional<ChainHead> head = chain_head(program, b, c.axis, producer_closure(program, b));
+    if (head && private_reduction_head(program, c.target, head->block)) sets.push_back({c.target});
+  }
+  std::vector<std::vector<std::string>> groups(sets.size());
+  for (const ir::StmtNode* b : ordered_blocks(program))
+    for (size_t k = 0; k < sets.size(); ++k)
+      if (sets[k].count(b->name)) groups[k].push_back(b->name);
+  // A group with a member that heads another group (the score dot of QK-norm attention, a chain
+  // over the head dimension with the norms it reads) is inner to it: that group's tiles compute
+  // the head whole, so the inner group is not fused along its own axis.
+  std::vector<std::string> heads;
+  for (const std::vector<std::string>& g : groups) {
+    const ir::StmtNode& first = *find_block(program.body, g.front(), "auto").back();
+    std::string axis;
+    for (const ir::IterVar& iv : first.iters)
+      if (iv.kind != ir::IterKind::Spatial) axis = iv.name;
+    std::optional<ChainHead> h = chain_head(program, first, axis, producer_closure(program, first));
+    heads.push_back(h ? h->block : g.front());
+  }
+  std::vector<std::vector<std::string>> outer;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    auto inner = std::find_if(heads.begin(), heads.end(), [&](const std::string& h) {
+      return h != heads[k] && std::count(groups[k].begin(), groups[k].end(), h) > 0;
+    });
+    if (inner == heads.end()) {
+      outer.push_back(groups[k]);
+      continue;
+    }
+    std::string names;
+    for (const std::string& m : groups[k]) names += (names.empty() ? "'" : ", '") + m + "'";
+    note("the chain of " + names + " is not fused along its own axis: '" + *inner +
+         "' heads another chain, whose tiles compute it whole");
+  }
+  groups = outer;
+  std::sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
+    const ir::LoopProgram& p = program;
+    return root_index(p, find_block(p.body, a.front(), "auto")) <
+           root_index(p, find_block(p.body, b.front(), "auto"));
+  });
+  return groups;
+}
+
+// Steps 2 to 4 (see AutoSchedule.h) for one group: `members`, its reductions in program order,
+// fused under one tile loop of `s`. Throws ScheduleError when a step's preconditions fail.
+void fuse_group(Schedule& s, const std::vector<std::string>& members,
+                const AutoScheduleOptions& options,
+                const std::function<void(const std::string&)>& note, SplitKCosts* costs) {
+  const ir::LoopProgram program = s.program();
+  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+  // 2. The head: the earliest block of the first reduction's producers running along the axis
+  // and along every row of the first reduction.
+  std::set<std::string> closure = producer_closure(program, first);
+  std::string head = members.front();
+  std::string axis;
+  ir::Expr extent;
+  for (const ir::IterVar& iv : first.iters)
+    if (iv.kind != ir::IterKind::Spatial) axis = iv.name, extent = iv.extent;
+  std::optional<ChainHead> found = chain_head(program, first, axis, closure);
+  if (found) {
+    head = found->block;
+    axis = found->var;
+  }
+  const ir::StmtNode& h = *find_block(program.body, head, "auto").back();
+  std::string axis_loop;
+  for (const ir::IterVar& iv : h.iters)
+    if (iv.name == axis && iv.binding->op == ir::Op::Var) axis_loop = iv.binding->name;
+  if (axis_loop.empty())
+    throw ScheduleError("auto", "the axis of block '" + head + "' is not driven by a single loop");
+  hoist_complete_producers(s, head, members);
+  // Rows that run in parallel without splitting the axis: those of the first reduction that
+  // the head runs along (not the columns of the values a weighted sum reads).
+  std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
+  int64_t rows = 1;
+  bool known = true;
+  for (const ir::IterVar& iv : first.iters) {
+    if (iv.kind != ir::IterKind::Spatial || (found && !found->rows.count(iv.name))) continue;
+    try {
+      rows *= ir::eval_int(iv.extent, sizes);
+    } catch (const UserError&) {
+      known = false;
+    }
+  }
+  bool split_k = known && rows < options.split_k_below_rows;
+  // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
+  // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
+  bool chunked = split_k && options.chunk_tiles > 1;
+  auto tiles =
+      s.split(LoopRef{head, axis_loop}, options.tile * (chunked ? options.chunk_tiles : 1));
+  LoopRef tile_loop = tiles[0];
+  LoopRef chunk_tile_loop;
+  if (chunked) chunk_tile_loop = s.split(tiles[1], options.tile)[0];
+  const LoopRef fuse_under = chunked ? chunk_tile_loop : tile_loop;
+  // 3. Elementwise blocks between the head and the first reduction, then the chain.
+  bool after_head = false;
+  for (const ir::StmtNode* b : ordered_blocks(s.program())) {
+    if (b->name == head) {
+      after_head = true;
+      continue;
+    }
+    if (!after_head || b->name == members.front()) {
+      if (b->name == members.front()) break;
+      continue;
+    }
+    if (closure.count(b->name)) s.reverse_compute_at(b->name, fuse_under);
+  }
+  note(std::string(split_k ? "split-K" : "rolling update") + ": " +
+       (known ? std::to_string(rows) : std::string("unknown")) +
+       " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");
+  std::set<std::string> scanned;  // scans of the groups fused before
+  for (const ir::StmtNode* b : blocks_under(s.program().body))
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind == ir::IterKind::Scan) scanned.insert(b->name);
+  for (const std::string& m : members) {
+    if (split_k)
+      s.split_k_update(m, tile_loop);
+    else
+      s.rolling_update(m, tile_loop);
+    // Split-K moves the head's own write-back out of the tile loop: name the loop through the
+    // head's partial block, which stays inside it.
+    if (m == tile_loop.block && split_k)
+      tile_loop.block = s.fresh_name(m + ".rf") == m + ".rf" ? m : m + ".rf";
+  }
+  if (chunked) {
+    for (const std::string& m : members) s.rolling_update(m + ".rf", chunk_tile_loop);
+    note("chunks of " + std::to_string(options.chunk_tiles) +
+         " tiles, each walked with the rolling update");
+  }
+  std::vector<std::string> scans;
+  for (const ir::StmtNode* b : blocks_under(s.program().body))
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind == ir::IterKind::Scan && !scanned.count(b->name)) scans.push_back(b->name);
+  for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, fuse_under.var});
+  // Masks that kill whole tiles: skip those tiles (rolling update only; split-K combines
+  // every chunk's partial).
+  if (!split_k) {
+    std::vector<std::string> masked;
+    const ir::StmtNode* tl = find_loop(s.program().body, tile_loop, "auto").back();
+    for (const ir::StmtNode* b : blocks_under(tl->body))
+      if (b->body && b->body->kind == ir::StmtKind::Store && b->body->value->op == ir::Op::Select &&
+          b->body->value->args[2]->op == ir::Op::FloatImm)
+        masked.push_back(b->name);
+    for (const std::string& b : masked) {
+      try {
+        s.propagate_mask(b, tile_loop);
+      } catch (const ScheduleError& e) {
+        note(std::string("tiles are not skipped: ") + e.what());
+      }
+    }
+  }
+  if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
+  if (split_k) {
+    int64_t group = group_rows(s, tile_loop, sizes, note);
+    if (costs && !costs->known) {
+      try {
+        costs->tiles = (ir::eval_int(extent, sizes) + options.tile - 1) / options.tile;
+        costs->row_groups = (rows + group - 1) / group;
+        for (const ir::Buffer* b : s.program().inputs())
+          costs->input_bytes += static_cast<double>(bytes_at(*b, sizes));
+        for (const std::string& m : members)
+          if (const ir::Buffer* b = s.program().find_buffer(m + ".rf"))
+            costs->partial_bytes += static_cast<double>(bytes_at(*b, sizes));
+        costs->known = costs->input_bytes > 0;
+      } catch (const UserError&) {
+        costs->known = false;  // a size not given: chunks of one tile
+      }
+    }
+  }
+  if (split_k && options.combine_columns > 0)
+    spread_columns(s, tile_loop, options.combine_columns, sizes, note);
+  if (split_k && options.combine_tile_elements > 0)
+    for (const std::string& m : members)
+      tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
+  compute_axis_producers(s, tile_loop, head, axis, note);
+}
+
 Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(original);
@@ -428,168 +684,38 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     if (notes) notes->push_back(n);
   };
   const Schedule normal = normal_form(original, note);
-  const ir::LoopProgram& program = normal.program();
-  // 1. Chains grouped by axis extent.
-  std::vector<ReductionChain> chains = find_reduction_chains(program);
-  std::map<std::string, std::vector<std::string>> groups;  // extent text -> reductions
-  std::map<std::string, ir::Expr> extents;
-  for (const ReductionChain& c : chains) {
-    if (c.producers.empty()) continue;
-    std::string key = ir::to_string(c.extent);
-    extents[key] = c.extent;
-    auto& g = groups[key];
-    for (const std::string& prod : c.producers)
-      if (std::find(g.begin(), g.end(), prod) == g.end()) g.push_back(prod);
-    if (std::find(g.begin(), g.end(), c.target) == g.end()) g.push_back(c.target);
-  }
+  // 1. The groups to fuse, each under its own tile loop.
+  std::vector<std::vector<std::string>> groups = fusion_groups(normal.program(), note);
   if (groups.empty()) {
     note("no reduction reads another reduction over the same axis: nothing to fuse");
     return unscheduled;
   }
-  auto best = std::max_element(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
-    return a.second.size() < b.second.size();
-  });
-  const ir::Expr extent = extents.at(best->first);
-  // Members in program order.
-  std::vector<std::string> members;
-  for (const ir::StmtNode* b : ordered_blocks(program))
-    if (std::find(best->second.begin(), best->second.end(), b->name) != best->second.end())
-      members.push_back(b->name);
+  Schedule s = normal;
+  bool fused = false;
+  for (const std::vector<std::string>& members : groups) {
+    Schedule next = s;
+    try {
+      fuse_group(next, members, options, note, costs);
+      s = next;
+      fused = true;
+    } catch (const ScheduleError& e) {
+      if (options.chunk_tiles > 1) {
+        note(std::string("chunks of one tile: ") + e.what());
+        AutoScheduleOptions one = options;
+        one.chunk_tiles = 1;
+        return schedule_chain(original, one, notes, nullptr);
+      }
+      note(std::string("fusion abandoned: ") + e.what());
+    }
+  }
+  if (!fused) return unscheduled;
   try {
-    Schedule s = normal;
-    const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
-    // 2. The head: the earliest block of the first reduction's producers running along the axis
-    // and along every row of the first reduction.
-    std::set<std::string> closure = producer_closure(program, first);
-    std::string head = members.front();
-    std::string axis;
-    for (const ir::IterVar& iv : first.iters)
-      if (iv.kind != ir::IterKind::Spatial) axis = iv.name;
-    if (std::optional<std::pair<std::string, std::string>> found =
-            chain_head(program, first, axis, closure)) {
-      head = found->first;
-      axis = found->second;
-    }
-    const ir::StmtNode& h = *find_block(program.body, head, "auto").back();
-    std::string axis_loop;
-    for (const ir::IterVar& iv : h.iters)
-      if (iv.name == axis && iv.binding->op == ir::Op::Var) axis_loop = iv.binding->name;
-    if (axis_loop.empty())
-      throw ScheduleError("auto",
-                          "the axis of block '" + head + "' is not driven by a single loop");
-    hoist_complete_producers(s, head, members);
-    // Rows that run in parallel without splitting the axis.
-    std::map<std::string, int64_t> sizes =
-        options.sizes.empty() ? program.size_hints : options.sizes;
-    int64_t rows = 1;
-    bool known = true;
-    for (const ir::IterVar& iv : first.iters) {
-      if (iv.kind != ir::IterKind::Spatial) continue;
-      try {
-        rows *= ir::eval_int(iv.extent, sizes);
-      } catch (const UserError&) {
-        known = false;
-      }
-    }
-    bool split_k = known && rows < options.split_k_below_rows;
-    // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
-    // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
-    bool chunked = split_k && options.chunk_tiles > 1;
-    auto tiles =
-        s.split(LoopRef{head, axis_loop}, options.tile * (chunked ? options.chunk_tiles : 1));
-    LoopRef tile_loop = tiles[0];
-    LoopRef chunk_tile_loop;
-    if (chunked) chunk_tile_loop = s.split(tiles[1], options.tile)[0];
-    const LoopRef fuse_under = chunked ? chunk_tile_loop : tile_loop;
-    // 3. Elementwise blocks between the head and the first reduction, then the chain.
-    bool after_head = false;
-    for (const ir::StmtNode* b : ordered_blocks(s.program())) {
-      if (b->name == head) {
-        after_head = true;
-        continue;
-      }
-      if (!after_head || b->name == members.front()) {
-        if (b->name == members.front()) break;
-        continue;
-      }
-      if (closure.count(b->name)) s.reverse_compute_at(b->name, fuse_under);
-    }
-    note(std::string(split_k ? "split-K" : "rolling update") + ": " +
-         (known ? std::to_string(rows) : std::string("unknown")) +
-         " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");
-    for (const std::string& m : members) {
-      if (split_k)
-        s.split_k_update(m, tile_loop);
-      else
-        s.rolling_update(m, tile_loop);
-      // Split-K moves the head's own write-back out of the tile loop: name the loop through the
-      // head's partial block, which stays inside it.
-      if (m == tile_loop.block && split_k)
-        tile_loop.block = s.fresh_name(m + ".rf") == m + ".rf" ? m : m + ".rf";
-    }
-    if (chunked) {
-      for (const std::string& m : members) s.rolling_update(m + ".rf", chunk_tile_loop);
-      note("chunks of " + std::to_string(options.chunk_tiles) +
-           " tiles, each walked with the rolling update");
-    }
-    std::vector<std::string> scans;
-    for (const ir::StmtNode* b : blocks_under(s.program().body))
-      for (const ir::IterVar& iv : b->iters)
-        if (iv.kind == ir::IterKind::Scan) scans.push_back(b->name);
-    for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, fuse_under.var});
-    // Masks that kill whole tiles: skip those tiles (rolling update only; split-K combines
-    // every chunk's partial).
-    if (!split_k) {
-      std::vector<std::string> masked;
-      const ir::StmtNode* tl = find_loop(s.program().body, tile_loop, "auto").back();
-      for (const ir::StmtNode* b : blocks_under(tl->body))
-        if (b->body && b->body->kind == ir::StmtKind::Store &&
-            b->body->value->op == ir::Op::Select && b->body->value->args[2]->op == ir::Op::FloatImm)
-          masked.push_back(b->name);
-      for (const std::string& b : masked) {
-        try {
-          s.propagate_mask(b, tile_loop);
-        } catch (const ScheduleError& e) {
-          note(std::string("tiles are not skipped: ") + e.what());
-        }
-      }
-    }
-    if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
-    if (split_k) {
-      int64_t group = group_rows(s, tile_loop, sizes, note);
-      if (costs) {
-        try {
-          costs->tiles = (ir::eval_int(extent, sizes) + options.tile - 1) / options.tile;
-          costs->row_groups = (rows + group - 1) / group;
-          for (const ir::Buffer* b : s.program().inputs())
-            costs->input_bytes += static_cast<double>(bytes_at(*b, sizes));
-          for (const std::string& m : members)
-            if (const ir::Buffer* b = s.program().find_buffer(m + ".rf"))
-              costs->partial_bytes += static_cast<double>(bytes_at(*b, sizes));
-          costs->known = costs->input_bytes > 0;
-        } catch (const UserError&) {
-          costs->known = false;  // a size not given: chunks of one tile
-        }
-      }
-    }
-    if (split_k && options.combine_columns > 0)
-      spread_columns(s, tile_loop, options.combine_columns, sizes, note);
-    if (split_k && options.combine_tile_elements > 0)
-      for (const std::string& m : members)
-        tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
-    compute_axis_producers(s, tile_loop, head, note);
     s.compact_buffer();
-    return s;
   } catch (const ScheduleError& e) {
-    if (options.chunk_tiles > 1) {
-      note(std::string("chunks of one tile: ") + e.what());
-      AutoScheduleOptions one = options;
-      one.chunk_tiles = 1;
-      return schedule_chain(original, one, notes, nullptr);
-    }
     note(std::string("fusion abandoned: ") + e.what());
     return unscheduled;
   }
+  return s;
 }
 
 }  // namespace

@@ -6,13 +6,18 @@
 //   0. Normal form: a chain reduction that reads an incomplete producer in its own term gets
 //      that part of the term named as an elementwise block (name_term), so that writing it
 //      inline or as a definition schedules alike.
-//   1. Reduction chains (ReductionChains.h) grouped by the extent of their shared axis; the
-//      group with the most reductions is fused.
+//   1. Reduction chains (ReductionChains.h) grouped by the reductions they share: each group is
+//      fused under its own tile loop, in program order (two softmaxes over two score matrices
+//      are two groups). A reduction with nothing to repair is a group of its own when its term
+//      reads a reduction that runs along its axis and rows and that nothing else reads (the
+//      score dot of ReLU or sigmoid attention): it fuses with the identity repair. A group with
+//      a member that heads another group (a chain over the head dimension ending in the score
+//      dot, as with QK-norm) is inner to it and is not fused along its own axis.
 //   2. The head: the earliest block feeding the chain that runs along the axis and along every
 //      row of the first reduction, as the loads index them (the QK product of attention, or the
 //      first reduction itself; never a key-side definition). What the chain reads without depending
-//      on the head must be complete before the tile loop: such nests placed after the head's move
-//      before it (move_nest). The head's axis loop is split into tiles.
+//      on the head or on a member must be complete before the tile loop: such nests placed after
+//      the head's move before it (move_nest). The head's axis loop is split into tiles.
 //   3. The elementwise blocks between the head and the first reduction move under the tile loop
 //      (reverse_compute_at); then every reduction of the chain gets a rolling_update, producers
 //      first; scans become loop-carried pairs (split_scan_buffer); buffers shrink to what one
@@ -29,8 +34,8 @@
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
 //      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
-//      Producers of the head that run along the axis but not the rows (key-side definitions)
-//      are computed per tile of the axis inside the fused loop (compute_at).
+//      Producers of the head that run along the axis but not the rows (key-side definitions,
+//      a key's norm) are computed per tile of the axis inside the fused loop (compute_at).
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 

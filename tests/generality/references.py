@@ -337,3 +337,20 @@ def softmax_inlined_exp(inputs, params):
 
 def attention_sink(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"], inputs["V"], sink=inputs["SINK"])}
+
+
+def differential_attention(inputs, params):
+    s_len, t_len = inputs["Q1"].shape[2], inputs["K1"].shape[2]
+    qpos, kpos = positions(s_len, t_len)
+    o1 = softmax_attention(inputs["Q1"], inputs["K1"], inputs["V"], visible=kpos <= qpos)[0]
+    o2 = softmax_attention(inputs["Q2"], inputs["K2"], inputs["V"], visible=kpos <= qpos)[0]
+    return {"O": o1 - params["LAMBDA"] * o2}
+
+
+def sigmoid_attention(inputs, params):
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    s_len, t_len = q.shape[2], k.shape[2]
+    qpos, kpos = positions(s_len, t_len)
+    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - np.log(t_len)
+    p = np.where(kpos <= qpos, sigmoid(scores), 0.0)
+    return {"O": np.einsum("bhij,bhjd->bhid", f16(p), v)}

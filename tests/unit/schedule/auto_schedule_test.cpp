@@ -341,3 +341,64 @@ TEST(AutoSchedule, SinkLogitJoiningTheMaxFuses) {
   expect_fused(split_k, "split-K");
   expect_equivalent(p, split_k.program(), shapes);
 }
+
+// A weighted sum with nothing to repair (ReLU and sigmoid attention) is a chain of one: its term
+// reads a reduction (the score dot) that runs along its axis and rows, and nothing else reads it,
+// so it fuses under that dot's key tiles with the identity repair.
+TEST(AutoSchedule, ChainWithNothingToRepairFusesUnderItsDot) {
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 3}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
+  for (const char* name : {"relu_attention.te", "sigmoid_attention.te"}) {
+    ir::LoopProgram p = generality(name);
+    for (int64_t below : {1, 1000}) {
+      Schedule s = scheduled(p, below);
+      EXPECT_EQ(count(s, below == 1 ? "rolling_update" : "split_k_update"), 1) << name << "\n"
+                                                                               << s.trace().dump(1);
+      EXPECT_EQ(s.trace().at(0).at("block"), "s.sum0") << name << "\n" << s.trace().dump(1);
+      expect_equivalent(p, s.program(), shapes);
+    }
+  }
+}
+
+// A reduction whose producer others read too is no chain of one: the producer is materialised
+// anyway (a mean pooled over the tokens, then normalised and written out).
+TEST(AutoSchedule, SharedProducerMakesNoChainOfOne) {
+  Schedule s = scheduled(generality("masked_mean_pool.te"), 1);
+  EXPECT_TRUE(s.primitive_names().empty()) << s.trace().dump(1);
+}
+
+// Two chains in one program that share no reduction (differential attention: two softmaxes over
+// two score matrices) each fuse under the key tiles of their own score dot.
+TEST(AutoSchedule, TwoIndependentChainsFuseEach) {
+  ir::LoopProgram p = generality("differential_attention.te");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 3}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
+  for (int64_t below : {1, 1000}) {
+    Schedule s = scheduled(p, below);
+    EXPECT_EQ(count(s, below == 1 ? "rolling_update" : "split_k_update"), 6) << s.trace().dump(1);
+    std::vector<std::string> heads;
+    for (const auto& step : s.trace())
+      if (step.at("primitive") == "split" && step.at("loop") == "j")
+        heads.push_back(step.at("block"));
+    EXPECT_EQ(heads, (std::vector<std::string>{"s1.sum0", "s2.sum0"})) << s.trace().dump(1);
+    expect_equivalent(p, s.program(), shapes);
+  }
+}
+
+// QK-norm: the chain over the head dimension (the norms and the score dot that reads them) is
+// inner to the chain over the keys, which the dot heads; the keys' norm, a reduction over the head
+// dimension, is computed per key tile with the normalised keys, the queries' norm once before.
+TEST(AutoSchedule, KeyNormIsComputedPerKeyTile) {
+  ir::LoopProgram p = generality("qk_norm.te");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 3}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
+  for (int64_t below : {1, 1000}) {
+    Schedule s = scheduled(p, below);
+    EXPECT_EQ(s.trace().at(0).at("block"), "s.sum0") << s.trace().dump(1);
+    std::vector<std::string> per_tile;
+    for (const auto& step : s.trace())
+      if (step.at("primitive") == "compute_at") per_tile.push_back(step.at("block"));
+    EXPECT_EQ(per_tile, (std::vector<std::string>{"kn", "rk", "rk.sum0"})) << s.trace().dump(1);
+    expect_equivalent(p, s.program(), shapes);
+  }
+}
