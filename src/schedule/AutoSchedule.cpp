@@ -200,10 +200,38 @@ ir::Expr group_divisor(const ir::StmtNode& block, const std::string& v) {
   return found;
 }
 
+// Whether every buffer that `block` reads along the tile loop `tile_var` (a load whose indices
+// use an iteration variable bound through that loop) is read without spatial variable `v`, and
+// there is one: every row along `v` reads the same tiles (one key/value head shared by every
+// query head, written without a head axis). A block that also streams something per row (a
+// norm's rows, read with a weight vector shared by them) does not qualify.
+bool shared_along_rows(const ir::StmtNode& block, const std::string& v,
+                       const std::string& tile_var) {
+  std::set<std::string> along;
+  for (const ir::IterVar& iv : block.iters)
+    if (ir::uses_var(iv.binding, tile_var)) along.insert(iv.name);
+  int shared = 0, own = 0;
+  ir::visit(block.body, [&](const ir::Stmt& st) {
+    if (st->kind != ir::StmtKind::Store) return true;
+    ir::visit(st->value, [&](const ir::Expr& x) {
+      if (x->op != ir::Op::Load || x->name == st->buffer ||
+          std::none_of(along.begin(), along.end(),
+                       [&](const std::string& a) { return ir::uses_var(x, a); }))
+        return true;
+      (ir::uses_var(x, v) ? own : shared)++;
+      return true;
+    });
+    return false;
+  });
+  return shared > 0 && own == 0;
+}
+
 // Step 3, split-K (see AutoSchedule.h): a row loop around the tile loop that the chain's blocks
 // read through a floor division `h / E` (grouped-query attention: E = HQ / HK query heads share
 // one key/value head) is distributed over groups of E rows, so that every nest of a chunk covers
-// the whole group and each tile of keys and values is loaded once for it.
+// the whole group and each tile of keys and values is loaded once for it. A row loop whose
+// variable a block's loads along the keys do not use at all (the key/value head written without
+// a head axis) groups its whole extent alike.
 int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
                    const std::map<std::string, int64_t>& sizes,
                    const std::function<void(const std::string&)>& note) {
@@ -216,6 +244,11 @@ int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
       bool row = std::any_of(loops.begin(), loops.end(),
                              [&](const ir::StmtNode* l) { return l->var == iv.binding->name; });
       ir::Expr divisor = row ? group_divisor(*b, iv.name) : nullptr;
+      bool whole = false;
+      if (!divisor && row && shared_along_rows(*b, iv.name, tile_loop.var)) {
+        divisor = iv.extent;
+        whole = true;
+      }
       if (!divisor) continue;
       int64_t group = 0;
       try {
@@ -223,6 +256,7 @@ int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
       } catch (const UserError&) {
         return 1;  // a size not given: the group is unknown
       }
+      if (group <= 1 && whole) continue;  // one row along it: look further
       if (group <= 1) return 1;
       try {
         s.distribute(LoopRef{tile_loop.block, iv.binding->name}, divisor);

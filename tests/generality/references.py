@@ -354,3 +354,10 @@ def sigmoid_attention(inputs, params):
     scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - np.log(t_len)
     p = np.where(kpos <= qpos, sigmoid(scores), 0.0)
     return {"O": np.einsum("bhij,bhjd->bhid", f16(p), v)}
+
+
+def mqa_no_head_axis(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[1]
+    qpos, kpos = positions(s_len, t_len)
+    return {"O": softmax_attention(inputs["Q"], inputs["K"][:, None], inputs["V"][:, None],
+                                   visible=kpos <= qpos)[0]}
