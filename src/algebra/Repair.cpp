@@ -41,7 +41,17 @@ struct Candidate {
 
 class Engine {
  public:
-  explicit Engine(const RepairRequest& req) : req_(req) {}
+  explicit Engine(const RepairRequest& req, bool sign_only = false)
+      : req_(req), sign_only_(sign_only) {}
+
+  // The sign of the request's term, every load of it a symbol with its fact (sign_fact).
+  Sign term_sign() {
+    try {
+      return cx_.sign(convert(req_.term));
+    } catch (const Refusal&) {
+      return Sign::Unknown;
+    }
+  }
 
   RepairResult run() {
     RepairResult res;
@@ -87,7 +97,7 @@ class Engine {
   bool has_x(const ir::Expr& e) {
     auto it = has_x_.find(e.get());
     if (it != has_x_.end()) return it->second;
-    bool r = e->op == Op::Load && req_.incomplete.count(e->name);
+    bool r = e->op == Op::Load && (sign_only_ || req_.incomplete.count(e->name));
     for (const ir::Expr& a : e->args) r = has_x(a) || r;
     has_x_[e.get()] = r;
     return r;
@@ -171,12 +181,14 @@ class Engine {
   }
 
   Term convert(const ir::Expr& e) {
-    if (!has_x(e)) return atom(e);
+    if (!has_x(e) || (sign_only_ && !is_float(e->type))) return atom(e);
     if (e->op == Op::Load || composite(e)) return incomplete(e);
-    if (e->op == Op::Select && has_x(e->args[0]))
+    if (e->op == Op::Select && has_x(e->args[0]) && !sign_only_)
       throw Refusal{"select condition " + to_math(e->args[0]) + " depends on an incomplete value"};
     std::vector<Term> a;  // operands, converted left to right (deterministic symbol order)
-    for (const ir::Expr& arg : e->args) a.push_back(convert(arg));
+    for (const ir::Expr& arg : e->args)
+      a.push_back(sign_only_ && e->op == Op::Select && arg == e->args[0] ? atom(arg)
+                                                                         : convert(arg));
     if (is_int(e->type) && e->op != Op::Cast)
       throw Refusal{"integer arithmetic on an incomplete value: " + to_math(e)};
     switch (e->op) {
@@ -1133,6 +1145,7 @@ class Engine {
   }
 
   const RepairRequest& req_;
+  const bool sign_only_;  // every load a symbol with its fact (term_sign)
   TermContext cx_;
   DType type_ = DType::F32;
   int acc_ = -1;
@@ -1158,6 +1171,14 @@ ir::Expr incomplete_load(const ir::Expr& value, const std::set<std::string>& inc
 
 RepairResult derive_repair(const RepairRequest& request) {
   return Engine(request).run();
+}
+
+std::string sign_fact(const ir::Expr& value, const std::map<std::string, std::string>& facts) {
+  RepairRequest req;
+  req.term = value;
+  req.facts = facts;
+  Sign s = Engine(req, true).term_sign();
+  return s == Sign::Pos ? "positive" : s == Sign::NonNeg || s == Sign::Zero ? "nonnegative" : "";
 }
 
 std::string to_math(const ir::Expr& h) {

@@ -34,7 +34,8 @@
 //  4. Distributivity (Eq. 4) by table: sum needs h = t * k; max/min need h non-decreasing in t
 //     (t * k with k >= 0 proven by sign facts, t + k, or a monotone composition); prod would
 //     need h = t^k and is refused. Facts: exp > 0, sqrt >= 0, rsqrt > 0, abs >= 0, sums and
-//     products of signed terms, max >= its operands, user facts ("positive", "nonnegative").
+//     products of signed terms, max >= its operands, facts ("positive", "nonnegative") on
+//     names: params, dims, and buffers whose definitions are signed (sign_fact below).
 //  5. Verify: Eq. 3, Eq. 4 and h(t, r, r) = t symbolically on canonical forms where the rules
 //     suffice, and always numerically (seeded, fp64, hundreds of points with negative and large
 //     values, respecting facts and domains). A failure refuses the derivation.
@@ -108,6 +109,12 @@ struct RepairResult {
 };
 
 RepairResult derive_repair(const RepairRequest& request);
+
+// The sign of `value` as the algebra proves it from the expression's structure and the facts on
+// the names it reads (RepairRequest::facts): exp(..) > 0, sums, products and maxes of signed
+// terms, powers, abs. "positive", "nonnegative", or "" when unknown. Select conditions and
+// integer sub-expressions are opaque.
+std::string sign_fact(const ir::Expr& value, const std::map<std::string, std::string>& facts);
 
 // Readable math for printing, e.g. "t * exp(m - m')".
 std::string to_math(const ir::Expr& h);

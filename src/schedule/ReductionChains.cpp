@@ -2,6 +2,7 @@
 // Reduction chains and their repairs (see ReductionChains.h).
 #include "schedule/ReductionChains.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -145,18 +146,50 @@ class ChainFinder {
     req.incomplete = incomplete;
     req.allow_augmented_state = true;
     req.axis = c.axis;
-    for (const ir::Param& q : p_.params)
-      if (q.value > 0)
-        req.facts[q.name] = "positive";
-      else if (q.value >= 0)
-        req.facts[q.name] = "nonnegative";
-    for (const std::string& d : p_.dims) req.facts[d] = "positive";
+    req.facts = repair_facts(p_);
     c.repair = algebra::derive_repair(req);
     return c;
   }
 };
 
 }  // namespace
+
+std::map<std::string, std::string> repair_facts(const ir::LoopProgram& program) {
+  std::map<std::string, std::string> facts;
+  for (const ir::Param& q : program.params)
+    if (q.value > 0)
+      facts[q.name] = "positive";
+    else if (q.value >= 0)
+      facts[q.name] = "nonnegative";
+  for (const std::string& d : program.dims) facts[d] = "positive";
+  std::vector<std::string> order;                   // buffers by their first writer
+  std::map<std::string, std::vector<Expr>> stored;  // buffer -> the values its writers store
+  for (const ir::StmtNode* b : blocks_under(program.body)) {
+    if (!b->body || b->body->kind != ir::StmtKind::Store || !is_float(b->body->value->type))
+      continue;
+    ir::Reducer reducer;
+    Expr term;
+    const std::string& buffer = b->body->buffer;
+    if (!stored.count(buffer)) order.push_back(buffer);
+    stored[buffer].push_back(match_reduction_update(*b->body, &reducer, &term) ? term
+                                                                               : b->body->value);
+  }
+  for (const std::string& buffer : order)
+    for (const char* sign : {"positive", "nonnegative"}) {
+      std::map<std::string, std::string> assumed = facts;
+      assumed[buffer] = sign;
+      bool holds =
+          std::all_of(stored.at(buffer).begin(), stored.at(buffer).end(), [&](const Expr& v) {
+            std::string s = algebra::sign_fact(v, assumed);
+            return s == sign || s == "positive";
+          });
+      if (holds) {
+        facts[buffer] = sign;
+        break;
+      }
+    }
+  return facts;
+}
 
 std::vector<ReductionChain> find_reduction_chains(const ir::LoopProgram& program) {
   return ChainFinder(program).run();

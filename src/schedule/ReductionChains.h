@@ -10,6 +10,7 @@
 // (masks, ALiBi, soft-capping). Nothing here knows which operator it is looking at.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ struct ReductionChain {
   std::vector<std::string> producers;  // incomplete producer buffers (empty: nothing to repair)
   algebra::RepairResult repair;        // Identity when there is no producer
 };
+
+// The sign facts a repair request starts from (algebra::RepairRequest::facts): params by their
+// values, dims positive, and every float buffer whose writers all store values of a sign the
+// algebra proves (algebra::sign_fact), in program order: a reduction's sign is its term's (a sum
+// or a max of positive terms over a non-empty axis is positive, as a softmax denominator is);
+// a writer that reads its own buffer (a scan, a repaired write-back) is checked assuming the
+// sign it is to establish; initial values (a sum's 0) are not final values and do not count.
+std::map<std::string, std::string> repair_facts(const ir::LoopProgram& program);
 
 // Every reduction block of the program with one reduction axis, in program order.
 std::vector<ReductionChain> find_reduction_chains(const ir::LoopProgram& program);

@@ -28,6 +28,7 @@
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "schedule/ReductionChains.h"
 #include "schedule/primitive/Fusion.h"
 #include "schedule/primitive/Inline.h"
 #include "schedule/primitive/Replay.h"
@@ -280,12 +281,9 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   req.reducer = reducer;
   req.term = g;
   req.incomplete = scan_bufs;
-  for (const ir::Param& q : program_.params)
-    if (q.value > 0)
-      req.facts[q.name] = "positive";
-    else if (q.value >= 0)
-      req.facts[q.name] = "nonnegative";
-  for (const std::string& d : program_.dims) req.facts[d] = "positive";
+  req.facts = repair_facts(program_);
+  for (const auto& [producer, running] : scans)
+    if (req.facts.count(producer)) req.facts.emplace(running, req.facts.at(producer));
   req.allow_augmented_state = true;
   req.axis = axis->name;
   algebra::RepairResult repair = algebra::derive_repair(req);

@@ -24,6 +24,7 @@
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "schedule/ReductionChains.h"
 #include "schedule/primitive/Fusion.h"
 #include "schedule/primitive/Inline.h"
 #include "schedule/primitive/Replay.h"
@@ -212,9 +213,9 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   req.reducer = reducer;
   req.term = expand(term);
   req.incomplete = rf_bufs;
-  for (const ir::Param& q : program_.params)
-    if (q.value > 0) req.facts[q.name] = "positive";
-  for (const std::string& d : program_.dims) req.facts[d] = "positive";
+  req.facts = repair_facts(program_);
+  for (const auto& [producer, running] : frontier)
+    if (req.facts.count(producer)) req.facts.emplace(running, req.facts.at(producer));
   req.allow_augmented_state = true;
   req.axis = axis->name;
   algebra::RepairResult repair = algebra::derive_repair(req);

@@ -65,6 +65,16 @@ TEST(algebra_term, RulesNeedTheirFacts) {
   EXPECT_FALSE(rule_table(RuleSetKind::Simplify).empty());
 }
 
+// The log of a quotient of positive values expands: log(exp(a) / p) = a - log(p).
+TEST(algebra_term, LogOfAPositiveQuotientExpands) {
+  Fixture f;
+  TermContext& cx = f.cx;
+  Term p = f.sym("p", SymRole::Complete, Sign::Pos), a = f.sym("a");
+  EXPECT_EQ(simplify(cx, cx.log(cx.div(cx.exp(a), p))), cx.sub(a, cx.log(p)));
+  Term u = f.sym("u");  // unknown sign: kept
+  EXPECT_EQ(simplify(cx, cx.log(cx.div(cx.exp(a), u))), cx.log(cx.div(cx.exp(a), u)));
+}
+
 TEST(algebra_term, SignFacts) {
   Fixture f;
   TermContext& cx = f.cx;
