@@ -25,14 +25,17 @@ std::vector<const ir::StmtNode*> ordered_blocks(const ir::LoopProgram& p) {
   return blocks_under(p.body);
 }
 
-const ir::StmtNode* writer_of(const ir::LoopProgram& p, const std::string& buffer) {
+// The first block writing each buffer.
+std::map<std::string, const ir::StmtNode*> first_writers(const ir::LoopProgram& p) {
+  std::map<std::string, const ir::StmtNode*> out;
   for (const ir::StmtNode* b : ordered_blocks(p))
-    if (block_writes(*b).count(buffer)) return b;
-  return nullptr;
+    for (const std::string& w : block_writes(*b)) out.emplace(w, b);
+  return out;
 }
 
 // Every block that `block` depends on, transitively.
 std::set<std::string> producer_closure(const ir::LoopProgram& p, const ir::StmtNode& block) {
+  const std::map<std::string, const ir::StmtNode*> writers = first_writers(p);
   std::set<std::string> out;
   std::vector<const ir::StmtNode*> work = {&block};
   while (!work.empty()) {
@@ -40,10 +43,33 @@ std::set<std::string> producer_closure(const ir::LoopProgram& p, const ir::StmtN
     work.pop_back();
     for (const std::string& r : block_reads(*b)) {
       if (block_writes(*b).count(r)) continue;
-      const ir::StmtNode* w = writer_of(p, r);
-      if (w && !out.count(w->name)) {
-        out.insert(w->name);
-        work.push_back(w);
+      auto w = writers.find(r);
+      if (w != writers.end() && !out.count(w->second->name)) {
+        out.insert(w->second->name);
+        work.push_back(w->second);
+      }
+    }
+  }
+  return out;
+}
+
+// Every block that depends on one of `blocks`, transitively (not those themselves, unless they
+// depend on one another).
+std::set<std::string> dependents(const ir::LoopProgram& p, const std::set<std::string>& blocks) {
+  const std::map<std::string, const ir::StmtNode*> writers = first_writers(p);
+  std::set<std::string> out;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const ir::StmtNode* b : ordered_blocks(p)) {
+      if (out.count(b->name)) continue;
+      for (const std::string& r : block_reads(*b)) {
+        auto w = writers.find(r);
+        if (block_writes(*b).count(r) || w == writers.end()) continue;
+        if (blocks.count(w->second->name) || out.count(w->second->name)) {
+          out.insert(b->name);
+          grew = true;
+          break;
+        }
       }
     }
   }
@@ -135,15 +161,13 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
 void hoist_complete_producers(Schedule& s, const std::string& head,
                               const std::vector<std::string>& members) {
   const ir::LoopProgram& p = s.program();
-  auto member = [&](const std::string& b) {
-    return b == head || std::find(members.begin(), members.end(), b) != members.end();
-  };
+  std::set<std::string> chain(members.begin(), members.end());
+  chain.insert(head);
+  const std::set<std::string> fused = dependents(p, chain);
   std::set<std::string> complete;
   for (const std::string& m : members)
-    for (const std::string& b : producer_closure(p, *find_block(p.body, m, "auto").back())) {
-      std::set<std::string> reads = producer_closure(p, *find_block(p.body, b, "auto").back());
-      if (!member(b) && std::none_of(reads.begin(), reads.end(), member)) complete.insert(b);
-    }
+    for (const std::string& b : producer_closure(p, *find_block(p.body, m, "auto").back()))
+      if (!chain.count(b) && !fused.count(b)) complete.insert(b);
   std::vector<std::string> late;
   size_t head_nest = root_index(p, find_block(p.body, head, "auto"));
   for (const ir::StmtNode* b : ordered_blocks(p))
@@ -490,16 +514,20 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::string& target,
   };
   if (!reduces(head)) return false;
   std::set<std::string> path = {head};
+  const std::set<std::string> after = dependents(p, {head});
   for (const std::string& b : producer_closure(p, *find_block(p.body, target, "auto").back()))
-    if (producer_closure(p, *find_block(p.body, b, "auto").back()).count(head)) {
+    if (after.count(b)) {
       if (reduces(b)) return false;
       path.insert(b);
     }
+  std::set<std::string> written;
+  for (const ir::StmtNode* b : ordered_blocks(p))
+    if (path.count(b->name))
+      for (const std::string& w : block_writes(*b)) written.insert(w);
   for (const ir::StmtNode* b : ordered_blocks(p)) {
     if (b->name == target || path.count(b->name)) continue;
-    std::set<std::string> reads = block_reads(*b);
-    for (const std::string& m : path)
-      if (reads.count(*block_writes(*find_block(p.body, m, "auto").back()).begin())) return false;
+    for (const std::string& r : block_reads(*b))
+      if (written.count(r)) return false;
   }
   return true;
 }

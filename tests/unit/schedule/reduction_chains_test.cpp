@@ -35,17 +35,10 @@ q[i]    = sum[j](d[i, j] * d[i, j]) + EPS
 output Y[i, j]: f32 = p[i, j] * top[i] * q[i] + c[i, j] + SHIFT
 )");
   std::map<std::string, std::string> facts = schedule::repair_facts(p);
-  EXPECT_EQ(fact(facts, "M"), "positive");
-  EXPECT_EQ(fact(facts, "EPS"), "positive");
-  EXPECT_EQ(fact(facts, "SHIFT"), "");
-  EXPECT_EQ(fact(facts, "X"), "");
-  EXPECT_EQ(fact(facts, "m"), "");
-  EXPECT_EQ(fact(facts, "e"), "positive");
-  EXPECT_EQ(fact(facts, "l"), "positive");
-  EXPECT_EQ(fact(facts, "top"), "positive");
-  EXPECT_EQ(fact(facts, "p"), "positive");
-  EXPECT_EQ(fact(facts, "d"), "");
-  EXPECT_EQ(fact(facts, "c"), "");
-  EXPECT_EQ(fact(facts, "q.sum0"), "nonnegative");
-  EXPECT_EQ(fact(facts, "q"), "positive");
+  const std::map<std::string, std::string> want = {
+      {"M", "positive"}, {"EPS", "positive"}, {"SHIFT", ""},     {"X", ""},
+      {"m", ""},         {"e", "positive"},   {"l", "positive"}, {"top", "positive"},
+      {"p", "positive"}, {"d", ""},           {"c", ""},         {"q.sum0", "nonnegative"},
+      {"q", "positive"}};
+  for (const auto& [name, sign] : want) EXPECT_EQ(fact(facts, name), sign) << name;
 }
