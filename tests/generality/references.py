@@ -42,7 +42,7 @@ def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=Non
     k, v = expand_heads(k, q.shape[1]), expand_heads(v, q.shape[1])
     if scores is None:
         scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
-        scores = np.einsum("bhid,bhjd->bhij", q, k) * scale
+        scores = (q @ k.swapaxes(-1, -2)) * scale
     if visible is not None:
         scores = np.where(visible, scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
@@ -53,7 +53,7 @@ def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=Non
     l = e.sum(axis=-1, keepdims=True)
     if sink is not None:
         l = l + np.exp(sink[None, :, None, None] - safe_m)
-    o = np.einsum("bhij,bhjd->bhid", round_p(e), v)
+    o = round_p(e) @ v
     out = np.where(l > 0, o / np.where(l > 0, l, 1.0), 0.0)
     return out, m[..., 0], l[..., 0]
 
@@ -106,7 +106,7 @@ def chunked_local(inputs, params):
 
 def relative_bias_tensor(inputs, params):
     q, k = inputs["Q"], inputs["K"]
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) + inputs["BIAS"][None]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + inputs["BIAS"][None]
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
@@ -115,7 +115,7 @@ def alibi_symmetric(inputs, params):
     i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
     distance = np.abs(i - j)
     slopes = np.abs(inputs["SLOPE"])[None, :, None, None]
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - slopes * distance
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) - slopes * distance
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
@@ -143,7 +143,7 @@ def cosine_attention(inputs, params):
     q, k = inputs["Q"], inputs["K"]
     qn = q / np.linalg.norm(q, axis=-1, keepdims=True)
     kn = k / np.linalg.norm(k, axis=-1, keepdims=True)
-    scores = np.einsum("bhid,bhjd->bhij", qn, kn) / params["TAU"]
+    scores = (qn @ kn.swapaxes(-1, -2)) / params["TAU"]
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
@@ -156,9 +156,9 @@ def gated_output_attention(inputs, params):
 
 def relu_attention(inputs, params):
     q, k, v = inputs["Q"], inputs["K"], inputs["V"]
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1])
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
     p = f16(np.maximum(scores, 0))
-    return {"O": np.einsum("bhij,bhjd->bhid", p, v) / k.shape[2]}
+    return {"O": p @ v / k.shape[2]}
 
 
 def attention_with_lse(inputs, params):
@@ -182,7 +182,7 @@ def alibi_gqa_causal(inputs, params):
     q, k = inputs["Q"], inputs["K"]
     qpos, kpos = positions(q.shape[2], k.shape[2])
     kx = expand_heads(k, q.shape[1])
-    scores = (np.einsum("bhid,bhjd->bhij", q, kx) / np.sqrt(q.shape[-1])
+    scores = ((q @ kx.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
               + inputs["SLOPE"][None, :, None, None] * (kpos - qpos))
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
 
@@ -192,14 +192,14 @@ def softcap_local_gemma2(inputs, params):
     i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
     cap = params["CAP"]
     kx = expand_heads(k, q.shape[1])
-    scores = cap * np.tanh(np.einsum("bhid,bhjd->bhij", q, kx) / np.sqrt(q.shape[-1]) / cap)
+    scores = cap * np.tanh((q @ kx.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) / cap)
     visible = (j <= i) & (i - j < params["W"])
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=visible)[0]}
 
 
 def key_bias_vector(inputs, params):
     q, k = inputs["Q"], inputs["K"]
-    scores = (np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1])
+    scores = ((q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
               + inputs["KB"][:, None, None, :])
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
