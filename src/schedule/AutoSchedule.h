@@ -28,9 +28,13 @@
 //      one-tile chunks would weigh too much against the inputs (chunk_tiles, chosen by default).
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
-//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
-//      Producers of the head that run along the axis but not the rows (key-side definitions)
-//      are computed per tile of the axis inside the fused loop (compute_at).
+//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops). An
+//      elementwise consumer that writes an intermediate (softmax's exponentials, recomputed for
+//      the output) is inlined into its readers instead, so no row-length buffer is kept a row
+//      tile; a consumer nest over a whole row of symbolic length walks it in tiles (split, the
+//      outer loop moved outside the row strip). Producers of the head that run along the axis
+//      but not the rows (key-side definitions) are computed per tile of the axis inside the
+//      fused loop (compute_at).
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 

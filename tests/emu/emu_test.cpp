@@ -162,6 +162,14 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
   }
 }
 
+// Many rows (rolling update, 128-row strips): the output nests walk each row in column tiles,
+// with tails in both axes.
+TEST(Emulator, NormsAtManyRows) {
+  for (const char* name :
+       {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
+    verify({name, {{"M", 200}, {"N", 300}}, {}});
+}
+
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {
   verify({"performer.te", {}, {}});
   verify({"performer.te", {{"S", 300}, {"T", 300}}, {}});
