@@ -7,6 +7,7 @@
 #include "tile/Translate.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -26,9 +27,9 @@ using ir::Op;
 using ir::Stmt;
 using ir::StmtNode;
 
-// A leaf nest's tile axes span at most this many iterations (a dot's operands and result are
-// much smaller than its iteration space), and a register at most kMaxRegisterElements: a whole
-// row of a long sequence is not a tile.
+// A leaf nest's tile axes materialise at most this many elements (a contraction, which becomes a
+// dot, materialises its operands and its result, not its iteration space), and a register at
+// most kMaxRegisterElements: a whole row of a long sequence is not a tile.
 constexpr int64_t kMaxTileElements = 1 << 20;
 constexpr int64_t kMaxRegisterElements = 1 << 16;
 
@@ -749,6 +750,45 @@ class KernelTranslator {
     em_.set_body(saved);
   }
 
+  // The elements the block materialises over the tile loops `tile`: its iteration space, or for
+  // a sum of products whose factors each leave out a reduced loop (a contraction), the largest of
+  // its factors and its result.
+  int64_t materialised(const StmtNode& block, const std::vector<const StmtNode*>& tile) const {
+    std::map<std::string, Expr> bindings;
+    std::set<std::string> reduced;
+    for (const ir::IterVar& iv : block.iters) {
+      bindings[iv.name] = iv.binding;
+      if (iv.kind != ir::IterKind::Spatial)
+        for (const StmtNode* l : tile)
+          if (ir::uses_var(iv.binding, l->var)) reduced.insert(l->var);
+    }
+    auto elements = [&](const std::function<bool(const StmtNode*)>& spans) {
+      int64_t n = 1;
+      for (const StmtNode* l : tile)
+        if (spans(l)) n *= ctx_.tile_extent(l->extent);
+      return n;
+    };
+    int64_t all = elements([](const StmtNode*) { return true; });
+    ir::Reducer reducer;
+    Expr term;
+    if (reduced.empty() || block.body->kind != ir::StmtKind::Store ||
+        !schedule::match_reduction_update(*block.body, &reducer, &term) ||
+        reducer != ir::Reducer::Sum || term->op != Op::Mul)
+      return all;
+    int64_t out = elements([&](const StmtNode* l) { return !reduced.count(l->var); });
+    for (const Expr& factor : term->args) {
+      Expr f = ir::substitute(factor, bindings);
+      bool contracted = true;
+      for (const std::string& r : reduced) contracted = contracted && ir::uses_var(f, r);
+      bool leaves_out = false;
+      for (const StmtNode* l : tile)
+        leaves_out = leaves_out || (!reduced.count(l->var) && !ir::uses_var(f, l->var));
+      if (!contracted || !leaves_out) return all;
+      out = std::max(out, elements([&](const StmtNode* l) { return ir::uses_var(f, l->var); }));
+    }
+    return out;
+  }
+
   void leaf_nest(const Stmt& s) {
     std::vector<const StmtNode*> loops;
     const StmtNode* n = s.get();
@@ -756,12 +796,13 @@ class KernelTranslator {
     const StmtNode& block = *n;
     // Tile axes: the innermost loops of tile extent (loops of extent 1 are fixed at 0).
     size_t first_tile = loops.size();
-    int64_t elements = 1;
     while (first_tile > 0) {
       const StmtNode* l = loops[first_tile - 1];
       int64_t e = ctx_.tile_extent(l->extent);
-      if (e < 0 || !is_zero(l->min) || elements * e > kMaxTileElements) break;
-      elements *= e;
+      if (e < 0 || !is_zero(l->min)) break;
+      std::vector<const StmtNode*> tile(loops.begin() + static_cast<long>(first_tile) - 1,
+                                        loops.end());
+      if (materialised(block, tile) > kMaxTileElements) break;
       --first_tile;
     }
     std::vector<TileAxis> axes;

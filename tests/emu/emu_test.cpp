@@ -188,6 +188,15 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
 }
 
+// Head sizes past 128: D=192 and D=256, prefill (128-row tiles, tails in both sequence axes) and
+// decode with many rows (rolling update).
+TEST(Emulator, AttentionAtLargeHeadDims) {
+  for (int64_t d : {192, 256}) {
+    verify({"attention/prefill_causal.te", {{"H", 1}, {"S", 140}, {"T", 150}, {"D", d}}, {}});
+    verify({"attention/decode_causal.te", {{"B", 2}, {"H", 64}, {"T", 100}, {"D", d}}, {}});
+  }
+}
+
 // Every key scores the same (Q and K constant): each row's maximum is reached in its first key
 // tile and never grows after it (the rescale factor of every later tile is exactly 1), and the
 // output is the mean of V over the visible keys.
