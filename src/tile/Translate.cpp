@@ -873,25 +873,46 @@ class KernelTranslator {
 };
 
 // Size expressions the schedule keeps as one tile axis, printed: a dim that some loop runs over
-// whole while driving a reduction (the head size of attention's dot products), and the extent E
+// whole while driving a reduction (the head size of attention's dot products) or while a block
+// reduces over a tile inside it (the value head size, the columns of the PV product), and the
+// extent E
 // of a loop that steps through a group of a split by E (a block binds q * E + v to it: the query
 // heads sharing a key/value head, HQ / HK).
 std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   std::set<std::string> out;
+  // Loops nested in a loop of constant extent (a tile of rows): not grid loops.
+  std::set<const StmtNode*> in_tile;
+  std::function<void(const Stmt&, bool)> walk = [&](const Stmt& s, bool inside) {
+    if (!s) return;
+    if (s->kind == ir::StmtKind::For) {
+      if (inside) in_tile.insert(s.get());
+      inside = inside || ir::as_const_int(s->extent).has_value();
+    }
+    for (const Stmt& c : s->stmts) walk(c, inside);
+    for (const Stmt* c : {&s->body, &s->then_case, &s->else_case}) walk(*c, inside);
+  };
+  walk(p.body, false);
   ir::visit(p.body, [&](const Stmt& s) {
     if (s->kind != ir::StmtKind::For || ir::as_const_int(s->extent) || !ir::over_sizes(s->extent))
       return true;
     Expr v = int_var(s->var);
-    for (const StmtNode* b : schedule::blocks_under(s->body))
+    for (const StmtNode* b : schedule::blocks_under(s->body)) {
+      bool reduces_tile = in_tile.count(s.get()) &&
+                          std::any_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
+                            return iv.kind == ir::IterKind::Reduce && ir::as_const_int(iv.extent);
+                          });
       for (const ir::IterVar& iv : b->iters) {
-        bool whole = iv.kind == ir::IterKind::Reduce && iv.binding->op == Op::Var &&
-                     iv.binding->name == s->var && s->extent->op == Op::Var;
+        bool whole = (iv.kind == ir::IterKind::Reduce ||
+                      (iv.kind == ir::IterKind::Spatial && reduces_tile)) &&
+                     iv.binding->op == Op::Var && iv.binding->name == s->var &&
+                     s->extent->op == Op::Var;
         Expr rest = ir::simplify(ir::make_binary(Op::Sub, iv.binding, v));
         bool group = iv.kind == ir::IterKind::Spatial && ir::uses_var(iv.binding, s->var) &&
                      !ir::uses_var(rest, s->var) && !ir::as_const_int(rest) &&
                      ir::provably_divides(s->extent, rest);
         if (whole || group) out.insert(ir::to_string(s->extent));
       }
+    }
     return true;
   });
   return out;

@@ -337,3 +337,7 @@ def softmax_inlined_exp(inputs, params):
 
 def attention_sink(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"], inputs["V"], sink=inputs["SINK"])}
+
+
+def attention_value_dim(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
