@@ -192,6 +192,7 @@ class NestTranslator {
       bool over_reduce = std::any_of(used.begin(), used.end(),
                                      [&](const std::string& a) { return tile_reduce.count(a); });
       (over_reduce ? reduce_mask : store_mask).push_back(c);
+      live_.push_back(c);
     }
     Val value;
     if (tile_reduce.empty()) {
@@ -519,6 +520,12 @@ class NestTranslator {
       o.type = TileType{b->dtype, register_dims(*b, nullptr)};
       return Val{em_.emit(o), axes, b->dtype};
     }
+    std::set<std::string> seen;
+    for (const Expr& i : indices) {
+      std::vector<std::string> used = axes_in(i);
+      bool again = !used.empty() && !seen.insert(used[0]).second;
+      if (again || !region_index(i)) return gather(*b, indices);
+    }
     TileOp o;
     o.kind = OpKind::Load;
     o.buffer = buffer;
@@ -526,6 +533,47 @@ class NestTranslator {
     region(*b, indices, &o, &axes);
     o.type = type_of(b->dtype, axes);
     return Val{em_.emit(o), axes, b->dtype};
+  }
+
+  // Whether a buffer index is a region's: a start plus at most one tile axis, read from no
+  // buffer.
+  bool region_index(const Expr& index) const {
+    Expr idx = ir::simplify(index);
+    if (has_load(idx)) return false;
+    std::vector<std::string> used = axes_in(idx);
+    if (used.empty()) return true;
+    if (used.size() > 1) return false;
+    Expr start = ir::simplify(ir::substitute(idx, {{used[0], ir::make_int(0)}}));
+    return ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0])));
+  }
+
+  // An element-wise load: every element's indices computed as tiles (a lookup by an index
+  // tensor, an index along two tile axes or through a modulo), checked against the buffer where
+  // the block's predicate holds (the elements the loop program reads).
+  Val gather(const ir::Buffer& b, const std::vector<Expr>& indices) {
+    std::vector<Val> idx;
+    std::set<std::string> all;
+    for (const Expr& i : indices) {
+      idx.push_back(expr(ir::simplify(i)));
+      all.insert(idx.back().axes.begin(), idx.back().axes.end());
+    }
+    std::vector<std::string> out = nest_order(all);
+    std::vector<Expr> live;
+    for (const Expr& c : live_) {
+      std::vector<std::string> used = axes_in(c);
+      if (std::all_of(used.begin(), used.end(), [&](const std::string& a) { return all.count(a); }))
+        live.push_back(c);
+    }
+    TileOp o;
+    o.kind = OpKind::Gather;
+    o.buffer = b.name;
+    for (const Val& v : idx) o.args.push_back(v.axes.empty() ? v.id : arrange(v, out).id);
+    if (!live.empty()) {
+      Val m = expr(conjunction(live));
+      o.args.push_back(m.axes.empty() ? m.id : arrange(m, out).id);
+    }
+    o.type = type_of(b.dtype, out);
+    return Val{em_.emit(o), out, b.dtype};
   }
 
   void region(const ir::Buffer& b, const std::vector<Expr>& indices, TileOp* o,
@@ -654,6 +702,7 @@ class NestTranslator {
   const Context& ctx_;
   Emitter& em_;
   std::vector<TileAxis> axes_;
+  std::vector<Expr> live_;  // the block's predicate conjuncts that the nest can fail
   const StmtNode& block_;
   const std::map<std::string, Expr>& serial_;
 };

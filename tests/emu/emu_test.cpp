@@ -197,6 +197,28 @@ TEST(Emulator, AttentionAtLargeHeadDims) {
   }
 }
 
+// A target id outside the vocabulary is a run-time error naming the buffer it indexes, as in the
+// reference interpreter (the corpus, GeneralityCorpus, runs the gathers on valid ids).
+TEST(Emulator, GatherOutOfRangeIsAnError) {
+  Case c{"tests/generality/cross_entropy.te", {{"M", 5}, {"N", 100}}, {}};
+  c.from_root = true;
+  std::vector<std::string> warnings;
+  Compiled k = compile(c, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  emu::EmulatedCudaKernel kernel(k.tiles);
+  std::map<std::string, runtime::Tensor> in = runtime::random_inputs(k.program, k.sizes, 1);
+  runtime::Tensor loss(DType::F32, {5});
+  for (int64_t i = 0; i < 5; ++i) in.at("TGT").set(i, i);
+  kernel.run({&in.at("X"), &in.at("TGT"), &loss}, k.sizes, {});
+  in.at("TGT").set(3, 100);
+  try {
+    kernel.run({&in.at("X"), &in.at("TGT"), &loss}, k.sizes, {});
+    ADD_FAILURE() << "an out-of-range target id ran";
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("failed at X"), std::string::npos) << e.what();
+  }
+}
+
 // Every key scores the same (Q and K constant): each row's maximum is reached in its first key
 // tile and never grows after it (the rescale factor of every later tile is exactly 1), and the
 // output is the mean of V over the visible keys.

@@ -341,3 +341,25 @@ def attention_sink(inputs, params):
 
 def attention_value_dim(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
+
+
+def cross_entropy(inputs, params):
+    """Per-row softmax cross-entropy: logsumexp of the row minus the logit of the target id."""
+    x = inputs["X"]
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = x.max(axis=1)
+    lse = peak + np.log(np.exp(x - peak[:, None]).sum(axis=1))
+    return {"LOSS": lse - x[np.arange(x.shape[0]), tgt]}
+
+
+def t5_bias_attention(inputs, params):
+    """Unscaled, unmasked attention plus T5's relative-position bias BIAS[h, bucket(j - i)]."""
+    q, k = inputs["Q"], inputs["K"]
+    table = np.asarray(inputs["BUCKET"], dtype=np.int64)
+    bias = inputs["BIAS"]
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    t_len = k.shape[2]
+    bucket = np.clip(table[np.clip(kpos - (qpos - (t_len - q.shape[2])) + t_len, 0, 2 * t_len - 1)],
+                     0, bias.shape[1] - 1)
+    scores = q @ k.swapaxes(-1, -2) + bias[:, bucket][None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
