@@ -524,7 +524,9 @@ class NestTranslator {
     for (const Expr& i : indices) {
       std::vector<std::string> used = axes_in(i);
       bool again = !used.empty() && !seen.insert(used[0]).second;
-      if (again || !region_index(i)) return gather(*b, indices);
+      if (!again && region_index(i)) continue;
+      if (std::optional<Val> v = piecewise(*b, indices)) return *v;
+      return gather(*b, indices);
     }
     TileOp o;
     o.kind = OpKind::Load;
@@ -533,6 +535,57 @@ class NestTranslator {
     region(*b, indices, &o, &axes);
     o.type = type_of(b->dtype, axes);
     return Val{em_.emit(o), axes, b->dtype};
+  }
+
+  // A read whose one irregular index is (s + x) % C, for tile axis x, a constant start s and a
+  // constant C that the dimension's extent covers (rotary embedding's half-split d % (D / 2)):
+  // the index is s + x - k C on the k-th run of C positions, so the read is a select over one
+  // region load per run (their starts shifted by k C; what a run's load reads outside the buffer
+  // is 0 and never selected). nullopt when the index is not of that form or needs more than
+  // kMaxPieces runs.
+  std::optional<Val> piecewise(const ir::Buffer& b, const std::vector<Expr>& indices) {
+    constexpr int64_t kMaxPieces = 4;
+    std::optional<size_t> dim;
+    std::set<std::string> seen;
+    for (size_t d = 0; d < indices.size(); ++d) {
+      Expr idx = ir::simplify(indices[d]);
+      std::vector<std::string> used = axes_in(idx);
+      if (!used.empty() && !seen.insert(used[0]).second) return std::nullopt;
+      if (region_index(idx)) continue;
+      if (dim || idx->op != Op::Mod || !region_index(idx->args[0]) || used.size() != 1)
+        return std::nullopt;
+      dim = d;
+    }
+    if (!dim) return std::nullopt;
+    const Expr& mod = ir::simplify(indices[*dim]);
+    const Expr& e = mod->args[0];
+    std::string x = axes_in(e).at(0);
+    Expr start = ir::simplify(ir::substitute(e, {{x, ir::make_int(0)}}));
+    auto s = range_of(start), c = range_of(mod->args[1]), extent = range_of(b.shape[*dim]);
+    if (!s || !c || !extent || s->first != s->second || c->first != c->second || c->first <= 0 ||
+        s->first < 0 || extent->first < c->first)
+      return std::nullopt;
+    int64_t C = c->first, first = s->first / C, last = (s->first + extent_of(x) - 1) / C;
+    if (last - first + 1 > kMaxPieces) return std::nullopt;
+    std::optional<Val> out;
+    for (int64_t k = last; k >= first; --k) {
+      std::vector<Expr> shifted = indices;
+      shifted[*dim] = ir::simplify(ir::make_binary(Op::Sub, e, ir::make_int(k * C)));
+      TileOp o;
+      o.kind = OpKind::Load;
+      o.buffer = b.name;
+      std::vector<std::string> axes;
+      region(b, shifted, &o, &axes);
+      o.type = type_of(b.dtype, axes);
+      Val piece{em_.emit(o), axes, b.dtype};
+      if (!out) {
+        out = piece;
+        continue;
+      }
+      Expr below = ir::make_binary(Op::Lt, e, ir::make_int((k + 1) * C));
+      out = select(expr(below), piece, *out);
+    }
+    return out;
   }
 
   // Whether a buffer index is a region's: a start plus at most one tile axis, read from no

@@ -363,3 +363,20 @@ def t5_bias_attention(inputs, params):
                      0, bias.shape[1] - 1)
     scores = q @ k.swapaxes(-1, -2) + bias[:, bucket][None]
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def rotate_half(x, cos, sin):
+    """RoFormer's rotation in the rotate-half layout: x [B, H, L, D], cos and sin [L, D/2]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def rotary_attention(inputs, params):
+    """Causal attention over rotated queries (positions T - S + i) and keys (positions j)."""
+    q, k = inputs["Q"], inputs["K"]
+    cos, sin = inputs["COS"], inputs["SIN"]
+    qpos = np.arange(q.shape[2]) + k.shape[2] - q.shape[2]
+    qr = f16(rotate_half(q, cos[qpos], sin[qpos]))
+    kr = f16(rotate_half(k, cos[: k.shape[2]], sin[: k.shape[2]]))
+    return {"O": causal(qr, kr, inputs["V"])}
