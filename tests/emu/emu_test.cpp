@@ -1,6 +1,7 @@
 // \file emu_test.cpp
-// The CUDA kernels of every example, as generated for the GPU, run on the CPU emulator
-// (Emulator.h) and verified against the exact reference interpreter: default sizes, odd sizes
+// The CUDA kernels of every example (and of programs under tests/ that exercise a feature the
+// examples lack), as generated for the GPU, run on the CPU emulator (Emulator.h) and verified
+// against the exact reference interpreter: default sizes, odd sizes
 // (tails in every tiled axis) and fully masked leading tiles, as tests/gpu/run_examples.sh runs
 // them on a GPU, long split-K reductions, the benchmark's head size, and tied scores. A kernel
 // the emulator cannot complete fails the test with its reason.
@@ -47,7 +48,10 @@ struct Compiled {
 };
 Compiled compile(const Case& c) {
   Compiled r;
-  r.program = driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + c.example);
+  // An example, or a program of the tests ("tests/...").
+  r.program =
+      driver::load_file(std::string(KINTSUGI_SOURCE_DIR) +
+                        (c.example.rfind("tests/", 0) == 0 ? "/" : "/examples/") + c.example);
   r.sizes = runtime::bind_sizes(r.program, c.sizes);
   driver::ScheduleOptions o;
   o.target = driver::Target::parse("cuda");
@@ -135,6 +139,12 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
     verify({name, {}, {}});
     verify({name, {{"M", 37}, {"N", 1000}}, {}});
   }
+}
+
+// The activations sigmoid and erf in the epilogue of a fused tensor-core kernel.
+TEST(Emulator, ActivationsInAFusedKernel) {
+  verify({"tests/emu/gated_attention.te", {}, {}});
+  verify({"tests/emu/gated_attention.te", {{"S", 100}, {"T", 130}}, {}});
 }
 
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {

@@ -578,6 +578,12 @@ class Codegen {
       case MathFn::Tanh:
         code = "tanhf(" + x[0] + ")";
         break;
+      case MathFn::Sigmoid:
+        code = "(1.0f / (1.0f + expf(-" + x[0] + ")))";
+        break;
+      case MathFn::Erf:
+        code = "erff(" + x[0] + ")";
+        break;
       case MathFn::Sqrt:
         code = "sqrtf(" + x[0] + ")";
         break;
