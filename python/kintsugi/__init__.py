@@ -22,6 +22,7 @@ memory and export it through DLPack.
 
 from ._core import (
     CompileError,
+    CompileWarning,
     Kernel,
     Tensor,
     __commit__,
@@ -30,7 +31,7 @@ from ._core import (
     cuda_available,
 )
 
-__all__ = ["CompileError", "Kernel", "Tensor", "compile", "cuda_available", "__version__"]
+__all__ = ["CompileError", "CompileWarning", "Kernel", "Tensor", "compile", "cuda_available", "__version__"]
 
 for _cls in (Kernel, Tensor):
     _cls.__module__ = __name__

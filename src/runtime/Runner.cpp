@@ -303,13 +303,17 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   so.params = params;
   so.chunk_tiles = o.chunk_tiles;
   so.validate = o.validate;
+  so.require = o.require;
   driver::Scheduled sched = driver::schedule_program(p, so);
   r.schedule = sched.primitives;
   r.schedule_notes = sched.notes;
   r.warnings = sched.warnings;
+  r.fusion = sched.fusion;
   if (sched.validation) r.validation_seconds = sched.validation->seconds;
   const ir::LoopProgram& scheduled = sched.program;
-  driver::Built built = driver::build_kernel(sched, so.target, r.shape, &r.schedule_notes);
+  driver::Built built = driver::build_kernel(sched, so.target, r.shape);
+  r.warnings.insert(r.warnings.end(), built.warnings.begin(), built.warnings.end());
+  r.kernels = built.kernels;
   std::shared_ptr<cpu::CpuKernel> kernel = built.cpu;
   std::shared_ptr<cuda::CudaKernel> gpu_kernel = built.gpu;
   r.form = built.form;

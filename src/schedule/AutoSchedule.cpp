@@ -513,7 +513,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
       one.chunk_tiles = 1;
       return schedule_chain(program, one, notes, nullptr);
     }
-    note(std::string("fusion abandoned: ") + e.what());
+    note(kFusionAbandoned + std::string(e.what()));
     return unscheduled;
   }
 }
