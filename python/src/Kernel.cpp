@@ -101,6 +101,10 @@ std::string array_dtype_name(DType t) {
       return "float16";
     case DType::BF16:
       return "bfloat16";
+    case DType::F8E4M3:
+      return "float8_e4m3fn";
+    case DType::F8E5M2:
+      return "float8_e5m2";
     case DType::F32:
       return "float32";
     case DType::I32:
