@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/Driver.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
 
@@ -33,6 +34,8 @@ struct RunOptions {
   std::string reference_dir;
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
   bool validate = true;     // validate the schedule against the program (driver/ValidateSchedule.h)
+  // Code paths that must be taken (--require): a warning of one of these kinds is an error.
+  std::set<driver::Requirement> require;
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };
@@ -55,9 +58,11 @@ struct RunReport {
   std::vector<std::string> schedule;        // names of the primitives applied, in order
   std::vector<std::string> schedule_notes;  // why the auto-scheduler did (not do) something
   std::vector<std::string> warnings;  // a schedule rejected by validation, a slower path taken
-  double validation_seconds = 0.0;    // the schedule's validation (0 when cached or off)
-  std::string form;                   // the code the kernel was generated from: "tile" or "loop"
-  std::optional<bool> verified;       // null without --verify
+  std::vector<driver::FusedReduction> fusion;  // every reduction and the update that fused it
+  std::vector<driver::KernelPath> kernels;     // the code path of every kernel
+  double validation_seconds = 0.0;             // the schedule's validation (0 when cached or off)
+  std::string form;              // the code the kernel was generated from: "tile" or "loop"
+  std::optional<bool> verified;  // null without --verify
   double max_rel_err = 0.0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench

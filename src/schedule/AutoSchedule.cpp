@@ -628,7 +628,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
       one.chunk_tiles = 1;
       return schedule_chain(original, one, notes, nullptr);
     }
-    note(std::string("fusion abandoned: ") + e.what());
+    note(kFusionAbandoned + std::string(e.what()));
     return unscheduled;
   }
 }

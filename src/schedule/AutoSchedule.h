@@ -82,6 +82,9 @@ struct AutoScheduleOptions {
   std::map<std::string, int64_t> sizes;
 };
 
+// How the note of a chain whose fusion failed starts (the driver reports it as a warning).
+inline constexpr const char* kFusionAbandoned = "fusion abandoned: ";
+
 // The options a target ("cpu" or "cuda") schedules with: rows per tile follow its layout. The
 // CUDA tensor-core writer runs a 128-row tile on four warps of two m16 blocks each, so that every
 // key and value fragment it reads from shared memory feeds two mma (FlashAttention-2's 128 x 64

@@ -1,6 +1,7 @@
 // \file emu_test.cpp
-// The CUDA kernels of every example, as generated for the GPU, run on the CPU emulator
-// (Emulator.h) and verified against the exact reference interpreter: default sizes, odd sizes
+// The CUDA kernels of every example (and of programs under tests/ that exercise a feature the
+// examples lack), as generated for the GPU, run on the CPU emulator (Emulator.h) and verified
+// against the exact reference interpreter: default sizes, odd sizes
 // (tails in every tiled axis) and fully masked leading tiles, as tests/gpu/run_examples.sh runs
 // them on a GPU, long split-K reductions, the benchmark's head size, and tied scores. A kernel
 // the emulator cannot complete fails the test with its reason.
@@ -168,6 +169,16 @@ TEST(Emulator, NormsAtManyRows) {
   for (const char* name :
        {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
     verify({name, {{"M", 200}, {"N", 300}}, {}});
+}
+
+// The activations sigmoid and erf in the epilogue of a fused tensor-core kernel.
+TEST(Emulator, ActivationsInAFusedKernel) {
+  for (const runtime::SizeMap& sizes :
+       {runtime::SizeMap{}, runtime::SizeMap{{"S", 100}, {"T", 130}}}) {
+    Case c{"tests/emu/gated_attention.te", sizes, {}};
+    c.from_root = true;
+    verify(c);
+  }
 }
 
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {

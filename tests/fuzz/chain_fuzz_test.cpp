@@ -873,8 +873,7 @@ class Fuzzer {
   void check_cpu(const driver::Scheduled& s) {
     Instance& inst = instances_.back();
     stage_ = "CPU kernel";
-    std::vector<std::string> notes;
-    driver::Built k = driver::build_kernel(s, driver::Target{}, inst.sizes, &notes);
+    driver::Built k = driver::build_kernel(s, driver::Target{}, inst.sizes);
     std::map<std::string, runtime::Tensor> inputs = inst.inputs, outputs;
     k.cpu->run(arguments(s.program, inputs, outputs, inst.sizes), inst.sizes, {});
     ++stats_->cpu_checked;
@@ -1150,8 +1149,7 @@ output O[i, e]: f32 = o[i, e]
   driver::Scheduled s = driver::schedule_program(p, o);
   ASSERT_FALSE(s.primitives.empty());
   runtime::SizeMap run = {{"E", 3}, {"M", 1}, {"N", 75}};
-  std::vector<std::string> notes;
-  driver::Built k = driver::build_kernel(s, driver::Target{}, run, &notes);
+  driver::Built k = driver::build_kernel(s, driver::Target{}, run);
   std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, run, 1);
   runtime::Tensor out(DType::F32, {1, 3});
   EXPECT_NO_THROW(k.cpu->run({&inputs.at("X"), &inputs.at("V"), &out}, run, {}));

@@ -319,9 +319,8 @@ class TileEmitter : public Codegen {
       line(cond.empty() ? st : "if (" + cond + ") " + st);
     } else {
       std::string raw = b.id + "[" + offset + "]";
-      std::string conv = b.buf->dtype == DType::F16 ? "ks_h2f(" + raw + ")"
-                         : b.buf->dtype == DType::BF16
-                             ? "ks_b2f(" + raw + ")"
+      std::string conv = is_float(b.buf->dtype)
+                             ? float_of_storage(raw, b.buf->dtype)
                              : "(" + std::string(elem_type(o.type.dtype)) + ")" + raw;
       std::string zero = is_float(o.type.dtype) ? "0.0f" : "0";
       line(val(o.result).name + "[" + lin +

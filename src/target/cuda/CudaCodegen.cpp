@@ -909,7 +909,9 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
     launch.name = ident("ks", k.name);
     for (const tile::GridAxis& g : k.grid) launch.grid.push_back(g.extent);
     std::string text;
-    if (std::unique_ptr<KernelWriter> fragments = fragment_writer(program, k, out.sites)) {
+    if (std::unique_ptr<KernelWriter> fragments =
+            fragment_writer(program, k, out.sites, &launch.not_tensor_cores)) {
+      launch.tensor_cores = true;
       text = fragments->write(k, launch);
     } else {
       // Staged loads take shared memory next to the kernel's scratch space: without them when
