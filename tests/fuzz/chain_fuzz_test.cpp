@@ -1088,12 +1088,15 @@ output O[i, e]: f16 = o[i, e]
 
 // Found by the main loop on the validated path (seed 6, program 386): a split-K schedule of a
 // chain whose later reductions read values derived from chunk-local partials (a sum extrapolated
-// to the whole axis, a sum of squares about it, a min of exp(t0 - a1) rounded through f16) run at
-// N = 65, where the second chunk holds one element: output Z differs from the reference (an
-// element 0 where the reference is about 0.02) and the driver's validation, at its own shrunk
-// sizes, passes. `kintsugi run` of this program with --shape M=65,N=65 --chunk-tiles 1 --verify
-// fails the same way. Open.
-TEST(chain_fuzz, DISABLED_SplitKChainOverAOneElementChunk) {
+// to the whole axis, the root of a sum of squares about it, a min of exp(t0 - a1)) run at N = 65,
+// where the second chunk holds one element. That chunk extrapolates its only term 65-fold: its
+// local a1 is far above the global one, its partial min underflows to 0 and the combine's factor
+// exp(a1 - a1') overflows, 0 * inf = NaN, and the output's select(a3 > 0, ...) turned the NaN into
+// 0 where the reference is about 0.02. The combine now keeps a zero partial as it is where the
+// repair's factor can exceed 1 (Fusion.h, repair_scale_may_overflow); the validator, which passed
+// the schedule (random normal inputs put the dominant term in the one-element chunk in a few rows
+// only), now also runs inputs of large magnitude and an axis that ends in a chunk of one element.
+TEST(chain_fuzz, SplitKChainOverAOneElementChunk) {
   const char* src = R"(
 param EPS: f32 = 1e-5
 input X: f32[M, N]
@@ -1114,8 +1117,14 @@ output Z[i, j]: bf16 = select(a3[i] > 0, t0[i, j] / a3[i], 0)
   o.target = driver::Target::parse("cuda");
   o.sizes = {{"M", 65}, {"N", 65}};
   o.chunk_tiles = 1;
+  // The validated schedule keeps split-K; the scheduler's own agrees with the program.
+  driver::Scheduled v = driver::schedule_program(p, o);
+  EXPECT_TRUE(v.warnings.empty()) << v.warnings.front();
+  o.validate = false;
   driver::Scheduled s = driver::schedule_program(p, o);
-  ASSERT_FALSE(s.primitives.empty());
+  ASSERT_NE(std::find(s.primitives.begin(), s.primitives.end(), "split_k_update"),
+            s.primitives.end());
+  EXPECT_EQ(v.primitives, s.primitives);
   std::map<std::string, runtime::Tensor> inputs = draw_inputs(p, o.sizes, 7, Inputs::Random);
   std::map<std::string, const runtime::Tensor*> in;
   for (auto& [name, t] : inputs) in[name] = &t;

@@ -3,6 +3,7 @@
 #include "schedule/primitive/Fusion.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "algebra/Eval.h"
 #include "ir/Simplify.h"
@@ -96,6 +97,41 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
     if (value != 0.0) return false;
   }
   return true;
+}
+
+bool repair_scale_may_overflow(const algebra::RepairResult& repair,
+                               const std::map<std::string, ir::Reducer>& moves) {
+  // Old values and steps of the new value from the old one (signed as the producer allows).
+  const double olds[] = {-3.0, 0.5, 7.0, 40.0};
+  const double steps[] = {0.0, 0.25, 3.0, 30.0};
+  auto h_at = [&](double t, double old_value, double step, int sign_of_free) {
+    return algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
+      if (n->op != ir::Op::Var) return false;
+      *out = 1.25;  // statistics: any finite value
+      if (n->name == "t") *out = t;
+      for (const algebra::IncompleteValue& v : repair.values) {
+        double sign = sign_of_free;
+        if (auto m = moves.find(v.old_var); m != moves.end())
+          sign = m->second == ir::Reducer::Min ? -1.0 : 1.0;
+        if (n->name == v.old_var) *out = old_value;
+        if (n->name == v.new_var) *out = old_value + sign * step;
+      }
+      return true;
+    });
+  };
+  for (double old_value : olds)
+    for (double step : steps)
+      for (int sign : {1, -1}) {
+        double zero = h_at(0.0, old_value, step, sign);
+        if (std::isnan(zero)) continue;  // outside the repair's domain
+        if (zero != 0.0) return false;   // not a rescaling
+        if (!(std::fabs(h_at(1.0, old_value, step, sign)) <= 1.0)) return true;
+      }
+  return false;
+}
+
+ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h) {
+  return ir::make_select(ir::make_binary(ir::Op::Eq, t, ir::make_float(0.0, t->type)), t, h);
 }
 
 std::map<std::string, Range> axis_box(const std::map<std::string, AxisIteration>& axis_iter,

@@ -28,6 +28,19 @@ void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity);
 
+// True when the repair rescales its partial (h(0, x, x') == 0: h = t * k) by a factor k that can
+// exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old
+// variable to its producer's reducer (the new value of a max is at least the old one, of a min at
+// most; a value missing there, a sum, moves either way). Checked numerically. Such a partial may
+// underflow to 0 while k overflows to infinity, and 0 * inf is NaN where the real product is 0 (a
+// chunk whose local value is far from the global one); the caller then keeps a zero partial as
+// it is (guard_zero_partial).
+bool repair_scale_may_overflow(const algebra::RepairResult& repair,
+                               const std::map<std::string, ir::Reducer>& moves);
+
+// `h` (the repair applied to partial `t`) with a zero partial kept as it is: select(t == 0, t, h).
+ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h);
+
 // Augmented-state repairs re-base an accumulator about the old value of a producer, and a partial
 // sum (a fraction of the whole: a mean is the whole axis' sum over its extent) is far from the
 // data it summarises; re-based about it, the accumulator cancels in the program's types. A

@@ -368,6 +368,16 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       sub[stat] = ir::make_load(scan, self->type, idx);
     }
     ir::Expr h = ir::substitute(repair.h, sub);
+    std::map<std::string, ir::Reducer> moves;  // old variable -> its producer's max or min
+    for (const algebra::IncompleteValue& v : repair.values) {
+      if (extrapolated.count(v.load->name)) continue;  // a sum: it moves either way
+      const ir::StmtNode* prod = block_writers(tmp.program_.body)
+                                     .at(algebra::incomplete_load(v.load, req.incomplete)->name);
+      ir::Expr value = prod->body && prod->body->value ? prod->body->value : nullptr;
+      if (value && value->op == ir::Op::Max) moves[v.old_var] = ir::Reducer::Max;
+      if (value && value->op == ir::Op::Min) moves[v.old_var] = ir::Reducer::Min;
+    }
+    if (repair_scale_may_overflow(repair, moves)) h = guard_zero_partial(self, h);
     ir::Expr repaired = ir::make_select(ir::make_binary(ir::Op::Gt, pos, ir::make_int(0)), h, self);
     // Leading tiles where a producer still holds its reducer's identity (a max of nothing but
     // -inf: fully masked tiles) give terms such as exp(-inf - -inf) = NaN. When the repair maps

@@ -278,6 +278,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Derived) {
     std::map<std::string, ir::Expr> sub{{"t", partial}};
     ir::Expr at_identity;
+    std::map<std::string, ir::Reducer> moves;  // old variable -> its producer's max or min
     for (const algebra::IncompleteValue& v : repair.values) {
       ir::Expr local = ir::substitute(v.load, {{kChunk, var(lv)}});
       // The global value: the rf load without its chunk index, read from the global buffer (in
@@ -304,6 +305,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       ir::Reducer pr;
       ir::Expr pg;
       if (!match_reduction_update(*prod->body, &pr, &pg)) continue;
+      if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
       double id = ir::reducer_identity(pr);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
@@ -317,7 +319,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       idx.insert(idx.begin() + kChunkAxis, var(lv));
       sub[stat] = ir::make_load(rf, self->type, idx);
     }
-    partial = ir::substitute(repair.h, sub);
+    ir::Expr h = ir::substitute(repair.h, sub);
+    partial = repair_scale_may_overflow(repair, moves) ? guard_zero_partial(partial, h) : h;
     if (at_identity)
       partial =
           ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);
