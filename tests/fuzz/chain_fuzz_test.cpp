@@ -1061,11 +1061,12 @@ output S[i]: f32 = a3[i]
 
 // A row that a sliding window masks entirely (i - j >= WIN for every key): its maximum is -inf,
 // exp(-inf - -inf) is NaN and the reference output is NaN (the program has no select(l > 0, ...)
-// guard). The split-K combine treats a chunk whose maximum partial is -inf as contributing
-// nothing and the output is 0. Finite inputs: the NaN comes from the program, not from its data,
-// which is where the validator's relaxation does not apply; its shrunk instance (the run's 4
-// rows) never masks a whole row, so the driver keeps the schedule.
-TEST(chain_fuzz, DISABLED_FullyMaskedRowLosesItsNaN) {
+// guard). The split-K combine treated a chunk whose maximum partial is -inf as contributing
+// nothing, also when the row's maximum is -inf too, and the output was 0; the validator's shrunk
+// instance (the run's 4 rows) never masks a whole row, so the driver kept the schedule. The
+// identity guard now holds only where the global value left the identity (the rolling update
+// alike: it zeroes the running result at the tile where the producer leaves its identity).
+TEST(chain_fuzz, FullyMaskedRowLosesItsNaN) {
   schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
   o.sizes = {{"E", 64}, {"M", 4}, {"N", 200}};
   o.chunk_tiles = 1;
@@ -1179,4 +1180,26 @@ TEST(chain_fuzz, GeneratorWritesCheckedPrograms) {
     }
   }
   EXPECT_EQ(bad, 0);
+}
+
+// The same fully masked rows through causal tile skipping: a bottom-right causal mask with more
+// queries than keys leaves the first S - T rows without a key, a whole row tile of them at
+// S = 300, T = 100. The rolling update with propagate_mask ran no tile for that row tile, which
+// kept its initial values (o = 0, l = 0: L = -inf + log(0) = -inf) where the program, which has no
+// select(l > 0, ...) guard, gives NaN (exp(-inf - -inf)). A row tile with no live tile now runs one
+// masked tile when the terms of a fully masked row are NaN (propagate_mask).
+TEST(chain_fuzz, FullyMaskedRowTileSkippedByTheMask) {
+  const char* src = R"(
+input X: f32[S, T]
+input V: f32[T, E]
+c[i, j] = select(j <= i + T - S, X[i, j], -inf)
+m[i] = max[j](c[i, j])
+e[i, j] = exp(c[i, j] - m[i])
+l[i] = sum[j](e[i, j])
+o[i, d] = sum[j](e[i, j] * V[j, d])
+output O[i, d]: f32 = o[i, d]
+output L[i]: f32 = m[i] + log(l[i])
+)";
+  expect_schedule_matches(src, cpu_options({{"S", 4096}, {"T", 1000}, {"E", 4}}),
+                          {{"S", 300}, {"T", 100}, {"E", 3}}, Inputs::Random, 1);
 }

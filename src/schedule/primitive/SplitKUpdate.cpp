@@ -16,8 +16,8 @@
 // per chunk next to `block` (add_statistic, rfactor) and passed to h with the chunk's partial;
 // (4) rfactor at `loop`; (5) the write-back moves out of the loop into a combine nest placed
 // before the first later reader, and applies h to each partial. A chunk whose producer partial
-// is still its reducer's identity (fully masked) contributes the identity, when h annihilates
-// such contributions (checked numerically).
+// is still its reducer's identity (fully masked) while the producer's global value is not
+// contributes the identity, when h annihilates such contributions (checked numerically).
 #include "algebra/Eval.h"
 #include "algebra/Repair.h"
 #include "ir/Printer.h"
@@ -310,7 +310,12 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
       if (annihilates) {
-        ir::Expr is_id = ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type));
+        // Only where the global value moved off the identity: a row whose producer is the
+        // identity everywhere (fully masked) keeps h's value, as the program's own terms do
+        // (exp(-inf - -inf) is NaN).
+        ir::Expr is_id = ir::make_binary(
+            ir::Op::And, ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type)),
+            ir::make_binary(ir::Op::Ne, sub[v.new_var], ir::make_float(id, local->type)));
         at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
       }
     }
