@@ -10,6 +10,7 @@
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/Region.h"
+#include "schedule/primitive/MaskedTerm.h"
 
 namespace kintsugi::schedule {
 
@@ -97,6 +98,54 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
     if (value != 0.0) return false;
   }
   return true;
+}
+
+bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
+                          ir::Reducer producer_reducer, const ir::Expr& term,
+                          ir::Reducer target_reducer,
+                          const std::map<std::string, std::string>& aliases) {
+  auto writers = block_writers(p.body);
+  auto is_map = [](const ir::StmtNode& b) {
+    bool m = b.body && b.body->kind == ir::StmtKind::Store && !b.init;
+    for (const ir::IterVar& iv : b.iters) m &= iv.kind == ir::IterKind::Spatial;
+    return m;
+  };
+  // The partial the producer combines: a load in its value of a buffer that a reduction with
+  // the producer's reducer writes.
+  if (!writers.count(producer) || !writers.at(producer)->body) return true;
+  const ir::StmtNode* partial = nullptr;
+  ir::Expr partial_term;
+  ir::visit(writers.at(producer)->body->value, [&](const ir::Expr& x) {
+    if (x->op != ir::Op::Load || x->name == producer || !writers.count(x->name)) return true;
+    const ir::StmtNode* w = writers.at(x->name);
+    ir::Reducer r;
+    ir::Expr g;
+    if (!partial && w->body && match_reduction_update(*w->body, &r, &g) && r == producer_reducer)
+      partial = w, partial_term = g;
+    return true;
+  });
+  if (!partial) return true;
+  const double identity = ir::reducer_identity(producer_reducer);
+  auto masks_with_identity = [&](const ir::Expr& e) {
+    return e->op == ir::Op::Select && e->args[2]->op == ir::Op::FloatImm &&
+           e->args[2]->float_value == identity;
+  };
+  if (masks_with_identity(partial_term)) return false;  // an inline mask
+  if (partial_term->op != ir::Op::Load || !writers.count(partial_term->name)) return true;
+  const ir::StmtNode& mask = *writers.at(partial_term->name);
+  if (!is_map(mask) || !masks_with_identity(mask.body->value)) return true;
+  std::set<std::string> hidden = {mask.body->buffer};
+  if (auto a = aliases.find(mask.body->buffer); a != aliases.end()) hidden.insert(a->second);
+  std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
+    return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (n->op != ir::Op::Load) return n;
+      if (hidden.count(n->name)) return ir::make_float(identity, n->type);
+      auto w = writers.find(n->name);
+      if (w == writers.end() || !is_map(*w->second)) return n;
+      return expand(w->second->body->value);
+    });
+  };
+  return !masked_term_differs(expand(term), ir::reducer_identity(target_reducer));
 }
 
 bool repair_scale_may_overflow(const algebra::RepairResult& repair,

@@ -407,6 +407,13 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       }
       double id = ir::reducer_identity(pr);
       if (!repair_annihilates_identity(repair, v, id)) continue;
+      if (!identity_guard_sound(tmp.program_, prod->body->buffer, pr, term, reducer, renamed))
+        throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
+                                   "': on a tile where " + prod->body->buffer +
+                                   " is still its identity its terms are not " +
+                                   ir::format_double(ir::reducer_identity(reducer)) +
+                                   " (they read what the mask hides from it), so the repair " +
+                                   "can neither keep nor drop them");
       ir::Expr old = at(v.load, before), cur = at(v.load, pos);
       ir::Expr left = ir::make_binary(
           ir::Op::And, ir::make_binary(ir::Op::Eq, old, ir::make_float(id, old->type)),

@@ -309,6 +309,13 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       double id = ir::reducer_identity(pr);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
+      if (annihilates && !identity_guard_sound(tmp.program_, global, pr, term, reducer, renamed))
+        throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                   "': on a chunk where " + global +
+                                   " is still its identity its terms are not " +
+                                   ir::format_double(ir::reducer_identity(reducer)) +
+                                   " (they read what the mask hides from it), so the repair " +
+                                   "can neither keep nor drop them");
       if (annihilates) {
         // Only where the global value moved off the identity: a row whose producer is the
         // identity everywhere (fully masked) keeps h's value, as the program's own terms do
