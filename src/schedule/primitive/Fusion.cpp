@@ -100,42 +100,65 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
   return true;
 }
 
-bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
-                          ir::Reducer producer_reducer, const ir::Expr& term,
-                          ir::Reducer target_reducer,
-                          const std::map<std::string, std::string>& aliases) {
+namespace {
+
+bool is_map(const ir::StmtNode& b) {
+  bool m = b.body && b.body->kind == ir::StmtKind::Store && !b.init;
+  for (const ir::IterVar& iv : b.iters) m &= iv.kind == ir::IterKind::Spatial;
+  return m;
+}
+
+// How `producer` reaches its reducer's identity: its partial (a load in the producer's value of
+// a buffer that a reduction with the producer's reducer writes) reduces select(cond, v, identity)
+// inline, or a map buffer computing it (*mask gets its name); false when neither.
+bool producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Reducer reducer,
+                   std::string* mask) {
   auto writers = block_writers(p.body);
-  auto is_map = [](const ir::StmtNode& b) {
-    bool m = b.body && b.body->kind == ir::StmtKind::Store && !b.init;
-    for (const ir::IterVar& iv : b.iters) m &= iv.kind == ir::IterKind::Spatial;
-    return m;
-  };
-  // The partial the producer combines: a load in its value of a buffer that a reduction with
-  // the producer's reducer writes.
-  if (!writers.count(producer) || !writers.at(producer)->body) return true;
-  const ir::StmtNode* partial = nullptr;
+  if (!writers.count(producer) || !writers.at(producer)->body) return false;
   ir::Expr partial_term;
   ir::visit(writers.at(producer)->body->value, [&](const ir::Expr& x) {
     if (x->op != ir::Op::Load || x->name == producer || !writers.count(x->name)) return true;
     const ir::StmtNode* w = writers.at(x->name);
     ir::Reducer r;
     ir::Expr g;
-    if (!partial && w->body && match_reduction_update(*w->body, &r, &g) && r == producer_reducer)
-      partial = w, partial_term = g;
+    if (!partial_term && w->body && match_reduction_update(*w->body, &r, &g) && r == reducer)
+      partial_term = g;
     return true;
   });
-  if (!partial) return true;
-  const double identity = ir::reducer_identity(producer_reducer);
+  if (!partial_term) return false;
+  const double identity = ir::reducer_identity(reducer);
   auto masks_with_identity = [&](const ir::Expr& e) {
     return e->op == ir::Op::Select && e->args[2]->op == ir::Op::FloatImm &&
            e->args[2]->float_value == identity;
   };
-  if (masks_with_identity(partial_term)) return false;  // an inline mask
-  if (partial_term->op != ir::Op::Load || !writers.count(partial_term->name)) return true;
-  const ir::StmtNode& mask = *writers.at(partial_term->name);
-  if (!is_map(mask) || !masks_with_identity(mask.body->value)) return true;
-  std::set<std::string> hidden = {mask.body->buffer};
-  if (auto a = aliases.find(mask.body->buffer); a != aliases.end()) hidden.insert(a->second);
+  mask->clear();
+  if (masks_with_identity(partial_term)) return true;
+  if (partial_term->op != ir::Op::Load || !writers.count(partial_term->name)) return false;
+  const ir::StmtNode& m = *writers.at(partial_term->name);
+  if (!is_map(m) || !masks_with_identity(m.body->value)) return false;
+  *mask = m.body->buffer;
+  return true;
+}
+
+}  // namespace
+
+bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
+                     ir::Reducer producer_reducer) {
+  std::string mask;
+  return producer_mask(p, producer, producer_reducer, &mask);
+}
+
+bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
+                          ir::Reducer producer_reducer, const ir::Expr& term,
+                          ir::Reducer target_reducer,
+                          const std::map<std::string, std::string>& aliases) {
+  std::string mask;
+  if (!producer_mask(p, producer, producer_reducer, &mask)) return true;  // no mask: the data
+  if (mask.empty()) return false;  // an inline mask: no buffer the target could read
+  const double identity = ir::reducer_identity(producer_reducer);
+  std::set<std::string> hidden = {mask};
+  if (auto a = aliases.find(mask); a != aliases.end()) hidden.insert(a->second);
+  auto writers = block_writers(p.body);
   std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
       if (n->op != ir::Op::Load) return n;

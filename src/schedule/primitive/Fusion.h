@@ -43,6 +43,13 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
                           ir::Reducer target_reducer,
                           const std::map<std::string, std::string>& aliases);
 
+// Whether a mask can leave `producer` (the buffer an incomplete value reads) at its reducer's
+// identity on a whole tile or chunk: its partial reduces select(cond, v, identity), inline or
+// through a map buffer. Where the repair does not annihilate such a contribution (it re-bases
+// t = F(g(identity, c)) from an infinite value), the update is refused.
+bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
+                     ir::Reducer producer_reducer);
+
 // True when the repair rescales its partial (h(0, x, x') == 0: h = t * k) by a factor k that can
 // exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old
 // variable to its producer's reducer (the new value of a max is at least the old one, of a min at

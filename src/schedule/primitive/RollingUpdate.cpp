@@ -406,7 +406,14 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
           continue;
       }
       double id = ir::reducer_identity(pr);
-      if (!repair_annihilates_identity(repair, v, id)) continue;
+      if (!repair_annihilates_identity(repair, v, id)) {
+        if (pr != ir::Reducer::Sum && producer_masked(tmp.program_, prod->body->buffer, pr))
+          throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
+                                     "': a tile that the mask hides from " + prod->body->buffer +
+                                     " leaves it at " + ir::format_double(id) +
+                                     ", from which the repair cannot re-base the tile's terms");
+        continue;
+      }
       if (!identity_guard_sound(tmp.program_, prod->body->buffer, pr, term, reducer, renamed))
         throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
                                    "': on a tile where " + prod->body->buffer +

@@ -309,6 +309,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       double id = ir::reducer_identity(pr);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
+      if (!annihilates && pr != ir::Reducer::Sum && producer_masked(tmp.program_, global, pr))
+        throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                   "': a chunk that the mask hides from " + global +
+                                   " leaves it at " + ir::format_double(id) +
+                                   ", from which the repair cannot re-base the chunk's terms");
       if (annihilates && !identity_guard_sound(tmp.program_, global, pr, term, reducer, renamed))
         throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
                                    "': on a chunk where " + global +
