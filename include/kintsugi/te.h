@@ -104,6 +104,8 @@ Expr call(ir::MathFn fn, const std::vector<Expr>& args);
 Expr exp(const Expr& a);
 Expr log(const Expr& a);
 Expr tanh(const Expr& a);
+Expr sigmoid(const Expr& a);
+Expr erf(const Expr& a);
 Expr sqrt(const Expr& a);
 Expr rsqrt(const Expr& a);
 Expr abs(const Expr& a);

@@ -14,7 +14,8 @@ dependency: any producer of CUDA DLPack tensors works):
     attn(q, k, v, out=o_torch)            # or write into a tensor of your own
 
 Inputs and out= arrays are any tensors with ``__dlpack__`` (NumPy, PyTorch, ...), C-contiguous,
-with the dtypes the program declares (f16 = float16, bf16 = bfloat16, f32, i32, i8): in host
+with the dtypes the program declares (f16 = float16, bf16 = bfloat16, f32, i32, i8,
+f8e4m3 = float8_e4m3fn, f8e5m2 = float8_e5m2): in host
 memory for target="cpu"; for target="cuda" all in device memory (used in place) or all in host
 memory (copied to the GPU and back). Outputs are ``kintsugi.Tensor`` objects that own their
 memory and export it through DLPack.
@@ -22,6 +23,7 @@ memory and export it through DLPack.
 
 from ._core import (
     CompileError,
+    CompileWarning,
     Kernel,
     Tensor,
     __commit__,
@@ -30,7 +32,7 @@ from ._core import (
     cuda_available,
 )
 
-__all__ = ["CompileError", "Kernel", "Tensor", "compile", "cuda_available", "__version__"]
+__all__ = ["CompileError", "CompileWarning", "Kernel", "Tensor", "compile", "cuda_available", "__version__"]
 
 for _cls in (Kernel, Tensor):
     _cls.__module__ = __name__
@@ -45,8 +47,9 @@ def _tensor_numpy(self):
             f"this kintsugi.Tensor is in device memory ({self.device}): copy it to the host with "
             "t.cpu().numpy(), or view it on the GPU with torch.from_dlpack(t)"
         )
-    if self.dtype == "bf16":
-        raise TypeError("NumPy has no bfloat16: use torch.from_dlpack(t) for a bf16 kintsugi.Tensor")
+    if self.dtype in ("bf16", "f8e4m3", "f8e5m2"):
+        raise TypeError(f"NumPy has no {self.dtype}: use torch.from_dlpack(t) for a {self.dtype} "
+                        "kintsugi.Tensor")
     return numpy.from_dlpack(self)
 
 

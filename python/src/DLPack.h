@@ -30,7 +30,7 @@ enum DeviceType : int32_t {
   kMAIA = 17,
 };
 
-// DLDataTypeCode (the codes up to bool; later versions add low-precision float codes).
+// DLDataTypeCode (the codes up to bool, and the two fp8 codes of DLPack 1.1 Kintsugi stores).
 enum TypeCode : uint8_t {
   kInt = 0,
   kUInt = 1,
@@ -39,6 +39,8 @@ enum TypeCode : uint8_t {
   kBfloat = 4,
   kComplex = 5,
   kBool = 6,
+  kFloat8_e4m3fn = 10,
+  kFloat8_e5m2 = 12,
 };
 
 extern "C" {

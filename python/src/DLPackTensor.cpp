@@ -36,6 +36,12 @@ std::string dtype_text(const dlpack::DataType& t) {
     case dlpack::kBool:
       name = "bool";
       break;
+    case dlpack::kFloat8_e4m3fn:
+      name = "float8_e4m3fn";
+      break;
+    case dlpack::kFloat8_e5m2:
+      name = "float8_e5m2";
+      break;
     case dlpack::kOpaqueHandle:
       name = "opaque handle";
       break;
@@ -50,6 +56,8 @@ DType kintsugi_dtype(const dlpack::DataType& t) {
   if (t.lanes != 1) return DType::Unknown;
   if (t.code == dlpack::kFloat && t.bits == 16) return DType::F16;
   if (t.code == dlpack::kBfloat && t.bits == 16) return DType::BF16;
+  if (t.code == dlpack::kFloat8_e4m3fn && t.bits == 8) return DType::F8E4M3;
+  if (t.code == dlpack::kFloat8_e5m2 && t.bits == 8) return DType::F8E5M2;
   if (t.code == dlpack::kFloat && t.bits == 32) return DType::F32;
   if (t.code == dlpack::kInt && t.bits == 32) return DType::I32;
   if (t.code == dlpack::kInt && t.bits == 8) return DType::I8;
@@ -62,6 +70,10 @@ dlpack::DataType dlpack_dtype(DType t) {
       return {dlpack::kFloat, 16, 1};
     case DType::BF16:
       return {dlpack::kBfloat, 16, 1};
+    case DType::F8E4M3:
+      return {dlpack::kFloat8_e4m3fn, 8, 1};
+    case DType::F8E5M2:
+      return {dlpack::kFloat8_e5m2, 8, 1};
     case DType::F32:
       return {dlpack::kFloat, 32, 1};
     case DType::I32:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "driver/Driver.h"
 #include "ir/Interpreter.h"
@@ -100,6 +101,10 @@ std::string array_dtype_name(DType t) {
       return "float16";
     case DType::BF16:
       return "bfloat16";
+    case DType::F8E4M3:
+      return "float8_e4m3fn";
+    case DType::F8E5M2:
+      return "float8_e5m2";
     case DType::F32:
       return "float32";
     case DType::I32:
@@ -137,6 +142,7 @@ Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
       check_arch(options_.arch);
   }
 
+  require_ = driver::parse_requirements(options_.require, "require");
   te::Program p = is_source ? te::parse("<string>", text) : te::parse_file(text);
   if (is_source) p.name = options_.name.empty() ? "program" : options_.name;
   if (!is_source && !options_.name.empty()) p.name = options_.name;
@@ -172,8 +178,9 @@ Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
   bool all_given = std::all_of(program_.dims.begin(), program_.dims.end(),
                                [&](const std::string& d) { return options_.shape.count(d); });
   if (all_given && !options_.shape.empty()) {
+    std::shared_ptr<const Variant> v = compile_variant(options_.shape);
     std::lock_guard<std::mutex> lock(mu_);
-    last_ = variants_[options_.shape] = compile_variant(options_.shape);
+    add_variant(options_.shape, v);
   }
 }
 
@@ -186,16 +193,32 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   o.sizes = sizes;
   o.params = params_;
   o.chunk_tiles = options_.chunk_tiles;
+  o.require = require_;
+  o.require_who = "require";
   driver::Scheduled s = driver::schedule_program(program_, o);
   v->scheduled = s.program;
   v->schedule = s.primitives;
   v->notes = s.notes;
   v->warnings = s.warnings;
-  driver::Built b = driver::build_kernel(s, o.target, sizes, &v->notes);
+  v->fusion = s.fusion;
+  driver::Built b = driver::build_kernel(s, o.target, sizes);
+  v->warnings.insert(v->warnings.end(), b.warnings.begin(), b.warnings.end());
+  v->kernels = b.kernels;
   v->kernel = b.cpu;
   v->gpu = b.gpu;
   v->form = b.form;
   return v;
+}
+
+std::shared_ptr<const Variant> Kernel::add_variant(const runtime::SizeMap& sizes,
+                                                   std::shared_ptr<const Variant> v) {
+  unreported_.insert(unreported_.end(), v->warnings.begin(), v->warnings.end());
+  return last_ = variants_[sizes] = std::move(v);
+}
+
+std::vector<std::string> Kernel::take_warnings() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(unreported_, {});
 }
 
 std::shared_ptr<const Variant> Kernel::variant(const runtime::SizeMap& sizes) {
@@ -210,7 +233,7 @@ std::shared_ptr<const Variant> Kernel::variant(const runtime::SizeMap& sizes) {
   }
   std::shared_ptr<const Variant> v = compile_variant(sizes);
   std::lock_guard<std::mutex> lock(mu_);
-  return last_ = variants_[sizes] = v;
+  return add_variant(sizes, v);
 }
 
 std::shared_ptr<const Variant> Kernel::current() {

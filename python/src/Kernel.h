@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/Driver.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
 #include "target/cpu/CpuBackend.h"
@@ -84,6 +85,7 @@ struct KernelOptions {
   runtime::ParamMap params;       // param overrides
   std::string name;               // program name for source text (default "program")
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
+  std::vector<std::string> require;  // require=[...]: fused, tile, tensor-core (driver/Driver.h)
 };
 
 // One compiled variant: the program scheduled and compiled for one size binding.
@@ -94,8 +96,10 @@ struct Variant {
   std::shared_ptr<cuda::CudaKernel> gpu;   // target cuda
   std::vector<std::string> schedule;       // primitive names, in order
   std::vector<std::string> notes;          // the auto-scheduler's notes, and why not tile form
-  std::vector<std::string> warnings;       // a schedule rejected by validation (driver/Driver.h)
+  std::vector<std::string> warnings;       // a schedule rejected by validation, a slower code path
   std::string form;                        // "tile" or "loop"
+  std::vector<driver::FusedReduction> fusion;  // every reduction and the update that fused it
+  std::vector<driver::KernelPath> kernels;     // the code path of every kernel
 
   // The generated C++ (cpu) or CUDA C++ (cuda).
   const std::string& source() const { return gpu ? gpu->source() : kernel->source(); }
@@ -139,6 +143,9 @@ class Kernel {
   const KernelOptions& options() const { return options_; }
   const runtime::ParamMap& params() const { return params_; }  // every param, with overrides
   std::vector<runtime::SizeMap> compiled_sizes() const;        // every binding compiled so far
+  // The warnings of the variants compiled since the last call (each variant's once), for the
+  // front end to report (Python: warnings.warn).
+  std::vector<std::string> take_warnings();
   // "softmax(X: f32[M, N]) -> Y: f32[M, N]"
   std::string signature() const;
 
@@ -155,6 +162,10 @@ class Kernel {
   // tensors disagree.
   Memory call_memory(const std::vector<NamedArg>& args) const;
   std::shared_ptr<const Variant> compile_variant(const runtime::SizeMap& sizes) const;
+  // Records `v` as the variant of `sizes` and the last one, its warnings as not yet reported;
+  // mu_ held.
+  std::shared_ptr<const Variant> add_variant(const runtime::SizeMap& sizes,
+                                             std::shared_ptr<const Variant> v);
   // The call on device memory (target cuda): outputs in `outs`, else allocated and returned.
   std::vector<OwnedTensor> run_device(const Variant& v, const runtime::SizeMap& sizes,
                                       const std::vector<ArgView>& inputs,
@@ -168,6 +179,8 @@ class Kernel {
   mutable std::mutex mu_;  // guards variants_ and last_
   std::map<runtime::SizeMap, std::shared_ptr<const Variant>> variants_;
   std::shared_ptr<const Variant> last_;
+  std::vector<std::string> unreported_;  // warnings take_warnings has not returned yet
+  std::set<driver::Requirement> require_;
   std::mutex compile_mu_;  // one compile at a time per kernel
 };
 

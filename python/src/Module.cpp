@@ -6,6 +6,8 @@
 //   UserError, RuntimeArgError, ScheduleError -> ValueError
 //   InternalError                             -> RuntimeError
 //   TargetUnavailable (no GPU for 'cuda')     -> RuntimeError
+// A variant's warnings (a schedule rejected by validation, a slower code path: driver/Driver.h) are
+// issued with warnings.warn(..., kintsugi.CompileWarning) once, after the call that compiled it.
 // Calls release the GIL while they compile and run.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -33,6 +35,14 @@ namespace {
 // kintsugi.CompileError; lives as long as the process (never released, so that no reference
 // is dropped after the interpreter has finalised).
 PyObject* compile_error_type = nullptr;
+PyObject* compile_warning_type = nullptr;  // kintsugi.CompileWarning, likewise
+
+// Issues the warnings of the variants `k` compiled since the last time; a filter that turns them
+// into errors raises.
+void issue_warnings(Kernel& k) {
+  for (const std::string& w : k.take_warnings())
+    if (PyErr_WarnEx(compile_warning_type, w.c_str(), 1) != 0) throw py::error_already_set();
+}
 
 std::string source_line(const kintsugi::SourceLoc& loc) {
   if (!loc.valid()) return "";
@@ -77,8 +87,28 @@ py::dict to_dict(const kintsugi::runtime::SizeMap& sizes) {
 }
 
 std::shared_ptr<const Variant> current_variant(Kernel& k) {
-  py::gil_scoped_release release;  // may compile
-  return k.current();
+  std::shared_ptr<const Variant> v;
+  {
+    py::gil_scoped_release release;  // may compile
+    v = k.current();
+  }
+  issue_warnings(k);
+  return v;
+}
+
+py::list fusion_list(const Variant& v) {
+  py::list out;
+  for (const kintsugi::driver::FusedReduction& f : v.fusion)
+    out.append(py::dict("reduction"_a = f.name, "axis"_a = f.axis, "reads"_a = f.producers,
+                        "update"_a = f.update));
+  return out;
+}
+
+py::list kernels_list(const Variant& v) {
+  py::list out;
+  for (const kintsugi::driver::KernelPath& k : v.kernels)
+    out.append(py::dict("name"_a = k.name, "path"_a = k.path, "reason"_a = k.reason));
+  return out;
 }
 
 std::string plural(size_t n, const char* word) {
@@ -163,6 +193,7 @@ py::object call_kernel(Kernel& k, const py::args& args, const py::object& out,
     py::gil_scoped_release release;
     results = k.run(in_views, out.is_none() ? nullptr : &out_views, s.handle);
   }
+  issue_warnings(k);
   if (!out.is_none()) return out;
   if (results.size() == 1) return wrap(results[0]);
   py::tuple t(results.size());
@@ -175,7 +206,7 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
                                 const std::optional<std::map<std::string, double>>& params,
                                 const std::string& schedule, const std::optional<std::string>& name,
                                 const std::optional<std::string>& arch,
-                                std::optional<int64_t> chunk_tiles) {
+                                std::optional<int64_t> chunk_tiles, const py::object& require) {
   std::string text;
   bool is_source = false;
   if (py::isinstance<py::str>(path_or_source)) {
@@ -202,8 +233,30 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
         "count, not " +
         std::to_string(*chunk_tiles));
   options.chunk_tiles = chunk_tiles.value_or(0);
-  py::gil_scoped_release release;  // compiles when `shape` binds every size
-  return std::make_shared<Kernel>(text, is_source, std::move(options));
+  if (py::isinstance<py::str>(require)) {
+    std::string names = require.cast<std::string>();
+    for (size_t start = 0; start <= names.size();) {
+      size_t comma = std::min(names.find(',', start), names.size());
+      options.require.push_back(names.substr(start, comma - start));
+      start = comma + 1;
+    }
+  } else if (!require.is_none()) {
+    for (py::handle h : require) {
+      if (!py::isinstance<py::str>(h))
+        throw py::type_error(
+            "kintsugi.compile: require takes names ('fused', 'tile', 'tensor-core') in a list or "
+            "a comma-separated str, got an element " +
+            std::string(py::str(py::repr(h))));
+      options.require.push_back(h.cast<std::string>());
+    }
+  }
+  std::shared_ptr<Kernel> k;
+  {
+    py::gil_scoped_release release;  // compiles when `shape` binds every size
+    k = std::make_shared<Kernel>(text, is_source, std::move(options));
+  }
+  issue_warnings(*k);
+  return k;
 }
 
 }  // namespace
@@ -223,6 +276,14 @@ PYBIND11_MODULE(_core, m) {
       PyExc_ValueError, nullptr);
   if (!compile_error_type) throw py::error_already_set();
   m.attr("CompileError") = py::handle(compile_error_type);
+  compile_warning_type = PyErr_NewExceptionWithDoc(
+      "kintsugi.CompileWarning",
+      "The compiler did less than the program allows: fusion abandoned, scalar code instead of "
+      "tiles, a dot off the tensor cores, a schedule rejected by validation. "
+      "kintsugi.compile(..., require=[...]) makes the first three errors.",
+      PyExc_UserWarning, nullptr);
+  if (!compile_warning_type) throw py::error_already_set();
+  m.attr("CompileWarning") = py::handle(compile_warning_type);
   py::register_exception_translator(translate_error);
 
   py::class_<OwnedTensor>(m, "Tensor", R"doc(
@@ -353,8 +414,18 @@ call returns when the kernels have finished, so the results can be used on any s
           "The auto-scheduler's notes on the current variant.")
       .def_property_readonly(
           "warnings", [](Kernel& k) { return current_variant(k)->warnings; },
-          "Warnings on the current variant: a schedule that validation rejected, and what was "
-          "used instead.")
+          "Warnings on the current variant: a schedule that validation rejected and what was "
+          "used instead, fusion abandoned, scalar code instead of tiles, a dot off the tensor "
+          "cores (each also issued once as a kintsugi.CompileWarning).")
+      .def_property_readonly(
+          "fusion", [](Kernel& k) { return fusion_list(*current_variant(k)); },
+          "Every reduction of the current variant: {'reduction', 'axis', 'reads' (the reductions "
+          "whose running values it reads), 'update' ('rolling', 'split-k' or 'none')}.")
+      .def_property_readonly(
+          "kernels", [](Kernel& k) { return kernels_list(*current_variant(k)); },
+          "The code path of every kernel of the current variant: {'name', 'path' ('tile' or "
+          "'scalar' on the CPU, 'tensor-core' or 'element-cyclic' on CUDA), 'reason' (why a "
+          "kernel is not on the faster path, or '')}.")
       .def_property_readonly(
           "sizes", [](Kernel& k) { return to_dict(current_variant(k)->sizes); },
           "The sizes of the current variant.")
@@ -398,7 +469,7 @@ call returns when the kernels have finished, so the results can be used on any s
 
   m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
         "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(),
-        "arch"_a = py::none(), "chunk_tiles"_a = py::none(), R"doc(
+        "arch"_a = py::none(), "chunk_tiles"_a = py::none(), "require"_a = py::none(), R"doc(
 Compiles a tensor-expression program. path_or_source is .te source text when it contains a
 newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
 target: "cpu" (the default) or "cuda" (an NVIDIA GPU, device 0; tile programs with
@@ -409,7 +480,10 @@ program's name (source text is called "program" otherwise). arch (target "cuda")
 architecture to compile for, e.g. "sm_80" or "sm_90a"; None (the default) asks the device
 (sm_90a for compute capability 9.0). chunk_tiles: split-K (few rows, as in decode) in chunks of
 that many key tiles, each walked with the rolling update (the CLI's --chunk-tiles); None (the
-default) chooses it at the sizes of the run.
+default) chooses it at the sizes of the run. require: code paths that must be taken, a list of
+'fused' (fusion not abandoned), 'tile' (tile code, not scalar loops), 'tensor-core' (dots on the
+tensor cores) or a comma-separated str; a fallback of one of those kinds raises ValueError
+instead of issuing a kintsugi.CompileWarning.
 
 Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
 arguments, RuntimeError for target="cuda" where no GPU can be used (see cuda_available()).)doc");

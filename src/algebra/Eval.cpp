@@ -79,6 +79,10 @@ double eval_ir(const ir::Expr& e, const LeafFn& leaf) {
           return std::log2(a(0));
         case ir::MathFn::Tanh:
           return std::tanh(a(0));
+        case ir::MathFn::Sigmoid:
+          return 1.0 / (1.0 + std::exp(-a(0)));
+        case ir::MathFn::Erf:
+          return std::erf(a(0));
         case ir::MathFn::Sqrt:
           return std::sqrt(a(0));
         case ir::MathFn::Rsqrt:

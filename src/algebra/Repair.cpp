@@ -234,6 +234,8 @@ class Engine {
           case ir::MathFn::Tanh:
           case ir::MathFn::Round:
           case ir::MathFn::Clamp:
+          case ir::MathFn::Sigmoid:
+          case ir::MathFn::Erf:
             return cx_.fn(e->fn, a);
         }
         break;

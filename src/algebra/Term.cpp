@@ -317,7 +317,13 @@ Term TermContext::select(Term cond, Term a, Term b) {
 Term TermContext::fn(ir::MathFn f, std::vector<Term> args) {
   bool all_const =
       std::all_of(args.begin(), args.end(), [](Term a) { return a->kind == TermKind::Const; });
-  if (all_const && f == ir::MathFn::Tanh) return constant(std::tanh(args[0]->value));
+  if (all_const && (f == ir::MathFn::Tanh || f == ir::MathFn::Sigmoid || f == ir::MathFn::Erf)) {
+    TermNode n;
+    n.kind = TermKind::Fn;
+    n.sym = static_cast<int>(f);
+    n.args = std::move(args);
+    return constant(eval(intern(std::move(n)), {}));
+  }
   TermNode n;
   n.kind = TermKind::Fn;
   n.sym = static_cast<int>(f);
@@ -500,8 +506,15 @@ Sign TermContext::sign(Term t) const {
     case TermKind::Select:
       return join(sign(t->args[1]), sign(t->args[2]));
     case TermKind::Fn:
-      if (static_cast<ir::MathFn>(t->sym) == ir::MathFn::Tanh) return sign(t->args[0]);
-      return Sign::Unknown;
+      switch (static_cast<ir::MathFn>(t->sym)) {
+        case ir::MathFn::Tanh:
+        case ir::MathFn::Erf:
+          return sign(t->args[0]);  // odd and increasing
+        case ir::MathFn::Sigmoid:
+          return Sign::Pos;  // in (0, 1), as exp is positive
+        default:
+          return Sign::Unknown;
+      }
   }
   return Sign::Unknown;
 }
@@ -548,6 +561,10 @@ double TermContext::eval(Term t, const std::vector<double>& values) const {
       switch (static_cast<ir::MathFn>(t->sym)) {
         case ir::MathFn::Tanh:
           return std::tanh(ev(0));
+        case ir::MathFn::Sigmoid:
+          return 1.0 / (1.0 + std::exp(-ev(0)));
+        case ir::MathFn::Erf:
+          return std::erf(ev(0));
         case ir::MathFn::Round:
           return std::nearbyint(ev(0));
         case ir::MathFn::Clamp:

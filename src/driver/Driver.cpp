@@ -4,10 +4,12 @@
 
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 
 #include "ir/Printer.h"
 #include "schedule/Analysis.h"
 #include "schedule/AutoSchedule.h"
+#include "schedule/ReductionChains.h"
 #include "schedule/Schedule.h"
 #include "support/DiskCache.h"
 #include "support/Error.h"
@@ -30,6 +32,66 @@ Target Target::parse(const std::string& name, const std::string& arch) {
     arg_error << "unknown target '" << name << "'; use cpu or cuda";
   t.arch = arch;
   return t;
+}
+
+const char* requirement_name(Requirement r) {
+  switch (r) {
+    case Requirement::Fused:
+      return "fused";
+    case Requirement::Tile:
+      return "tile";
+    case Requirement::TensorCore:
+      return "tensor-core";
+  }
+  return "?";
+}
+
+std::set<Requirement> parse_requirements(const std::vector<std::string>& names,
+                                         const std::string& who) {
+  std::set<Requirement> out;
+  for (const std::string& n : names) {
+    bool known = false;
+    for (Requirement r : {Requirement::Fused, Requirement::Tile, Requirement::TensorCore})
+      if (n == requirement_name(r)) {
+        out.insert(r);
+        known = true;
+      }
+    if (!known)
+      arg_error << who << ": unknown requirement '" << n << "'; use fused, tile or tensor-core";
+  }
+  return out;
+}
+
+void check_requirements(const std::vector<Shortfall>& shortfalls,
+                        const std::set<Requirement>& require, const std::string& who) {
+  for (Requirement r : require) {
+    std::vector<std::string> broken;
+    for (const Shortfall& f : shortfalls)
+      if (f.requirement == r) broken.push_back(f.text);
+    if (broken.empty()) continue;
+    std::ostringstream m;
+    m << who << " " << requirement_name(r) << " does not hold: " << broken[0];
+    for (size_t k = 1; k < broken.size(); ++k) m << "; and " << broken[k];
+    throw UserError(m.str());
+  }
+}
+
+nlohmann::json fusion_json(const std::vector<FusedReduction>& fusion) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const FusedReduction& f : fusion)
+    out.push_back(
+        {{"reduction", f.name}, {"axis", f.axis}, {"reads", f.producers}, {"update", f.update}});
+  return out;
+}
+
+nlohmann::json kernels_json(const std::vector<KernelPath>& kernels) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const KernelPath& k : kernels) {
+    nlohmann::json j = {{"name", k.name}, {"path", k.path}};
+    if (!k.reason.empty()) j["reason"] = k.reason;
+    out.push_back(j);
+  }
+  return out;
 }
 
 ir::LoopProgram load_file(const std::string& path) {
@@ -96,6 +158,53 @@ int first_failing_primitive(const ir::LoopProgram& program, const nlohmann::json
   return static_cast<int>(hi) - 1;
 }
 
+// Every reduction of `program` with its chain and the update `trace` gave it; the reductions that
+// read another one's running values and were left unfused are shortfalls (the scheduler's note
+// that abandoned fusion gives the reason, or the chain it fused instead).
+std::vector<FusedReduction> fusion_of(const ir::LoopProgram& program, const nlohmann::json& trace,
+                                      const std::vector<std::string>& notes,
+                                      std::vector<Shortfall>* shortfalls) {
+  std::vector<FusedReduction> out;
+  std::vector<std::string> unfused;
+  std::string fused_axes;
+  for (const schedule::ReductionChain& c : schedule::find_reduction_chains(program)) {
+    FusedReduction f;
+    f.name = c.target;
+    f.axis = c.axis;
+    f.producers = c.producers;
+    for (const nlohmann::json& e : trace) {
+      if (e.value("block", std::string()) != c.target) continue;
+      if (e.at("primitive") == "split_k_update") f.update = "split-k";
+      if (e.at("primitive") == "rolling_update" && f.update == "none") f.update = "rolling";
+    }
+    if (f.update != "none" &&
+        fused_axes.find("'" + ir::to_string(c.extent) + "'") == std::string::npos)
+      fused_axes += (fused_axes.empty() ? "'" : ", '") + ir::to_string(c.extent) + "'";
+    if (f.update == "none" && !c.producers.empty()) unfused.push_back(c.target);
+    out.push_back(f);
+  }
+  if (unfused.empty()) return out;
+  std::string which = "reduction" + std::string(unfused.size() > 1 ? "s" : "");
+  for (size_t k = 0; k < unfused.size(); ++k)
+    which += std::string(k ? ", '" : " '") + unfused[k] + "'";
+  for (const std::string& n : notes)
+    if (n.rfind(schedule::kFusionAbandoned, 0) == 0) {
+      shortfalls->push_back(
+          {Requirement::Fused,
+           n + " (" + which + (unfused.size() > 1 ? " run" : " runs") + " unfused)"});
+      return out;
+    }
+  shortfalls->push_back(
+      {Requirement::Fused,
+       which + " read" + (unfused.size() > 1 ? "" : "s") +
+           " the running value of an earlier reduction and " + (unfused.size() > 1 ? "are" : "is") +
+           " not fused: " +
+           (fused_axes.empty()
+                ? std::string("the auto-scheduler fused nothing")
+                : "the auto-scheduler fused the reductions along " + fused_axes + " only")});
+  return out;
+}
+
 std::string describe_primitive(const nlohmann::json& entry) {
   std::string out = "'" + entry.value("primitive", std::string("?")) + "'";
   if (entry.contains("block") && entry.at("block").is_string())
@@ -150,7 +259,16 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   Scheduled out;
   out.program = program;
   out.schedule = o.schedule;
-  if (o.schedule == "none") return out;
+  out.require = o.require;
+  out.require_who = o.require_who;
+  if (o.schedule == "none") {
+    for (Requirement r : {Requirement::Fused, Requirement::Tile})
+      if (o.require.count(r))
+        arg_error << o.require_who << " " << requirement_name(r)
+                  << " does not hold with schedule 'none' (the unscheduled program runs as "
+                     "scalar loop code); use the auto schedule";
+    return out;
+  }
   schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(o.target.name());
   auto_options.sizes = o.sizes;
   auto_options.chunk_tiles = o.chunk_tiles;
@@ -171,13 +289,16 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
                                    : std::string("the schedule");
         std::string next = split_k && attempt == 0 ? "the rolling update instead of split-K"
                                                    : "the unscheduled program";
-        out.warnings.push_back("the auto-schedule was rejected by validation: " + who +
-                               " changes the result (" + report->failure + "); using " + next);
+        std::string text = "the auto-schedule was rejected by validation: " + who +
+                           " changes the result (" + report->failure + "); using " + next;
+        out.warnings.push_back(text);
         if (split_k && attempt == 0) {
           auto_options.split_k_below_rows = 0;
           continue;
         }
+        out.shortfalls.push_back({Requirement::Fused, text});
         out.validation = report;
+        check_requirements(out.shortfalls, o.require, o.require_who);
         return out;
       }
       if (!report->ran)
@@ -188,6 +309,13 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
     out.primitives = s.primitive_names();
     out.notes = notes;
     out.validation = report;
+    std::vector<Shortfall> unfused;
+    out.fusion = fusion_of(program, out.trace, notes, &unfused);
+    for (const Shortfall& f : unfused) {
+      out.warnings.push_back(f.text);
+      out.shortfalls.push_back(f);
+    }
+    check_requirements(out.shortfalls, o.require, o.require_who);
     return out;
   }
   return out;
@@ -203,36 +331,73 @@ tile::TileProgram to_tiles(const Scheduled& s, const runtime::SizeMap& sizes,
   return {};  // not reached: arg_error throws
 }
 
-Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes,
-                   std::vector<std::string>* notes) {
-  Built b;
-  if (target.kind == Target::Kind::Cuda) {
-    std::string why;
-    if (!cuda::driver_available(&why)) arg_error << "--target cuda: no usable GPU here: " << why;
-    if (s.schedule != "auto")
-      arg_error << "--target cuda runs scheduled programs only; use --schedule auto";
-    tile::TileProgram tp = to_tiles(s, sizes, "--target cuda");
-    std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;
-    b.gpu = std::make_shared<cuda::CudaKernel>(tp, arch);
-    b.form = "tile";
-    b.from_cache = b.gpu->from_cache();
-    b.compile_seconds = b.gpu->compile_seconds();
-    return b;
-  }
+CodePaths code_paths(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes) {
+  CodePaths c;
   if (s.schedule == "auto") {
     try {
-      b.cpu = cpu::compile(tile::translate(s.program, sizes));
-      b.form = "tile";
+      c.tiles = std::make_shared<tile::TileProgram>(tile::translate(s.program, sizes));
+      c.form = "tile";
     } catch (const tile::NotTileForm& e) {
-      if (notes) notes->push_back(std::string("scalar loop code: not in tile form: ") + e.what());
+      c.not_tile = e.what();
     }
   }
-  if (!b.cpu) {
-    b.cpu = cpu::compile(s.program);
-    b.form = "loop";
+  if (c.tiles && target.kind == Target::Kind::Cuda) {
+    std::vector<cuda::KernelLaunch> launches = cuda::generate_cuda_source(*c.tiles).launches;
+    for (size_t k = 0; k < launches.size(); ++k) {
+      const cuda::KernelLaunch& l = launches[k];
+      const std::string& name = c.tiles->kernels[k].name;
+      c.kernels.push_back(
+          {name, l.tensor_cores ? "tensor-core" : "element-cyclic", l.not_tensor_cores});
+      if (l.not_tensor_cores.empty()) continue;
+      std::string text = "kernel '" + name +
+                         "' runs its dot on the element-cyclic writer, not the tensor cores: " +
+                         l.not_tensor_cores;
+      c.warnings.push_back(text);
+      c.shortfalls.push_back({Requirement::TensorCore, text});
+    }
+  } else if (c.tiles) {
+    for (const tile::Kernel& k : c.tiles->kernels) c.kernels.push_back({k.name, "tile", ""});
+  } else {
+    // The CUDA target has no scalar path: build_kernel refuses the program (to_tiles).
+    c.form = "loop";
+    c.kernels.push_back({s.program.name, "scalar", c.not_tile});
+    if (s.schedule == "auto") {
+      std::string text = (target.kind == Target::Kind::Cuda
+                              ? "no CUDA code (the CUDA target compiles tile programs only): "
+                              : "scalar loop code: ") +
+                         std::string("program '") + s.program.name +
+                         "' is not in tile form: " + c.not_tile;
+      c.warnings.push_back(text);
+      c.shortfalls.push_back({Requirement::Tile, text});
+    }
   }
-  b.from_cache = b.cpu->from_cache();
-  b.compile_seconds = b.cpu->compile_seconds();
+  check_requirements(c.shortfalls, s.require, s.require_who);
+  return c;
+}
+
+Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes) {
+  std::string why;
+  if (target.kind == Target::Kind::Cuda && !cuda::driver_available(&why))
+    arg_error << "--target cuda: no usable GPU here: " << why;
+  if (target.kind == Target::Kind::Cuda && s.schedule != "auto")
+    arg_error << "--target cuda runs scheduled programs only; use --schedule auto";
+  CodePaths c = code_paths(s, target, sizes);
+  Built b;
+  b.form = c.form;
+  b.kernels = c.kernels;
+  b.warnings = c.warnings;
+  b.shortfalls = c.shortfalls;
+  if (target.kind == Target::Kind::Cuda) {
+    if (!c.tiles) to_tiles(s, sizes, "--target cuda");  // throws: not in tile form
+    std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;
+    b.gpu = std::make_shared<cuda::CudaKernel>(*c.tiles, arch);
+    b.from_cache = b.gpu->from_cache();
+    b.compile_seconds = b.gpu->compile_seconds();
+  } else {
+    b.cpu = c.tiles ? cpu::compile(*c.tiles) : cpu::compile(s.program);
+    b.from_cache = b.cpu->from_cache();
+    b.compile_seconds = b.cpu->compile_seconds();
+  }
   return b;
 }
 

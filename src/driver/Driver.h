@@ -5,18 +5,24 @@
 //   load_file         .te source -> parse -> check -> lower      (te::Program -> ir::LoopProgram)
 //   schedule_program  auto-scheduler (or none) -> translation validation -> the first schedule
 //                     that passes, falling back from split-K to rolling update to unscheduled
-//                     with a warning that names the primitive that broke the program
+//                     with a warning that names the primitive that broke the program; what was
+//                     fused (FusedReduction)
 //   build_kernel      scheduled loop program -> tile program (when it is in tile form) -> the
-//                     target's code -> a kernel (CPU shared object, or CUDA module)
+//                     target's code -> a kernel (CPU shared object, or CUDA module); the code
+//                     path each kernel took (KernelPath)
+//   (code_paths       the same paths without compiling: `kintsugi lower`, no GPU needed)
 //
 // Invariant established: no front end runs a schedule that did not pass validation against the
 // original program (unless validation was turned off for a trusted record), and every fallback to
-// a slower schedule or code path is reported as a warning with its reason.
+// a slower schedule or code path is reported as a warning with its reason. The fallbacks that
+// `--require` names (Requirement) are Shortfalls as well as warnings: a requirement that one
+// breaks is a user error naming the requirement, the primitive or kernel, and the reason.
 #pragma once
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +53,43 @@ struct Target {
   std::string name() const { return kind == Kind::Cuda ? "cuda" : "cpu"; }
 };
 
+// What `--require` (Python: require=[...]) can insist on: the program fuses as far as the
+// scheduler finds it can (no "fusion abandoned", no reduction chain left unfused, no schedule
+// rejected by validation down to the unscheduled program); the code comes from tile IR, not
+// scalar loop code; every kernel with a dot runs on the tensor cores, not on the element-cyclic
+// writer.
+enum class Requirement : uint8_t { Fused, Tile, TensorCore };
+const char* requirement_name(Requirement r);  // "fused", "tile", "tensor-core"
+// Parses names ("fused", "tile", "tensor-core"); `who` ("--require") starts the user error for an
+// unknown one.
+std::set<Requirement> parse_requirements(const std::vector<std::string>& names,
+                                         const std::string& who);
+
+// A place where the compiler did less than the program allows: the requirement it breaks and the
+// warning's text (which names the primitive or kernel and the reason).
+struct Shortfall {
+  Requirement requirement;
+  std::string text;
+};
+
+// One reduction of the program with its chain (schedule/ReductionChains.h) and the update that
+// fused it: "rolling", "split-k" or "none".
+struct FusedReduction {
+  std::string name;
+  std::string axis;
+  std::vector<std::string> producers;  // the reductions whose running values it reads
+  std::string update = "none";
+};
+
+// The code path of one kernel (named as in the tile IR): "tile" or "scalar" on the CPU;
+// "tensor-core" or "element-cyclic" on CUDA. `reason`: why not tiles, or why a kernel with a dot
+// of f16 or bf16 values is not on the tensor cores (a dot of f32 values stays in f32, as written).
+struct KernelPath {
+  std::string name;
+  std::string path;
+  std::string reason;
+};
+
 struct ScheduleOptions {
   Target target;
   std::string schedule = "auto";  // "auto" or "none"
@@ -54,6 +97,8 @@ struct ScheduleOptions {
   runtime::ParamMap params;       // param values (the program's own where absent)
   int64_t chunk_tiles = 0;        // split-K: key tiles a chunk walks; 0 chooses
   bool validate = true;           // false only for a trusted, already validated record
+  std::set<Requirement> require;  // shortfalls that are errors (`who` names the option)
+  std::string require_who = "--require";
 };
 
 struct Scheduled {
@@ -63,7 +108,11 @@ struct Scheduled {
   std::vector<std::string> primitives;         // names of the primitives applied, in order
   std::vector<std::string> notes;              // why the auto-scheduler did (not do) something
   std::vector<std::string> warnings;           // a schedule rejected, a slower path taken
+  std::vector<Shortfall> shortfalls;           // of those, the ones `require` can name
+  std::vector<FusedReduction> fusion;          // every reduction and its update
   std::optional<ValidationReport> validation;  // of the schedule in `program`
+  std::set<Requirement> require;               // as in the options: build_kernel checks them
+  std::string require_who = "--require";
 };
 
 // Parses, checks and lowers a .te file.
@@ -72,8 +121,34 @@ ir::LoopProgram load_file(const std::string& path);
 // Schedules `program` as `o` asks, validates the result and falls back when validation fails.
 Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions& o);
 
+// The code paths of the kernels a target compiles `s` into, and the shortfalls among them.
+struct CodePaths {
+  std::string form;      // "tile" or "loop": the IR the code is generated from
+  std::string not_tile;  // why the program is not in tile form ("" in tile form)
+  std::shared_ptr<const tile::TileProgram> tiles;  // the tile program (form "tile")
+  std::vector<KernelPath> kernels;
+  std::vector<std::string> warnings;
+  std::vector<Shortfall> shortfalls;
+};
+
+// Generates the code for `target` (CUDA source, no NVRTC; CPU: the tile translation) and says
+// which path each kernel takes; throws the user error of a requirement of `s` that does not hold.
+CodePaths code_paths(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes);
+
+// Throws a user error when one of `shortfalls` breaks a requirement in `require`: it names the
+// requirement (as `who` spells the option) and every shortfall of that kind.
+void check_requirements(const std::vector<Shortfall>& shortfalls,
+                        const std::set<Requirement>& require, const std::string& who);
+
+// The report of `--json`: {"fusion": [...], "kernels": [...]}.
+nlohmann::json fusion_json(const std::vector<FusedReduction>& fusion);
+nlohmann::json kernels_json(const std::vector<KernelPath>& kernels);
+
 struct Built {
   std::string form;  // "tile" or "loop": the IR the code was generated from
+  std::vector<KernelPath> kernels;
+  std::vector<std::string> warnings;  // a slower code path taken (CodePaths)
+  std::vector<Shortfall> shortfalls;
   std::shared_ptr<cpu::CpuKernel> cpu;
   std::shared_ptr<cuda::CudaKernel> gpu;
   bool from_cache = false;
@@ -86,9 +161,8 @@ tile::TileProgram to_tiles(const Scheduled& s, const runtime::SizeMap& sizes,
                            const std::string& who);
 
 // Compiles `s` for `target` at `sizes`. On the CPU an auto-scheduled program in tile form runs as
-// tiles, the rest as scalar loop code (a note in `notes` says why); the GPU runs tile programs
-// only.
-Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes,
-                   std::vector<std::string>* notes);
+// tiles, the rest as scalar loop code (a warning says why); the GPU runs tile programs only.
+// Throws the user error of a requirement of `s` that does not hold, before compiling.
+Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes);
 
 }  // namespace kintsugi::driver

@@ -29,6 +29,8 @@ constexpr int64_t kTail = 3;
 constexpr int64_t kFewRows = 5;
 // The offset of the "offset rows" input set: |mean| / std of 1e4 (the layernorm requirement).
 constexpr double kOffset = 1e4;
+// The scale of the "large magnitudes" input set.
+constexpr double kLarge = 4.0;
 // Exact against exact: the same real numbers summed in another order.
 constexpr double kExactTolerance = 1e-6;
 
@@ -97,6 +99,13 @@ std::vector<InputSet> input_sets() {
            return v + offset * static_cast<double>(1 + row % 3) * (row % 2 ? -1 : 1);
          });
        }},
+      {"large magnitudes", false, false,
+       [](auto& in, auto&) {
+         // Random values scaled up: exponentials of products of inputs span the range of the
+         // arithmetic, so that a partial that underflows to 0 meets a repair factor that
+         // overflows (a chunk or tile whose local values are far from the whole row's).
+         each_float(in, [](double v, int64_t, const runtime::Tensor&) { return kLarge * v; });
+       }},
       {"ties", false, false,
        [](auto& in, auto&) {
          each_float(in, [](double v, int64_t, const runtime::Tensor&) {
@@ -162,13 +171,14 @@ std::string sizes_text(const runtime::SizeMap& s) {
 }  // namespace
 
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
-                              int64_t scale_exponent, int64_t rows_cap, bool keep_order) {
+                              int64_t scale_exponent, int64_t rows_cap, bool keep_order,
+                              AxisEnd end) {
   std::set<std::string> axis, rows;
   fused_dims(original, o, &axis, &rows);
   auto given = [&](const std::string& d) { return o.sizes.count(d) ? o.sizes.at(d) : 1; };
   runtime::SizeMap out;
-  int64_t axis_size =
-      2 * o.axis_tile * std::max<int64_t>(1, o.chunk_tiles) + o.axis_tile / 2 + kTail;
+  int64_t axis_size = 2 * o.axis_tile * std::max<int64_t>(1, o.chunk_tiles) +
+                      (end == AxisEnd::PartialTile ? o.axis_tile / 2 + kTail : 1);
   for (const std::string& d : original.dims)
     out[d] = axis.count(d) ? std::min(given(d), axis_size)
                            : std::max<int64_t>(1, given(d) >> scale_exponent);
@@ -269,8 +279,13 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   for (int attempt = 0; attempt < 3 && exponent >= 0; ++attempt, --exponent) {
     // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
     // rows (one partial row tile) with every input set; both with the whole shrunk axis.
-    runtime::SizeMap tiles = shrink_sizes(original, o, exponent, o.row_tile + kTail, true);
-    runtime::SizeMap few = shrink_sizes(original, o, exponent, kFewRows, false);
+    // The axis ends in a partial tile in the first, in a chunk (or tile) of one element in the
+    // second: a chunk whose local values (a sum extrapolated to the whole axis from one element)
+    // are far from the global ones.
+    runtime::SizeMap tiles =
+        shrink_sizes(original, o, exponent, o.row_tile + kTail, true, AxisEnd::PartialTile);
+    runtime::SizeMap few =
+        shrink_sizes(original, o, exponent, kFewRows, false, AxisEnd::OneElement);
     // (The rounded run of the two row tiles is left to the few rows: the same arithmetic.)
     struct Job {
       const runtime::SizeMap* sizes;

@@ -2,14 +2,15 @@
 // Translation validation of a schedule: the scheduled loop program and the original are run by
 // the reference interpreter on small instances of the same program and must agree.
 //
-// The instances are shrunk from the sizes the schedule was chosen at so that every kind of tile
-// the schedule creates occurs: the fused reduction axis spans several chunks of several tiles and
-// ends in a partial tile, the rows span more than one row tile and end in a partial one (when the
-// run has that many), and the other sizes are scaled down together by one power of two (so that
-// ratios such as query heads per key/value head survive). The instance with two row tiles runs
-// random normal values; one with a few rows (a partial row tile) runs every input set: random
-// values, rows offset far from zero (|mean| / std of 1e4, or what the dtype resolves), ties (a
-// handful of distinct values), and -inf and NaN scattered in the float inputs.
+// The instances are shrunk from the sizes the schedule was chosen at so that every kind of tile the
+// schedule creates occurs: the fused reduction axis spans several chunks of several tiles and ends
+// in a partial tile (in the instance with few rows: in a chunk of one element), the rows span more
+// than one row tile and end in a partial one (when the run has that many), and the other sizes are
+// scaled down together by one power of two (so that ratios such as query heads per key/value head
+// survive). The instance with two row tiles runs random normal values; one with a few rows (a
+// partial row tile) runs every input set: random values, rows offset far from zero (|mean| / std of
+// 1e4, or what the dtype resolves), ties (a handful of distinct values), and -inf and NaN scattered
+// in the float inputs.
 //
 // The original runs in exact mode (the definition of the semantics); the scheduled program runs
 // in typed mode (every operation rounded to its type, as compiled code does), so that a repair
@@ -62,10 +63,15 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
 std::string first_disagreement(const ir::InterpBuffer& ref, const ir::InterpBuffer& got,
                                DType dtype, double tolerance, bool relaxed);
 
-// The shrunk sizes (exposed for tests): the fused axis over two tiles (or chunks) and a partial
-// one, the rows capped at `rows_cap`, the other sizes divided by 2^scale_exponent. `keep_order`:
+// How the shrunk fused axis ends after its two tiles (or chunks): in a partial tile of several
+// elements, or in a tile (and chunk) of one element.
+enum class AxisEnd { PartialTile, OneElement };
+
+// The shrunk sizes (exposed for tests): the fused axis over two tiles (or chunks) and the end
+// `end`, the rows capped at `rows_cap`, the other sizes divided by 2^scale_exponent. `keep_order`:
 // rows as many as the axis stay as many, more rows than the axis stay more (by up to rows_cap).
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
-                              int64_t scale_exponent, int64_t rows_cap, bool keep_order);
+                              int64_t scale_exponent, int64_t rows_cap, bool keep_order,
+                              AxisEnd end = AxisEnd::PartialTile);
 
 }  // namespace kintsugi::driver

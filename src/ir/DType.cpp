@@ -26,6 +26,10 @@ const char* dtype_name(DType t) {
       return "bf16";
     case DType::F32:
       return "f32";
+    case DType::F8E4M3:
+      return "f8e4m3";
+    case DType::F8E5M2:
+      return "f8e5m2";
   }
   return "unknown";
 }
@@ -34,6 +38,8 @@ DType dtype_from_name(const std::string& name) {
   if (name == "f16") return DType::F16;
   if (name == "bf16") return DType::BF16;
   if (name == "f32") return DType::F32;
+  if (name == "f8e4m3") return DType::F8E4M3;
+  if (name == "f8e5m2") return DType::F8E5M2;
   if (name == "i32") return DType::I32;
   if (name == "i8") return DType::I8;
   if (name == "bool") return DType::Bool;
@@ -44,6 +50,8 @@ int dtype_bytes(DType t) {
   switch (t) {
     case DType::I8:
     case DType::Bool:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
       return 1;
     case DType::F16:
     case DType::BF16:
@@ -67,6 +75,10 @@ double dtype_epsilon(DType t) {
       return std::ldexp(1.0, -7);
     case DType::F32:
       return std::ldexp(1.0, -23);
+    case DType::F8E4M3:
+      return std::ldexp(1.0, -3);
+    case DType::F8E5M2:
+      return std::ldexp(1.0, -2);
     default:
       return 0.0;
   }
@@ -131,6 +143,52 @@ double bf16_bits_to_double(uint16_t bits) {
   return f;
 }
 
+namespace {
+// The code of a magnitude r that the fp8 type with `mant` mantissa bits, minimum normal exponent
+// `emin` and exponent bias `bias` represents exactly (sign bit clear).
+uint8_t fp8_code(double r, int mant, int emin, int bias) {
+  if (r == 0.0) return 0;
+  int e = std::ilogb(r);
+  if (e < emin) return static_cast<uint8_t>(std::lround(std::ldexp(r, mant - emin)));
+  return static_cast<uint8_t>(((e + bias) << mant) |
+                              (std::lround(std::ldexp(r, mant - e)) - (1 << mant)));
+}
+}  // namespace
+
+uint8_t double_to_e4m3_bits(double x) {
+  if (std::isnan(x)) return 0x7f;
+  uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  double ax = std::fabs(x);
+  double r = std::isinf(ax) ? ax : round_magnitude(ax, 3, -6, 448.0);
+  if (std::isinf(r)) return sign | 0x7e;  // saturates to 448
+  return sign | fp8_code(r, 3, -6, 7);
+}
+
+double e4m3_bits_to_double(uint8_t bits) {
+  double sign = bits & 0x80 ? -1.0 : 1.0;
+  int e = (bits >> 3) & 0xf, m = bits & 7;
+  if (e == 0xf && m == 7) return std::numeric_limits<double>::quiet_NaN();
+  if (e == 0) return sign * std::ldexp(m, -9);
+  return sign * std::ldexp(8 + m, e - 10);
+}
+
+uint8_t double_to_e5m2_bits(double x) {
+  if (std::isnan(x)) return 0x7f;
+  uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  double ax = std::fabs(x);
+  double r = std::isinf(ax) ? ax : round_magnitude(ax, 2, -14, 57344.0);
+  if (std::isinf(r)) return sign | 0x7c;
+  return sign | fp8_code(r, 2, -14, 15);
+}
+
+double e5m2_bits_to_double(uint8_t bits) {
+  double sign = bits & 0x80 ? -1.0 : 1.0;
+  int e = (bits >> 2) & 0x1f, m = bits & 3;
+  if (e == 0x1f) return m ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m, -16);
+  return sign * std::ldexp(4 + m, e - 17);
+}
+
 double round_to_dtype(double x, DType t) {
   switch (t) {
     case DType::F16:
@@ -139,6 +197,10 @@ double round_to_dtype(double x, DType t) {
       return bf16_bits_to_double(double_to_bf16_bits(x));
     case DType::F32:
       return static_cast<double>(static_cast<float>(x));
+    case DType::F8E4M3:
+      return e4m3_bits_to_double(double_to_e4m3_bits(x));
+    case DType::F8E5M2:
+      return e5m2_bits_to_double(double_to_e5m2_bits(x));
     case DType::I8:
     case DType::I32: {
       if (std::isnan(x)) return 0.0;

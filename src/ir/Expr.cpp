@@ -217,7 +217,8 @@ constexpr FnInfo kFns[] = {
     {"exp", MathFn::Exp, 1},     {"exp2", MathFn::Exp2, 1},   {"log", MathFn::Log, 1},
     {"log2", MathFn::Log2, 1},   {"tanh", MathFn::Tanh, 1},   {"sqrt", MathFn::Sqrt, 1},
     {"rsqrt", MathFn::Rsqrt, 1}, {"abs", MathFn::Abs, 1},     {"pow", MathFn::Pow, 2},
-    {"round", MathFn::Round, 1}, {"clamp", MathFn::Clamp, 3},
+    {"round", MathFn::Round, 1}, {"clamp", MathFn::Clamp, 3}, {"sigmoid", MathFn::Sigmoid, 1},
+    {"erf", MathFn::Erf, 1},
 };
 }  // namespace
 

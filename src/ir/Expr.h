@@ -48,7 +48,22 @@ enum class Op : uint8_t {
 
 enum class VarKind : uint8_t { Index, Dim, Param };
 
-enum class MathFn : uint8_t { Exp, Exp2, Log, Log2, Tanh, Sqrt, Rsqrt, Abs, Pow, Round, Clamp };
+// Sigmoid is 1 / (1 + exp(-x)); Erf the error function (GELU is x * (1 + erf(x / sqrt(2))) / 2).
+enum class MathFn : uint8_t {
+  Exp,
+  Exp2,
+  Log,
+  Log2,
+  Tanh,
+  Sqrt,
+  Rsqrt,
+  Abs,
+  Pow,
+  Round,
+  Clamp,
+  Sigmoid,
+  Erf
+};
 
 enum class Reducer : uint8_t { Sum, Max, Min, Prod };
 

@@ -460,6 +460,10 @@ class Compiler {
             return typed([a](Frame& f) { return std::log2(a(f)); }, t);
           case MathFn::Tanh:
             return typed([a](Frame& f) { return std::tanh(a(f)); }, t);
+          case MathFn::Sigmoid:
+            return typed([a](Frame& f) { return 1.0 / (1.0 + std::exp(-a(f))); }, t);
+          case MathFn::Erf:
+            return typed([a](Frame& f) { return std::erf(a(f)); }, t);
           case MathFn::Sqrt:
             return typed([a](Frame& f) { return std::sqrt(a(f)); }, t);
           case MathFn::Rsqrt:

@@ -78,7 +78,7 @@ struct ExprPrinter {
       if (text.size() > 2 && text.compare(text.size() - 2, 2, ".0") == 0)
         text.resize(text.size() - 2);
       out << text;
-    } else if (e->type == DType::F16 || e->type == DType::BF16) {
+    } else if (is_float(e->type) && e->type != DType::F32) {
       // f32 is the default of an untyped literal; other float types keep their cast so that the
       // text reads back with the same type.
       out << dtype_name(e->type) << "(" << text << ")";

@@ -17,6 +17,9 @@ std::string npy_descr(DType t) {
       return "<f2";
     case DType::BF16:
       return "<u2";
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      return "|u1";
     case DType::F32:
       return "<f4";
     case DType::I32:
@@ -125,7 +128,11 @@ RawNpy read_raw(const std::string& path, const std::string& want, size_t elem_by
   if (!norm.empty() && (norm[0] == '=' || norm[0] == '|' || norm[0] == '<')) norm[0] = want[0];
   if (norm != want)
     arg_error << path << " holds dtype '" << descr << "' but " << needed << " is needed ('" << want
-              << "'" << (want == "<u2" ? ", the raw bf16 bit patterns as uint16" : "") << ")";
+              << "'"
+              << (want == "<u2"   ? ", the raw bf16 bit patterns as uint16"
+                  : want == "|u1" ? ", the raw fp8 bit patterns as uint8"
+                                  : "")
+              << ")";
   std::vector<int64_t> shape;
   {
     if (shape_text.size() < 2 || shape_text.front() != '(' || shape_text.back() != ')')

@@ -1,8 +1,9 @@
 // \file Npy.h
 // Reading and writing NumPy .npy files (format version 1.0 and 2.0, little endian, C order).
 //
-// Element encodings: f16 as '<f2', f32 as '<f4', i32 as '<i4', i8 as '|i1', and bf16, which NumPy
-// has no type for, as its raw 16-bit pattern '<u2' (the manifest of --save-io says so). Reading
+// Element encodings: f16 as '<f2', f32 as '<f4', i32 as '<i4', i8 as '|i1', and bf16 and the fp8
+// types, which NumPy has no type for, as their raw bit patterns '<u2' and '|u1' (the manifest of
+// --save-io says so; ml_dtypes' bfloat16, float8_e4m3fn and float8_e5m2 view them). Reading
 // validates everything it relies on: magic, version, header syntax, dtype, order, shape, and that
 // the data is complete; a malformed file, or a path that is not a regular file (a directory, a
 // device, a pipe), is a RuntimeArgError naming the file, never a crash. Writing is atomic

@@ -49,10 +49,39 @@ SizeMap bind_sizes(const ir::LoopProgram& p, const SizeMap& overrides) {
   return sizes;
 }
 
+namespace {
+
+// The integer inputs read directly (through casts) as an index of another buffer's dimension,
+// each with the smallest extent it indexes.
+std::map<std::string, int64_t> index_tensor_bounds(const ir::LoopProgram& p, const SizeMap& sizes,
+                                                   const ParamMap& values) {
+  std::map<std::string, int64_t> out;
+  ir::visit_exprs(p.body, [&](const ir::Expr& top) {
+    ir::visit(top, [&](const ir::Expr& e) {
+      if (e->op != ir::Op::Load) return true;
+      const ir::Buffer* x = p.find_buffer(e->name);
+      for (size_t d = 0; x && d < e->args.size() && d < x->shape.size(); ++d) {
+        ir::Expr i = e->args[d];
+        while (i->op == ir::Op::Cast) i = i->args[0];
+        const ir::Buffer* b = i->op == ir::Op::Load ? p.find_buffer(i->name) : nullptr;
+        if (!b || b->role != ir::BufferRole::Input || is_float(b->dtype)) continue;
+        int64_t n = ir::eval_int(x->shape[d], sizes, values);
+        auto [it, fresh] = out.emplace(b->name, n);
+        if (!fresh) it->second = std::min(it->second, n);
+      }
+      return true;
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes,
                                             uint64_t seed, const ParamMap& params) {
   ParamMap values = params;
   for (const ir::Param& q : p.params) values.emplace(q.name, q.value);
+  std::map<std::string, int64_t> index_bounds = index_tensor_bounds(p, sizes, values);
   std::map<std::string, Tensor> out;
   std::mt19937_64 rng(seed);
   for (const ir::Buffer* b : p.inputs()) {
@@ -62,8 +91,12 @@ std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const Size
       std::normal_distribution<double> dist(0.0, 1.0);
       for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
     } else {
-      int lo = b->dtype == DType::I8 ? -128 : -1000, hi = b->dtype == DType::I8 ? 127 : 1000;
-      std::uniform_int_distribution<int> dist(lo, hi);
+      int64_t lo = b->dtype == DType::I8 ? -128 : -1000, hi = b->dtype == DType::I8 ? 127 : 1000;
+      if (auto it = index_bounds.find(b->name); it != index_bounds.end() && it->second > 0) {
+        lo = 0;
+        hi = std::min(hi, it->second - 1);
+      }
+      std::uniform_int_distribution<int64_t> dist(lo, hi);
       for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
     }
     out.emplace(b->name, std::move(t));
@@ -72,19 +105,28 @@ std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const Size
 }
 
 double tolerance_for(const ir::LoopProgram& p, DType output) {
-  // The coarsest float type anywhere in the computation bounds the achievable accuracy.
-  double eps = dtype_epsilon(is_float(output) ? output : DType::F32);
+  // The coarsest float type anywhere in the computation bounds the achievable accuracy: f16
+  // 1e-2, bf16 8e-2, f32 1e-4 (ten epsilons: accumulation over long reductions). An fp8 value
+  // is compared with the reference rounded to it, so it may be one unit in the last place off (a
+  // rounding boundary crossed by the f32 computation): one epsilon, 0.125 for e4m3 and 0.25 for
+  // e5m2 relative to the largest reference value.
+  double tol = 0.0;
+  auto coarsest = [&](DType t) {
+    tol = std::max(tol, (is_fp8(t) ? 1.0 : 10.0) * dtype_epsilon(t));
+  };
+  coarsest(is_float(output) ? output : DType::F32);
+  // (An fp8 output is storage only: it bounds its own accuracy, not that of the other outputs.)
   for (const ir::Buffer& b : p.buffers)
-    if (b.role != ir::BufferRole::Input && is_float(b.dtype))
-      eps = std::max(eps, dtype_epsilon(b.dtype));
+    if (b.role != ir::BufferRole::Input && is_float(b.dtype) &&
+        !(b.role == ir::BufferRole::Output && is_fp8(b.dtype)))
+      coarsest(b.dtype);
   ir::visit_exprs(p.body, [&](const ir::Expr& e) {
     ir::visit(e, [&](const ir::Expr& n) {
-      if (n->op == ir::Op::Cast && is_float(n->type)) eps = std::max(eps, dtype_epsilon(n->type));
+      if (n->op == ir::Op::Cast && is_float(n->type)) coarsest(n->type);
       return true;
     });
   });
-  // f16: 1e-2, bf16: 8e-2, f32: 1e-4 (accumulation over long reductions).
-  return std::max(10.0 * eps, 1e-4);
+  return std::max(tol, 1e-4);
 }
 
 bool has_nonfinite(const std::map<std::string, Tensor>& inputs) {
@@ -239,6 +281,10 @@ void save_io(const ir::LoopProgram& p, const RunOptions& o, const RunReport& r,
                         {"npy_descr", npy_descr(t.dtype)}};
     if (t.dtype == DType::BF16)
       e["note"] = "bf16 stored as its raw 16-bit patterns (uint16): value = bits << 16 as f32";
+    if (is_fp8(t.dtype))
+      e["note"] = std::string(dtype_name(t.dtype)) +
+                  " stored as its raw 8-bit patterns (uint8), as ml_dtypes' float8_" +
+                  (t.dtype == DType::F8E4M3 ? "e4m3fn" : "e5m2") + " encodes it";
     return e;
   };
   m["inputs"] = nlohmann::json::array();
@@ -303,13 +349,17 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   so.params = params;
   so.chunk_tiles = o.chunk_tiles;
   so.validate = o.validate;
+  so.require = o.require;
   driver::Scheduled sched = driver::schedule_program(p, so);
   r.schedule = sched.primitives;
   r.schedule_notes = sched.notes;
   r.warnings = sched.warnings;
+  r.fusion = sched.fusion;
   if (sched.validation) r.validation_seconds = sched.validation->seconds;
   const ir::LoopProgram& scheduled = sched.program;
-  driver::Built built = driver::build_kernel(sched, so.target, r.shape, &r.schedule_notes);
+  driver::Built built = driver::build_kernel(sched, so.target, r.shape);
+  r.warnings.insert(r.warnings.end(), built.warnings.begin(), built.warnings.end());
+  r.kernels = built.kernels;
   std::shared_ptr<cpu::CpuKernel> kernel = built.cpu;
   std::shared_ptr<cuda::CudaKernel> gpu_kernel = built.gpu;
   r.form = built.form;

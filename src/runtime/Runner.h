@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/Driver.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
 
@@ -33,6 +34,8 @@ struct RunOptions {
   std::string reference_dir;
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
   bool validate = true;     // validate the schedule against the program (driver/ValidateSchedule.h)
+  // Code paths that must be taken (--require): a warning of one of these kinds is an error.
+  std::set<driver::Requirement> require;
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };
@@ -55,9 +58,11 @@ struct RunReport {
   std::vector<std::string> schedule;        // names of the primitives applied, in order
   std::vector<std::string> schedule_notes;  // why the auto-scheduler did (not do) something
   std::vector<std::string> warnings;  // a schedule rejected by validation, a slower path taken
-  double validation_seconds = 0.0;    // the schedule's validation (0 when cached or off)
-  std::string form;                   // the code the kernel was generated from: "tile" or "loop"
-  std::optional<bool> verified;       // null without --verify
+  std::vector<driver::FusedReduction> fusion;  // every reduction and the update that fused it
+  std::vector<driver::KernelPath> kernels;     // the code path of every kernel
+  double validation_seconds = 0.0;             // the schedule's validation (0 when cached or off)
+  std::string form;              // the code the kernel was generated from: "tile" or "loop"
+  std::optional<bool> verified;  // null without --verify
   double max_rel_err = 0.0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench
@@ -69,7 +74,9 @@ struct RunReport {
 // Resolves the size of every dim: `overrides` first, then the sizes in the source; validates
 // that each is positive and that every dim has one.
 SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
-// Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range.
+// Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range,
+// except an index tensor (an integer input read directly as an index of another buffer, a lookup
+// such as X[r, TGT[r]]): uniform over the indices valid for every dimension it indexes.
 // `params`: the values of params that shapes use (the program's own where absent).
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes,
                                             uint64_t seed, const ParamMap& params = {});

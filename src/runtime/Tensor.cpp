@@ -95,6 +95,10 @@ double Tensor::get(int64_t i) const {
       std::memcpy(&b, p, 2);
       return bf16_bits_to_double(b);
     }
+    case DType::F8E4M3:
+      return e4m3_bits_to_double(*p);
+    case DType::F8E5M2:
+      return e5m2_bits_to_double(*p);
     case DType::I32: {
       int32_t v;
       std::memcpy(&v, p, 4);
@@ -126,6 +130,12 @@ void Tensor::set(int64_t i, double v) {
       std::memcpy(p, &b, 2);
       break;
     }
+    case DType::F8E4M3:
+      *p = double_to_e4m3_bits(v);
+      break;
+    case DType::F8E5M2:
+      *p = double_to_e5m2_bits(v);
+      break;
     case DType::I32: {
       int32_t x = static_cast<int32_t>(round_to_dtype(v, DType::I32));
       std::memcpy(p, &x, 4);

@@ -120,9 +120,13 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
 }
 
 // Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
-// row loop around the tile loop, and the row loop is distributed over `rows` rows.
-void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
-               const std::function<void(const std::string&)>& note) {
+// row loop around the tile loop, and the row loop is distributed over `rows` rows. Consumers that
+// only recompute elementwise values of a row are inlined into what reads them (no row-length
+// buffer a row tile), and a consumer nest that runs over a whole row of the chain's axis (of
+// extent `axis`) walks it in tiles of `tile` (a serial loop outside the row strip), so each nest
+// works on rows x tile.
+void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Expr& axis,
+               int64_t tile, const std::function<void(const std::string&)>& note) {
   std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
   if (loops.size() < 2) return;
   LoopRef row_loop{tile_loop.block, loops[loops.size() - 2]->var};
@@ -139,17 +143,53 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
                       [&](const std::string& r) { return written.count(r) > 0; }))
         consumers.push_back(b->name);
     }
+  std::vector<std::string> kept;
   for (const std::string& b : consumers) {
+    const ir::StmtNode& block = *find_block(s.program().body, b, "auto").back();
+    bool intermediate = false;
+    for (const std::string& w : block_writes(block))
+      if (const ir::Buffer* buf = s.program().find_buffer(w))
+        intermediate = buf->role == ir::BufferRole::Intermediate;
+    if (intermediate) {
+      try {
+        s.compute_inline(b);
+        continue;
+      } catch (const ScheduleError&) {
+        // not elementwise: it keeps its own nest
+      }
+    }
+    kept.push_back(b);
+  }
+  std::vector<std::string> joined;
+  for (const std::string& b : kept) {
     try {
       s.reverse_compute_at(b, row_loop);
+      joined.push_back(b);
     } catch (const ScheduleError& e) {
       note("'" + b + "' stays outside the row tiles: " + e.what());
     }
   }
+  std::vector<LoopRef> strip;
   try {
-    s.distribute(row_loop, rows);
+    strip = s.distribute(row_loop, rows);
   } catch (const ScheduleError& e) {
     note(std::string("rows are not tiled: ") + e.what());
+    return;
+  }
+  for (const std::string& b : joined) {
+    std::vector<const ir::StmtNode*> on = loops_on(find_block(s.program().body, b, "auto"));
+    auto outer = std::find_if(on.begin(), on.end(),
+                              [&](const ir::StmtNode* l) { return l->var == strip[0].var; });
+    if (outer == on.end() || on.back() == *outer || !ir::equal(on.back()->extent, axis)) continue;
+    try {
+      std::vector<LoopRef> parts = s.split(LoopRef{b, on.back()->var}, tile);
+      std::vector<std::string> order = {parts[0].var};
+      for (auto l = outer + 1; l + 1 != on.end(); ++l) order.push_back((*l)->var);
+      order.push_back(parts[1].var);
+      s.reorder(b, order);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' walks its rows whole: " + e.what());
+    }
   }
 }
 
@@ -713,7 +753,8 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       }
     }
   }
-  if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
+  if (!split_k && options.row_tile > 0)
+    tile_rows(s, tile_loop, options.row_tile, extent, options.tile, note);
   if (split_k) {
     int64_t group = group_rows(s, tile_loop, sizes, note);
     if (costs && !costs->known) {
@@ -767,14 +808,14 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
         one.chunk_tiles = 1;
         return schedule_chain(original, one, notes, nullptr);
       }
-      note(std::string("fusion abandoned: ") + e.what());
+      note(kFusionAbandoned + std::string(e.what()));
     }
   }
   if (!fused) return unscheduled;
   try {
     s.compact_buffer();
   } catch (const ScheduleError& e) {
-    note(std::string("fusion abandoned: ") + e.what());
+    note(kFusionAbandoned + std::string(e.what()));
     return unscheduled;
   }
   return s;

@@ -33,9 +33,13 @@
 //      one-tile chunks would weigh too much against the inputs (chunk_tiles, chosen by default).
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
-//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
-//      Producers of the head that run along the axis but not the rows (key-side definitions,
-//      a key's norm) are computed per tile of the axis inside the fused loop (compute_at).
+//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops). An
+//      elementwise consumer that writes an intermediate (softmax's exponentials, recomputed for
+//      the output) is inlined into its readers instead, so no row-length buffer is kept a row
+//      tile; a consumer nest over a whole row of symbolic length walks it in tiles (split, the
+//      outer loop moved outside the row strip). Producers of the head that run along the axis
+//      but not the rows (key-side definitions, a key's norm) are computed per tile of the
+//      axis inside the fused loop (compute_at).
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 
@@ -82,6 +86,9 @@ struct AutoScheduleOptions {
   // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
   std::map<std::string, int64_t> sizes;
 };
+
+// How the note of a chain whose fusion failed starts (the driver reports it as a warning).
+inline constexpr const char* kFusionAbandoned = "fusion abandoned: ";
 
 // The options a target ("cpu" or "cuda") schedules with: rows per tile follow its layout. The
 // CUDA tensor-core writer runs a 128-row tile on four warps of two m16 blocks each, so that every

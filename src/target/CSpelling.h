@@ -38,6 +38,10 @@ inline std::string spell_call(ir::MathFn fn, const std::vector<std::string>& a, 
       return "log2f(" + a[0] + ")";
     case ir::MathFn::Tanh:
       return h.tanhf + "(" + a[0] + ")";
+    case ir::MathFn::Sigmoid:
+      return "(1.0f / (1.0f + " + h.expf + "(-" + a[0] + ")))";
+    case ir::MathFn::Erf:
+      return "erff(" + a[0] + ")";
     case ir::MathFn::Sqrt:
       return "sqrtf(" + a[0] + ")";
     case ir::MathFn::Rsqrt:

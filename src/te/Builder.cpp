@@ -135,6 +135,12 @@ Expr log(const Expr& a) {
 Expr tanh(const Expr& a) {
   return call(ir::MathFn::Tanh, {a});
 }
+Expr sigmoid(const Expr& a) {
+  return call(ir::MathFn::Sigmoid, {a});
+}
+Expr erf(const Expr& a) {
+  return call(ir::MathFn::Erf, {a});
+}
 Expr sqrt(const Expr& a) {
   return call(ir::MathFn::Sqrt, {a});
 }

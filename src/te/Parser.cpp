@@ -131,7 +131,8 @@ class Parser {
     const Token& t = expect(Tok::Name, what);
     DType d = dtype_from_name(t.text);
     if (d == DType::Unknown || d == DType::Bool)
-      user_error_at(t.loc) << "unknown type '" << t.text << "'; expected f16, bf16, f32, i32 or i8";
+      user_error_at(t.loc) << "unknown type '" << t.text
+                           << "'; expected f16, bf16, f32, f8e4m3, f8e5m2, i32 or i8";
     return d;
   }
 

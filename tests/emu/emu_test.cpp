@@ -1,6 +1,7 @@
 // \file emu_test.cpp
-// The CUDA kernels of every example, as generated for the GPU, run on the CPU emulator
-// (Emulator.h) and verified against the exact reference interpreter: default sizes, odd sizes
+// The CUDA kernels of every example (and of programs under tests/ that exercise a feature the
+// examples lack), as generated for the GPU, run on the CPU emulator (Emulator.h) and verified
+// against the exact reference interpreter: default sizes, odd sizes
 // (tails in every tiled axis) and fully masked leading tiles, as tests/gpu/run_examples.sh runs
 // them on a GPU, long split-K reductions, the benchmark's head size, and tied scores. A kernel
 // the emulator cannot complete fails the test with its reason.
@@ -162,6 +163,24 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
   }
 }
 
+// Many rows (rolling update, 128-row strips): the output nests walk each row in column tiles,
+// with tails in both axes.
+TEST(Emulator, NormsAtManyRows) {
+  for (const char* name :
+       {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
+    verify({name, {{"M", 200}, {"N", 300}}, {}});
+}
+
+// The activations sigmoid and erf in the epilogue of a fused tensor-core kernel.
+TEST(Emulator, ActivationsInAFusedKernel) {
+  for (const runtime::SizeMap& sizes :
+       {runtime::SizeMap{}, runtime::SizeMap{{"S", 100}, {"T", 130}}}) {
+    Case c{"tests/emu/gated_attention.te", sizes, {}};
+    c.from_root = true;
+    verify(c);
+  }
+}
+
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {
   verify({"performer.te", {}, {}});
   verify({"performer.te", {{"S", 300}, {"T", 300}}, {}});
@@ -178,6 +197,37 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   for (const char* name : {"prefill_gqa", "prefill_softcap"})
     verify({std::string("attention/") + name + ".te", grouped, {}});
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
+}
+
+// Head sizes past 128: D=192 and D=256, prefill (128-row tiles, tails in both sequence axes) and
+// decode with many rows (rolling update).
+TEST(Emulator, AttentionAtLargeHeadDims) {
+  for (int64_t d : {192, 256}) {
+    verify({"attention/prefill_causal.te", {{"H", 1}, {"S", 140}, {"T", 150}, {"D", d}}, {}});
+    verify({"attention/decode_causal.te", {{"B", 2}, {"H", 64}, {"T", 100}, {"D", d}}, {}});
+  }
+}
+
+// A target id outside the vocabulary is a run-time error naming the buffer it indexes, as in the
+// reference interpreter (the corpus, GeneralityCorpus, runs the gathers on valid ids).
+TEST(Emulator, GatherOutOfRangeIsAnError) {
+  Case c{"tests/generality/cross_entropy.te", {{"M", 5}, {"N", 100}}, {}};
+  c.from_root = true;
+  std::vector<std::string> warnings;
+  Compiled k = compile(c, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  emu::EmulatedCudaKernel kernel(k.tiles);
+  std::map<std::string, runtime::Tensor> in = runtime::random_inputs(k.program, k.sizes, 1);
+  runtime::Tensor loss(DType::F32, {5});
+  for (int64_t i = 0; i < 5; ++i) in.at("TGT").set(i, i);
+  kernel.run({&in.at("X"), &in.at("TGT"), &loss}, k.sizes, {});
+  in.at("TGT").set(3, 100);
+  try {
+    kernel.run({&in.at("X"), &in.at("TGT"), &loss}, k.sizes, {});
+    ADD_FAILURE() << "an out-of-range target id ran";
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("failed at X"), std::string::npos) << e.what();
+  }
 }
 
 // Every key scores the same (Q and K constant): each row's maximum is reached in its first key

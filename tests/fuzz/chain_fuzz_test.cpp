@@ -873,8 +873,7 @@ class Fuzzer {
   void check_cpu(const driver::Scheduled& s) {
     Instance& inst = instances_.back();
     stage_ = "CPU kernel";
-    std::vector<std::string> notes;
-    driver::Built k = driver::build_kernel(s, driver::Target{}, inst.sizes, &notes);
+    driver::Built k = driver::build_kernel(s, driver::Target{}, inst.sizes);
     std::map<std::string, runtime::Tensor> inputs = inst.inputs, outputs;
     k.cpu->run(arguments(s.program, inputs, outputs, inst.sizes), inst.sizes, {});
     ++stats_->cpu_checked;
@@ -944,14 +943,23 @@ TEST(chain_fuzz, SchedulesAgreeWithTheInterpreter) {
 
 namespace {
 
+// `refused`: the fusion is expected to be refused with a note that holds it (what is scheduled
+// instead must still match).
 void expect_schedule_matches(const char* src, schedule::AutoScheduleOptions o,
-                             const runtime::SizeMap& run, Inputs kind, uint64_t seed) {
+                             const runtime::SizeMap& run, Inputs kind, uint64_t seed,
+                             const std::string& refused = "") {
   te::Program tp = te::parse("repro.te", src);
   te::check(tp);
   ir::LoopProgram p = te::lower(tp);
   std::vector<std::string> notes;
   schedule::Schedule s = schedule::auto_schedule(p, o, &notes);
-  ASSERT_FALSE(s.trace().empty()) << (notes.empty() ? "" : notes.back());
+  if (refused.empty()) {
+    ASSERT_FALSE(s.trace().empty()) << (notes.empty() ? "" : notes.back());
+  } else {
+    std::string all;
+    for (const std::string& n : notes) all += n + "\n";
+    EXPECT_NE(all.find(refused), std::string::npos) << all;
+  }
   std::map<std::string, runtime::Tensor> inputs = draw_inputs(p, run, seed, kind);
   std::map<std::string, const runtime::Tensor*> in;
   for (auto& [name, t] : inputs) in[name] = &t;
@@ -995,8 +1003,9 @@ output S[i]: f32 = a1[i]
 // (d0 = a0 - 1) by a reduction whose repair does not annihilate that partial: the chunk's own
 // partial t = sum(x - inf) = -inf and the repair t + n * a0.rf - n * a0' gives inf - inf = NaN
 // where the reference is finite. (The repair's identity guard applies only to repairs that
-// annihilate an identity partial.)
-TEST(chain_fuzz, DISABLED_FullyMaskedProducerPartialUnderANonAnnihilatingRepair) {
+// annihilate an identity partial.) Such an update is now refused with a note: a masked producer
+// whose repair does not annihilate its identity.
+TEST(chain_fuzz, FullyMaskedProducerPartialUnderANonAnnihilatingRepair) {
   expect_schedule_matches(R"(
 input X: f32[M, N]
 a0[i] = min[j](select(j <= i, abs(X[i, j]), inf))
@@ -1005,7 +1014,7 @@ a1[i] = sum[j](X[i, j] - d0[i])
 output S[i]: f32 = a1[i]
 )",
                           cpu_options({{"M", 8}, {"N", 64}}, 2), {{"M", 1}, {"N", 65}},
-                          Inputs::Random, 1);  // split-K: row 0 sees only key 0
+                          Inputs::Random, 1, "from which the repair cannot re-base");  // split-K
   expect_schedule_matches(R"(
 input X: f32[M, N]
 a0[i] = min[j](select(j >= 100, abs(X[i, j]), inf))
@@ -1014,17 +1023,19 @@ a1[i] = sum[j](X[i, j] - d0[i])
 output S[i]: f32 = a1[i]
 )",
                           cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
-                          Inputs::Random, 1);  // rolling update: the first tiles are masked
+                          Inputs::Random, 1,
+                          "from which the repair cannot re-base");  // rolling update
 }
 
 // The identity guard of both updates drops a tile (rolling update: the running maximum is still
 // -inf) or a chunk (split-K: the chunk's maximum is -inf) because the repair t * exp(m - m')
 // annihilates it. That holds when the later reduction's terms are masked wherever the maximum's
 // are (attention: exp(c - m) over the same masked c), not here, where the sum reads X unmasked:
-// the keys of the masked first tile are left out of the sum, a finite wrong result with the
-// driver's own options (tile 64), both updates. The validator's instances have masked first
-// tiles too, so the driver falls back; with --no-validate the result is silently wrong.
-TEST(chain_fuzz, DISABLED_IdentityGuardDropsTermsTheMaskDoesNotHide) {
+// the keys of the masked first tile were left out of the sum, a finite wrong result with the
+// driver's own options (tile 64), both updates (and kept, the tile's inf times exp(-inf) would
+// be NaN). The guard is now checked as propagate_mask checks a skipped tile (the sum's terms with
+// the masked values replaced by -inf must be 0), and the fusion is refused with a note.
+TEST(chain_fuzz, IdentityGuardDropsTermsTheMaskDoesNotHide) {
   const char* src = R"(
 input X: f32[M, N]
 a0[i] = max[j](select(j >= 64, X[i, j], -inf))
@@ -1032,17 +1043,31 @@ d0[i] = a0[i]
 a1[i] = sum[j](exp(X[i, j] - d0[i]))
 output S[i]: f32 = a1[i]
 )";
+  const std::string note = "can neither keep nor drop them";
   expect_schedule_matches(src, cpu_options({{"M", 8}, {"N", 1000}}, 1), {{"M", 2}, {"N", 200}},
-                          Inputs::Random, 1);  // split-K
+                          Inputs::Random, 1, note);  // split-K
   expect_schedule_matches(src, cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
-                          Inputs::Random, 1);  // rolling update
+                          Inputs::Random, 1, note);  // rolling update
+  // Named, the mask hides the same keys from both: fused, and the guard holds.
+  expect_schedule_matches(R"(
+input X: f32[M, N]
+c[i, j] = select(j >= 64, X[i, j], -inf)
+a0[i] = max[j](c[i, j])
+a1[i] = sum[j](exp(c[i, j] - a0[i]))
+output S[i]: f32 = a1[i]
+)",
+                          cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
+                          Inputs::Random, 1);
 }
 
 // An augmented state (the sum of squares about a running maximum, repaired with the partial
 // sums S0 = count and S1 = sum of the masked scores) over scores that a mask sets to -inf: S1 is
 // -inf and the repair t + S0 * m'^2 - 2 * S1 * m' - S0 * m^2 + 2 * S1 * m gives inf - inf = NaN
-// where the reference sum of squares is inf.
-TEST(chain_fuzz, DISABLED_AugmentedStateOverInfiniteTerms) {
+// where the reference sum of squares is inf. It agreed at a115e16 already, before the changes that
+// enabled the reproducers around it; the update is now refused with a note, as every update whose
+// producer a mask can hold at its identity while the repair does not annihilate that (here no
+// tile is wholly masked, key 0 is always seen: conservative).
+TEST(chain_fuzz, AugmentedStateOverInfiniteTerms) {
   schedule::AutoScheduleOptions o;
   o.tile = 8;
   o.row_tile = 4;
@@ -1056,16 +1081,18 @@ a0[i] = max[j](c0[i, j]) / f32(N)
 a3[i] = sum[j]((c0[i, j] - a0[i]) * (c0[i, j] - a0[i]))
 output S[i]: f32 = a3[i]
 )",
-                          o, {{"M", 5}, {"N", 64}}, Inputs::Random, 1);
+                          o, {{"M", 5}, {"N", 64}}, Inputs::Random, 1,
+                          "from which the repair cannot re-base");
 }
 
 // A row that a sliding window masks entirely (i - j >= WIN for every key): its maximum is -inf,
 // exp(-inf - -inf) is NaN and the reference output is NaN (the program has no select(l > 0, ...)
-// guard). The split-K combine treats a chunk whose maximum partial is -inf as contributing
-// nothing and the output is 0. Finite inputs: the NaN comes from the program, not from its data,
-// which is where the validator's relaxation does not apply; its shrunk instance (the run's 4
-// rows) never masks a whole row, so the driver keeps the schedule.
-TEST(chain_fuzz, DISABLED_FullyMaskedRowLosesItsNaN) {
+// guard). The split-K combine treated a chunk whose maximum partial is -inf as contributing
+// nothing, also when the row's maximum is -inf too, and the output was 0; the validator's shrunk
+// instance (the run's 4 rows) never masks a whole row, so the driver kept the schedule. The
+// identity guard now holds only where the global value left the identity (the rolling update
+// alike: it zeroes the running result at the tile where the producer leaves its identity).
+TEST(chain_fuzz, FullyMaskedRowLosesItsNaN) {
   schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
   o.sizes = {{"E", 64}, {"M", 4}, {"N", 200}};
   o.chunk_tiles = 1;
@@ -1088,12 +1115,15 @@ output O[i, e]: f16 = o[i, e]
 
 // Found by the main loop on the validated path (seed 6, program 386): a split-K schedule of a
 // chain whose later reductions read values derived from chunk-local partials (a sum extrapolated
-// to the whole axis, a sum of squares about it, a min of exp(t0 - a1) rounded through f16) run at
-// N = 65, where the second chunk holds one element: output Z differs from the reference (an
-// element 0 where the reference is about 0.02) and the driver's validation, at its own shrunk
-// sizes, passes. `kintsugi run` of this program with --shape M=65,N=65 --chunk-tiles 1 --verify
-// fails the same way. Open.
-TEST(chain_fuzz, DISABLED_SplitKChainOverAOneElementChunk) {
+// to the whole axis, the root of a sum of squares about it, a min of exp(t0 - a1)) run at N = 65,
+// where the second chunk holds one element. That chunk extrapolates its only term 65-fold: its
+// local a1 is far above the global one, its partial min underflows to 0 and the combine's factor
+// exp(a1 - a1') overflows, 0 * inf = NaN, and the output's select(a3 > 0, ...) turned the NaN into
+// 0 where the reference is about 0.02. The combine now keeps a zero partial as it is where the
+// repair's factor can exceed 1 (Fusion.h, repair_scale_may_overflow); the validator, which passed
+// the schedule (random normal inputs put the dominant term in the one-element chunk in a few rows
+// only), now also runs inputs of large magnitude and an axis that ends in a chunk of one element.
+TEST(chain_fuzz, SplitKChainOverAOneElementChunk) {
   const char* src = R"(
 param EPS: f32 = 1e-5
 input X: f32[M, N]
@@ -1114,8 +1144,14 @@ output Z[i, j]: bf16 = select(a3[i] > 0, t0[i, j] / a3[i], 0)
   o.target = driver::Target::parse("cuda");
   o.sizes = {{"M", 65}, {"N", 65}};
   o.chunk_tiles = 1;
+  // The validated schedule keeps split-K; the scheduler's own agrees with the program.
+  driver::Scheduled v = driver::schedule_program(p, o);
+  EXPECT_TRUE(v.warnings.empty()) << v.warnings.front();
+  o.validate = false;
   driver::Scheduled s = driver::schedule_program(p, o);
-  ASSERT_FALSE(s.primitives.empty());
+  ASSERT_NE(std::find(s.primitives.begin(), s.primitives.end(), "split_k_update"),
+            s.primitives.end());
+  EXPECT_EQ(v.primitives, s.primitives);
   std::map<std::string, runtime::Tensor> inputs = draw_inputs(p, o.sizes, 7, Inputs::Random);
   std::map<std::string, const runtime::Tensor*> in;
   for (auto& [name, t] : inputs) in[name] = &t;
@@ -1150,8 +1186,7 @@ output O[i, e]: f32 = o[i, e]
   driver::Scheduled s = driver::schedule_program(p, o);
   ASSERT_FALSE(s.primitives.empty());
   runtime::SizeMap run = {{"E", 3}, {"M", 1}, {"N", 75}};
-  std::vector<std::string> notes;
-  driver::Built k = driver::build_kernel(s, driver::Target{}, run, &notes);
+  driver::Built k = driver::build_kernel(s, driver::Target{}, run);
   std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, run, 1);
   runtime::Tensor out(DType::F32, {1, 3});
   EXPECT_NO_THROW(k.cpu->run({&inputs.at("X"), &inputs.at("V"), &out}, run, {}));
@@ -1170,4 +1205,26 @@ TEST(chain_fuzz, GeneratorWritesCheckedPrograms) {
     }
   }
   EXPECT_EQ(bad, 0);
+}
+
+// The same fully masked rows through causal tile skipping: a bottom-right causal mask with more
+// queries than keys leaves the first S - T rows without a key, a whole row tile of them at
+// S = 300, T = 100. The rolling update with propagate_mask ran no tile for that row tile, which
+// kept its initial values (o = 0, l = 0: L = -inf + log(0) = -inf) where the program, which has no
+// select(l > 0, ...) guard, gives NaN (exp(-inf - -inf)). A row tile with no live tile now runs one
+// masked tile when the terms of a fully masked row are NaN (propagate_mask).
+TEST(chain_fuzz, FullyMaskedRowTileSkippedByTheMask) {
+  const char* src = R"(
+input X: f32[S, T]
+input V: f32[T, E]
+c[i, j] = select(j <= i + T - S, X[i, j], -inf)
+m[i] = max[j](c[i, j])
+e[i, j] = exp(c[i, j] - m[i])
+l[i] = sum[j](e[i, j])
+o[i, d] = sum[j](e[i, j] * V[j, d])
+output O[i, d]: f32 = o[i, d]
+output L[i]: f32 = m[i] + log(l[i])
+)";
+  expect_schedule_matches(src, cpu_options({{"S", 4096}, {"T", 1000}, {"E", 4}}),
+                          {{"S", 300}, {"T", 100}, {"E", 3}}, Inputs::Random, 1);
 }

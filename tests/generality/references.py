@@ -42,7 +42,7 @@ def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=Non
     k, v = expand_heads(k, q.shape[1]), expand_heads(v, q.shape[1])
     if scores is None:
         scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
-        scores = np.einsum("bhid,bhjd->bhij", q, k) * scale
+        scores = (q @ k.swapaxes(-1, -2)) * scale
     if visible is not None:
         scores = np.where(visible, scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
@@ -53,7 +53,7 @@ def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=Non
     l = e.sum(axis=-1, keepdims=True)
     if sink is not None:
         l = l + np.exp(sink[None, :, None, None] - safe_m)
-    o = np.einsum("bhij,bhjd->bhid", round_p(e), v)
+    o = round_p(e) @ v
     out = np.where(l > 0, o / np.where(l > 0, l, 1.0), 0.0)
     return out, m[..., 0], l[..., 0]
 
@@ -106,7 +106,7 @@ def chunked_local(inputs, params):
 
 def relative_bias_tensor(inputs, params):
     q, k = inputs["Q"], inputs["K"]
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) + inputs["BIAS"][None]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + inputs["BIAS"][None]
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
@@ -115,7 +115,7 @@ def alibi_symmetric(inputs, params):
     i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
     distance = np.abs(i - j)
     slopes = np.abs(inputs["SLOPE"])[None, :, None, None]
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - slopes * distance
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) - slopes * distance
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
@@ -143,7 +143,7 @@ def cosine_attention(inputs, params):
     q, k = inputs["Q"], inputs["K"]
     qn = q / np.linalg.norm(q, axis=-1, keepdims=True)
     kn = k / np.linalg.norm(k, axis=-1, keepdims=True)
-    scores = np.einsum("bhid,bhjd->bhij", qn, kn) / params["TAU"]
+    scores = (qn @ kn.swapaxes(-1, -2)) / params["TAU"]
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
@@ -156,9 +156,9 @@ def gated_output_attention(inputs, params):
 
 def relu_attention(inputs, params):
     q, k, v = inputs["Q"], inputs["K"], inputs["V"]
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1])
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
     p = f16(np.maximum(scores, 0))
-    return {"O": np.einsum("bhij,bhjd->bhid", p, v) / k.shape[2]}
+    return {"O": p @ v / k.shape[2]}
 
 
 def attention_with_lse(inputs, params):
@@ -182,7 +182,7 @@ def alibi_gqa_causal(inputs, params):
     q, k = inputs["Q"], inputs["K"]
     qpos, kpos = positions(q.shape[2], k.shape[2])
     kx = expand_heads(k, q.shape[1])
-    scores = (np.einsum("bhid,bhjd->bhij", q, kx) / np.sqrt(q.shape[-1])
+    scores = ((q @ kx.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
               + inputs["SLOPE"][None, :, None, None] * (kpos - qpos))
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
 
@@ -192,14 +192,14 @@ def softcap_local_gemma2(inputs, params):
     i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
     cap = params["CAP"]
     kx = expand_heads(k, q.shape[1])
-    scores = cap * np.tanh(np.einsum("bhid,bhjd->bhij", q, kx) / np.sqrt(q.shape[-1]) / cap)
+    scores = cap * np.tanh((q @ kx.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) / cap)
     visible = (j <= i) & (i - j < params["W"])
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=visible)[0]}
 
 
 def key_bias_vector(inputs, params):
     q, k = inputs["Q"], inputs["K"]
-    scores = (np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1])
+    scores = ((q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
               + inputs["KB"][:, None, None, :])
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
@@ -337,6 +337,49 @@ def softmax_inlined_exp(inputs, params):
 
 def attention_sink(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"], inputs["V"], sink=inputs["SINK"])}
+
+
+def attention_value_dim(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
+
+
+def cross_entropy(inputs, params):
+    """Per-row softmax cross-entropy: logsumexp of the row minus the logit of the target id."""
+    x = inputs["X"]
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = x.max(axis=1)
+    lse = peak + np.log(np.exp(x - peak[:, None]).sum(axis=1))
+    return {"LOSS": lse - x[np.arange(x.shape[0]), tgt]}
+
+
+def t5_bias_attention(inputs, params):
+    """Unscaled, unmasked attention plus T5's relative-position bias BIAS[h, bucket(j - i)]."""
+    q, k = inputs["Q"], inputs["K"]
+    table = np.asarray(inputs["BUCKET"], dtype=np.int64)
+    bias = inputs["BIAS"]
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    t_len = k.shape[2]
+    bucket = np.clip(table[np.clip(kpos - (qpos - (t_len - q.shape[2])) + t_len, 0, 2 * t_len - 1)],
+                     0, bias.shape[1] - 1)
+    scores = q @ k.swapaxes(-1, -2) + bias[:, bucket][None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def rotate_half(x, cos, sin):
+    """RoFormer's rotation in the rotate-half layout: x [B, H, L, D], cos and sin [L, D/2]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def rotary_attention(inputs, params):
+    """Causal attention over rotated queries (positions T - S + i) and keys (positions j)."""
+    q, k = inputs["Q"], inputs["K"]
+    cos, sin = inputs["COS"], inputs["SIN"]
+    qpos = np.arange(q.shape[2]) + k.shape[2] - q.shape[2]
+    qr = f16(rotate_half(q, cos[qpos], sin[qpos]))
+    kr = f16(rotate_half(k, cos[: k.shape[2]], sin[: k.shape[2]]))
+    return {"O": causal(qr, kr, inputs["V"])}
 
 
 def differential_attention(inputs, params):

@@ -3,6 +3,7 @@ independent float64 references of tests/crosscheck/references.py, out=, errors, 
 
 import gc
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -456,3 +457,69 @@ def test_torch_round_trip(softmax):
         double(torch.randn(9))
     with pytest.raises(ValueError, match=r"input 'X': its __dlpack__\(\) failed: RuntimeError: "):
         double(torch.zeros(9, dtype=torch.bfloat16, requires_grad=True))
+
+
+# --------------------------------------------------------------------------------------------
+# No silent fallbacks: require=, kintsugi.CompileWarning, fusion and kernels
+
+ABANDONED_SRC = """\
+sizes M = 8, N = 100
+input X: f32[M, N]
+m[i] = max[j](X[i, j])
+l[i] = sum[j](abs(X[i, j] - m[i]))
+output Y[i]: f32 = l[i]
+"""
+
+
+def test_examples_meet_every_requirement_without_warnings(recwarn):
+    for name in ("norm/softmax.te", "norm/layernorm.te", "attention/prefill_causal.te",
+                 "attention/decode_gqa.te", "performer.te"):
+        kernel = kintsugi.compile(EXAMPLES / name, require=["fused", "tile", "tensor-core"])
+        assert kernel.warnings == [] and kernel.form == "tile", name
+        assert all(k["path"] == "tile" for k in kernel.kernels), name
+    assert not [w for w in recwarn if issubclass(w.category, kintsugi.CompileWarning)]
+
+
+def test_fusion_and_kernels_report(softmax):
+    softmax(np.zeros((4, 50), np.float32))
+    assert softmax.fusion == [
+        {"reduction": "m", "axis": "j", "reads": [], "update": "split-k"},
+        {"reduction": "l", "axis": "j", "reads": ["m"], "update": "split-k"},
+    ]
+    assert softmax.kernels and all(k["path"] == "tile" and k["reason"] == ""
+                                   for k in softmax.kernels)
+
+
+def test_fallback_is_a_compile_warning_once_per_binding():
+    with pytest.warns(kintsugi.CompileWarning, match=r"fusion abandoned: .*reduction 'l' runs unfused"):
+        kernel = kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100})
+    assert kernel.warnings and kernel.warnings[0].startswith("fusion abandoned: ")
+    assert [f["update"] for f in kernel.fusion] == ["none", "none"]
+    x = np.random.default_rng(9).standard_normal((8, 100)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kintsugi.CompileWarning)
+        kernel(x)  # the same binding: no warning again
+    ref = np.abs(x.astype(np.float64) - x.max(axis=1, keepdims=True)).sum(axis=1)
+    assert rel_err(np.from_dlpack(kernel(x)), ref) <= F32_TOL
+    with pytest.warns(kintsugi.CompileWarning, match="fusion abandoned"):
+        kernel(x[:5])  # a new binding compiles, and warns
+
+
+def test_require_turns_the_warning_into_an_error():
+    with pytest.raises(ValueError, match=r"require fused does not hold: fusion abandoned: "):
+        kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, require=["fused"])
+    kernel = kintsugi.compile(ABANDONED_SRC, require="fused,tile")  # compiled at the first call
+    with pytest.raises(ValueError, match=r"require fused does not hold"):
+        kernel(np.zeros((8, 100), np.float32))
+    with pytest.warns(kintsugi.CompileWarning):  # another kind required: still a warning
+        kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, require=["tile", "tensor-core"])
+
+
+def test_require_errors():
+    with pytest.raises(ValueError, match=r"require: unknown requirement 'tensorcore'; use fused, "
+                                         r"tile or tensor-core"):
+        kintsugi.compile(SOFTMAX_SRC, require=["tensorcore"])
+    with pytest.raises(TypeError, match="require takes names"):
+        kintsugi.compile(SOFTMAX_SRC, require=[1])
+    with pytest.raises(ValueError, match="require tile does not hold with schedule 'none'"):
+        kintsugi.compile(SOFTMAX_SRC, schedule="none", require=["tile"], shape={"M": 4, "N": 10})

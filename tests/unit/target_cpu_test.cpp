@@ -257,7 +257,7 @@ LoopProgram misc() {
   p.params = {a, k, hp};
   Expr N = dim("N");
   p.buffers = {buf("X", DType::F32, {N}, In),         buf("XI", DType::I32, {N}, In),
-               buf("F", DType::F32, {N, I(17)}, Out), buf("S", DType::F32, {N}, Out),
+               buf("F", DType::F32, {N, I(19)}, Out), buf("S", DType::F32, {N}, Out),
                buf("C", DType::I32, {N}, Out),        buf("P", DType::F32, {N}, Out)};
   Expr x = make_load("X", DType::F32, {ix("i.0")});
   Expr xi = make_load("XI", DType::I32, {ix("i.0")});
@@ -272,6 +272,8 @@ LoopProgram misc() {
       call1(MathFn::Log, ax),
       call1(MathFn::Log2, ax),
       call1(MathFn::Tanh, x),
+      call1(MathFn::Sigmoid, bin(Op::Mul, x, F(30.0))),
+      call1(MathFn::Erf, x),
       call1(MathFn::Sqrt, ax),
       call1(MathFn::Rsqrt, ax),
       make_call(MathFn::Pow, {ax, pa}),
@@ -611,7 +613,7 @@ TEST(TargetCpu, MathParamsAndControlFlow) {
   std::vector<float> xs = {0.3f, -1.7f, 2.5f, 0.0f, -0.125f, 1.0f, 0.625f, -3.0f, 7.25f};
   std::vector<int32_t> xis = {0, 7, -7, 9, -1, 2, 3, -9, 100};
   const int64_t N = static_cast<int64_t>(xs.size());
-  Tensor x(DType::F32, {N}), xi(DType::I32, {N}), f(DType::F32, {N, 17}), s(DType::F32, {N}),
+  Tensor x(DType::F32, {N}), xi(DType::I32, {N}), f(DType::F32, {N, 19}), s(DType::F32, {N}),
       c(DType::I32, {N}), pout(DType::F32, {N});
   for (int64_t i = 0; i < N; ++i) {
     fset(x, i, xs[i]);
@@ -634,6 +636,8 @@ TEST(TargetCpu, MathParamsAndControlFlow) {
         std::log(av),
         std::log2(av),
         std::tanh(v),
+        1.0f / (1.0f + std::exp(-(v * 30.0f))),  // 0 and 1 at the ends of the float range
+        std::erf(v),
         std::sqrt(av),
         1.0f / std::sqrt(av),
         std::pow(av, a),
@@ -651,7 +655,7 @@ TEST(TargetCpu, MathParamsAndControlFlow) {
         -v,
     };
     for (size_t col = 0; col < want.size(); ++col) {
-      float got = fget(f, i * 17 + static_cast<int64_t>(col));
+      float got = fget(f, i * 19 + static_cast<int64_t>(col));
       if (std::isnan(want[col]))
         EXPECT_TRUE(std::isnan(got)) << i << " col " << col;
       else if (std::isinf(want[col]))

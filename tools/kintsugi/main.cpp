@@ -113,21 +113,41 @@ int64_t parse_chunk_tiles(const std::string& text) {
   return *v;
 }
 
+// --require: a comma-separated list of fused, tile, tensor-core.
+std::set<driver::Requirement> parse_require_arg(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream ss(text);
+  std::string item;
+  while (!text.empty() && std::getline(ss, item, ',')) names.push_back(item);
+  return driver::parse_requirements(names, "--require");
+}
+
+void print_warnings(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) std::cerr << "warning: " << w << "\n";
+}
+
+// What `kintsugi lower` schedules with.
+struct LowerOptions {
+  std::string schedule, target, arch;
+  runtime::SizeMap sizes;   // what the auto-scheduler decides with (split-K or rolling update,
+                            // tile extents)
+  int64_t chunk_tiles = 0;  // split-K chunks of that many key tiles (0: chosen)
+  bool validate = true;
+  std::set<driver::Requirement> require;
+};
+
 // The program after the requested schedule (validated, see driver/Driver.h), with the trace and
-// the auto-scheduler's notes; its warnings go to stderr. `sizes`: what the auto-scheduler decides
-// with (split-K or rolling update, tile extents). `chunk_tiles`: split-K chunks of that many key
-// tiles, walked with the rolling update (0: chosen). `target`: whose options.
-driver::Scheduled apply_schedule(const ir::LoopProgram& lp, const std::string& schedule,
-                                 const std::string& target, const runtime::SizeMap& sizes,
-                                 int64_t chunk_tiles, bool validate) {
+// the auto-scheduler's notes; its warnings go to stderr.
+driver::Scheduled apply_schedule(const ir::LoopProgram& lp, const LowerOptions& l) {
   driver::ScheduleOptions o;
-  o.target = driver::Target::parse(target);
-  o.schedule = schedule;
-  o.sizes = sizes;
-  o.chunk_tiles = chunk_tiles;
-  o.validate = validate;
+  o.target = driver::Target::parse(l.target, l.arch);
+  o.schedule = l.schedule;
+  o.sizes = l.sizes;
+  o.chunk_tiles = l.chunk_tiles;
+  o.validate = l.validate;
+  o.require = l.require;
   driver::Scheduled s = driver::schedule_program(lp, o);
-  for (const std::string& w : s.warnings) std::cerr << "warning: " << w << "\n";
+  print_warnings(s.warnings);
   return s;
 }
 
@@ -139,59 +159,73 @@ int cmd_check(const std::string& file) {
   return 0;
 }
 
-int cmd_lower(const std::string& file, const std::string& print, const std::string& schedule,
-              const std::string& target, const std::string& arch, const runtime::SizeMap& shape,
-              int64_t chunk_tiles, bool validate) {
+int cmd_lower(const std::string& file, const std::string& print, LowerOptions l,
+              const runtime::SizeMap& shape) {
   te::Program p = te::parse_file(file);
   te::check(p);
-  if (schedule != "auto" && schedule != "none")
-    arg_error << "unknown --schedule '" << schedule << "'; use auto or none";
+  if (l.schedule != "auto" && l.schedule != "none")
+    arg_error << "unknown --schedule '" << l.schedule << "'; use auto or none";
+  const std::vector<std::string> prints = {"te",    "loop", "scheduled", "repairs",
+                                           "trace", "tile", "source",    "ptx"};
+  if (std::find(prints.begin(), prints.end(), print) == prints.end())
+    arg_error << "unknown --print '" << print
+              << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
+  if ((print == "source" || print == "ptx") && l.target != "cuda" &&
+      (print == "ptx" || l.target != "cpu"))
+    arg_error << "--print " << print << ": unknown target '" << l.target << "'; use "
+              << (print == "ptx" ? "cuda" : "cpu or cuda");
+  const driver::Target target = driver::Target::parse(l.target, l.arch);
+  ir::LoopProgram lp = te::lower(p);
+  l.sizes = runtime::bind_sizes(lp, shape);
+  // The scheduled program, and the code path of every kernel (generated, not compiled) when the
+  // printed form or --require needs it: their warnings go to stderr.
+  std::optional<driver::Scheduled> s;
+  std::optional<driver::CodePaths> paths;
+  const bool scheduled = print != "te" && print != "loop" && print != "repairs";
+  if (scheduled || !l.require.empty()) s = apply_schedule(lp, l);
+  if (s && (print != "scheduled" || !l.require.empty())) {
+    paths = driver::code_paths(*s, target, l.sizes);
+    print_warnings(paths->warnings);
+  }
   if (print == "te") {
     std::cout << te::to_string(p);
-    return 0;
-  }
-  ir::LoopProgram lp = te::lower(p);
-  const runtime::SizeMap sizes = runtime::bind_sizes(lp, shape);
-  if (print == "loop") {
+  } else if (print == "loop") {
     std::cout << ir::to_string(lp);
+  } else if (print == "repairs") {
+    std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "scheduled") {
-    driver::Scheduled s = apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate);
-    std::cout << ir::to_string(s.program);
-    for (const std::string& n : s.notes) std::cout << "# " << n << "\n";
+    std::cout << ir::to_string(s->program);
+    for (const std::string& n : s->notes) std::cout << "# " << n << "\n";
   } else if (print == "trace") {
     nlohmann::json j;
-    j["schedule"] = schedule;
-    driver::Scheduled s = apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate);
-    j["primitives"] = s.trace;
-    j["notes"] = s.notes;
-    j["warnings"] = s.warnings;
-    if (s.validation)
-      j["validation"] = {{"ran", s.validation->ran},
-                         {"ok", s.validation->ok},
-                         {"seconds", s.validation->seconds},
-                         {"sizes", s.validation->shrunk}};
+    j["schedule"] = l.schedule;
+    j["primitives"] = s->trace;
+    j["notes"] = s->notes;
+    std::vector<std::string> warnings = s->warnings;
+    if (paths) warnings.insert(warnings.end(), paths->warnings.begin(), paths->warnings.end());
+    j["warnings"] = warnings;
+    j["fusion"] = driver::fusion_json(s->fusion);
+    j["form"] = paths ? nlohmann::json(paths->form) : nlohmann::json(nullptr);
+    j["kernels"] = paths ? driver::kernels_json(paths->kernels) : nlohmann::json(nullptr);
+    if (s->validation)
+      j["validation"] = {{"ran", s->validation->ran},
+                         {"ok", s->validation->ok},
+                         {"seconds", s->validation->seconds},
+                         {"sizes", s->validation->shrunk}};
     std::cout << j.dump(2) << "\n";
-  } else if (print == "source" && target == "cpu") {
-    std::cout << cpu::generate_source(
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate).program);
+  } else if (print == "source" && l.target == "cpu") {
+    std::cout << cpu::generate_source(s->program);
   } else if (print == "source" || print == "ptx") {
-    if (target != "cuda")
-      arg_error << "--print " << print << ": unknown target '" << target << "'; use "
-                << (print == "ptx" ? "cuda" : "cpu or cuda");
-    ir::LoopProgram scheduled =
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate).program;
-    tile::TileProgram tp;
-    try {
-      tp = tile::translate(scheduled, sizes);
-    } catch (const tile::NotTileForm& e) {
-      arg_error << "--target cuda: program '" << lp.name << "' is not in tile form: " << e.what();
-    }
-    std::string code = cuda::generate_cuda_source(tp).code;
+    std::string code =
+        cuda::generate_cuda_source(paths->tiles ? *paths->tiles
+                                                : driver::to_tiles(*s, l.sizes, "--target cuda"))
+            .code;
     if (print == "source")
       std::cout << code;
     else {
       // ptxas' resources of every kernel first, as PTX comments (registers, spills).
-      cuda::CompiledModule m = cuda::compile_cuda(code, lp.name, arch.empty() ? "sm_90a" : arch);
+      cuda::CompiledModule m =
+          cuda::compile_cuda(code, lp.name, l.arch.empty() ? "sm_90a" : l.arch);
       for (const cuda::FunctionResources& f : m.resources.functions)
         if (f.entry)
           std::cout << "// ptxas: " << f.name << ": " << f.registers << " registers, "
@@ -199,19 +233,9 @@ int cmd_lower(const std::string& file, const std::string& print, const std::stri
                     << " bytes spill loads\n";
       std::cout << m.ptx;
     }
-  } else if (print == "repairs") {
-    std::cout << schedule::format_reduction_chains(lp, schedule::find_reduction_chains(lp));
   } else if (print == "tile") {
-    ir::LoopProgram scheduled =
-        apply_schedule(lp, schedule, target, sizes, chunk_tiles, validate).program;
-    try {
-      std::cout << tile::to_string(tile::translate(scheduled, sizes));
-    } catch (const tile::NotTileForm& e) {
-      arg_error << "--print tile: program '" << lp.name << "' is not in tile form: " << e.what();
-    }
-  } else {
-    arg_error << "unknown --print '" << print
-              << "'; use te, loop, scheduled, repairs, trace, tile, source or ptx";
+    std::cout << tile::to_string(paths->tiles ? *paths->tiles
+                                              : driver::to_tiles(*s, l.sizes, "--print tile"));
   }
   return 0;
 }
@@ -232,6 +256,8 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     j["schedule"] = r.schedule;
     j["schedule_notes"] = r.schedule_notes;
     j["warnings"] = r.warnings;
+    j["fusion"] = driver::fusion_json(r.fusion);
+    j["kernels"] = driver::kernels_json(r.kernels);
     j["validation_seconds"] = r.validation_seconds;
     j["form"] = r.form;
     j["seed"] = o.seed;
@@ -286,7 +312,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Kintsugi: a fusion compiler for chained reductions"};
   app.require_subcommand(1);
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
-  std::string save_io, inputs_dir, reference_dir, param_arg;
+  std::string save_io, inputs_dir, reference_dir, param_arg, require;
   bool verify = false, bench = false, json = false, force = false, no_validate = false;
   std::string chunk_tiles = "auto";
 
@@ -304,6 +330,8 @@ int main(int argc, char** argv) {
                     "auto|N: key tiles a split-K chunk walks with the rolling update");
   lower->add_flag("--no-validate", no_validate,
                   "use the schedule without validating it against the program (trusted only)");
+  lower->add_option("--require", require,
+                    "fused,tile,tensor-core: a fallback of these kinds is an error, not a warning");
 
   auto* run = app.add_subcommand("run", "compile and run a .te file on random inputs");
   run->add_option("file", file, ".te source")->required();
@@ -315,6 +343,8 @@ int main(int argc, char** argv) {
                   "auto|N: key tiles a split-K chunk walks with the rolling update");
   run->add_flag("--no-validate", no_validate,
                 "use the schedule without validating it against the program (trusted only)");
+  run->add_option("--require", require,
+                  "fused,tile,tensor-core: a fallback of these kinds is an error, not a warning");
   run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
@@ -343,8 +373,14 @@ int main(int argc, char** argv) {
   try {
     if (*check) return cmd_check(file);
     if (*lower) {
-      return cmd_lower(file, print, schedule, target, arch, parse_shape_arg(shape),
-                       parse_chunk_tiles(chunk_tiles), !no_validate);
+      LowerOptions l;
+      l.schedule = schedule;
+      l.target = target;
+      l.arch = arch;
+      l.chunk_tiles = parse_chunk_tiles(chunk_tiles);
+      l.validate = !no_validate;
+      l.require = parse_require_arg(require);
+      return cmd_lower(file, print, l, parse_shape_arg(shape));
     }
     if (*run) {
       runtime::RunOptions o;
@@ -362,6 +398,7 @@ int main(int argc, char** argv) {
       o.params = parse_param_arg(param_arg);
       o.chunk_tiles = parse_chunk_tiles(chunk_tiles);
       o.validate = !no_validate;
+      o.require = parse_require_arg(require);
       return cmd_run(file, o, json);
     }
     if (*tune)

@@ -3,12 +3,14 @@
 #include "schedule/primitive/Fusion.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "algebra/Eval.h"
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/Region.h"
+#include "schedule/primitive/MaskedTerm.h"
 
 namespace kintsugi::schedule {
 
@@ -96,6 +98,112 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
     if (value != 0.0) return false;
   }
   return true;
+}
+
+namespace {
+
+bool is_map(const ir::StmtNode& b) {
+  bool m = b.body && b.body->kind == ir::StmtKind::Store && !b.init;
+  for (const ir::IterVar& iv : b.iters) m &= iv.kind == ir::IterKind::Spatial;
+  return m;
+}
+
+// How `producer` reaches its reducer's identity: its partial (a load in the producer's value of
+// a buffer that a reduction with the producer's reducer writes) reduces select(cond, v, identity)
+// inline, or a map buffer computing it (*mask gets its name); false when neither.
+bool producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Reducer reducer,
+                   std::string* mask) {
+  auto writers = block_writers(p.body);
+  if (!writers.count(producer) || !writers.at(producer)->body) return false;
+  ir::Expr partial_term;
+  ir::visit(writers.at(producer)->body->value, [&](const ir::Expr& x) {
+    if (x->op != ir::Op::Load || x->name == producer || !writers.count(x->name)) return true;
+    const ir::StmtNode* w = writers.at(x->name);
+    ir::Reducer r;
+    ir::Expr g;
+    if (!partial_term && w->body && match_reduction_update(*w->body, &r, &g) && r == reducer)
+      partial_term = g;
+    return true;
+  });
+  if (!partial_term) return false;
+  const double identity = ir::reducer_identity(reducer);
+  auto masks_with_identity = [&](const ir::Expr& e) {
+    return e->op == ir::Op::Select && e->args[2]->op == ir::Op::FloatImm &&
+           e->args[2]->float_value == identity;
+  };
+  mask->clear();
+  if (masks_with_identity(partial_term)) return true;
+  if (partial_term->op != ir::Op::Load || !writers.count(partial_term->name)) return false;
+  const ir::StmtNode& m = *writers.at(partial_term->name);
+  if (!is_map(m) || !masks_with_identity(m.body->value)) return false;
+  *mask = m.body->buffer;
+  return true;
+}
+
+}  // namespace
+
+bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
+                     ir::Reducer producer_reducer) {
+  std::string mask;
+  return producer_mask(p, producer, producer_reducer, &mask);
+}
+
+bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
+                          ir::Reducer producer_reducer, const ir::Expr& term,
+                          ir::Reducer target_reducer,
+                          const std::map<std::string, std::string>& aliases) {
+  std::string mask;
+  if (!producer_mask(p, producer, producer_reducer, &mask)) return true;  // no mask: the data
+  if (mask.empty()) return false;  // an inline mask: no buffer the target could read
+  const double identity = ir::reducer_identity(producer_reducer);
+  std::set<std::string> hidden = {mask};
+  if (auto a = aliases.find(mask); a != aliases.end()) hidden.insert(a->second);
+  auto writers = block_writers(p.body);
+  std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
+    return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (n->op != ir::Op::Load) return n;
+      if (hidden.count(n->name)) return ir::make_float(identity, n->type);
+      auto w = writers.find(n->name);
+      if (w == writers.end() || !is_map(*w->second)) return n;
+      return expand(w->second->body->value);
+    });
+  };
+  return !masked_term_differs(expand(term), ir::reducer_identity(target_reducer));
+}
+
+bool repair_scale_may_overflow(const algebra::RepairResult& repair,
+                               const std::map<std::string, ir::Reducer>& moves) {
+  // Old values and steps of the new value from the old one (signed as the producer allows).
+  const double olds[] = {-3.0, 0.5, 7.0, 40.0};
+  const double steps[] = {0.0, 0.25, 3.0, 30.0};
+  auto h_at = [&](double t, double old_value, double step, int sign_of_free) {
+    return algebra::eval_ir(repair.h, [&](const ir::Expr& n, double* out) {
+      if (n->op != ir::Op::Var) return false;
+      *out = 1.25;  // statistics: any finite value
+      if (n->name == "t") *out = t;
+      for (const algebra::IncompleteValue& v : repair.values) {
+        double sign = sign_of_free;
+        if (auto m = moves.find(v.old_var); m != moves.end())
+          sign = m->second == ir::Reducer::Min ? -1.0 : 1.0;
+        if (n->name == v.old_var) *out = old_value;
+        if (n->name == v.new_var) *out = old_value + sign * step;
+      }
+      return true;
+    });
+  };
+  for (double old_value : olds)
+    for (double step : steps)
+      for (int sign : {1, -1}) {
+        double zero = h_at(0.0, old_value, step, sign);
+        if (std::isnan(zero)) continue;  // outside the repair's domain
+        if (zero != 0.0) return false;   // not a rescaling
+        if (!(std::fabs(h_at(1.0, old_value, step, sign)) <= 1.0)) return true;
+      }
+  return false;
+}
+
+ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h) {
+  return ir::make_select(ir::make_binary(ir::Op::Eq, t, ir::make_float(0.0, t->type)), t, h);
 }
 
 std::map<std::string, Range> axis_box(const std::map<std::string, AxisIteration>& axis_iter,

@@ -28,6 +28,41 @@ void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity);
 
+// The identity guard (repair_annihilates_identity) drops what a tile or chunk contributed while
+// an incomplete value's producer held its reducer's identity. That is sound when the target's
+// terms are its own identity on the elements that made the producer's terms the identity: where a
+// mask did (the producer's partial reduces a map buffer B = select(cond, v, K), K the identity),
+// the target's `term` with B and its copies (`aliases`, the names B was cloned to) replaced by K,
+// everything else random finite, must give the target's identity (MaskedTerm.h; what
+// propagate_mask checks of a skipped tile). A mask written inline in the producer's term names no
+// buffer the target could read: not sound. Without a mask (the data itself is the identity: -inf
+// inputs) the guard stays. `producer` is the buffer the incomplete value reads (a scan, or the
+// result a combine writes); `p` the program that holds it, its partial and the maps.
+bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
+                          ir::Reducer producer_reducer, const ir::Expr& term,
+                          ir::Reducer target_reducer,
+                          const std::map<std::string, std::string>& aliases);
+
+// Whether a mask can leave `producer` (the buffer an incomplete value reads) at its reducer's
+// identity on a whole tile or chunk: its partial reduces select(cond, v, identity), inline or
+// through a map buffer. Where the repair does not annihilate such a contribution (it re-bases
+// t = F(g(identity, c)) from an infinite value), the update is refused.
+bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
+                     ir::Reducer producer_reducer);
+
+// True when the repair rescales its partial (h(0, x, x') == 0: h = t * k) by a factor k that can
+// exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old
+// variable to its producer's reducer (the new value of a max is at least the old one, of a min at
+// most; a value missing there, a sum, moves either way). Checked numerically. Such a partial may
+// underflow to 0 while k overflows to infinity, and 0 * inf is NaN where the real product is 0 (a
+// chunk whose local value is far from the global one); the caller then keeps a zero partial as
+// it is (guard_zero_partial).
+bool repair_scale_may_overflow(const algebra::RepairResult& repair,
+                               const std::map<std::string, ir::Reducer>& moves);
+
+// `h` (the repair applied to partial `t`) with a zero partial kept as it is: select(t == 0, t, h).
+ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h);
+
 // Augmented-state repairs re-base an accumulator about the old value of a producer, and a partial
 // sum (a fraction of the whole: a mean is the whole axis' sum over its extent) is far from the
 // data it summarises; re-based about it, the accumulator cancels in the program's types. A

@@ -12,18 +12,23 @@
 // (max of -inf, sum of exp(-inf - m) = 0, ...; evaluated with the algebra engine's evaluator at
 // random finite values of everything else), so a dead tile's partials are identities; the
 // repaired write-backs then leave their accumulators unchanged (h(t, x, x) = t is part of every
-// derived repair). Scans must have been split first (split_scan_buffer): a skipped iteration
+// derived repair). A row whose every tile is masked would then run no tile at all and keep its
+// initial values; where the terms of such a row are NaN (exp(-inf - -inf) over a running maximum
+// of -inf), rows with no live tile run one masked tile instead, so they end as the unskipped loop
+// does. Scans must have been split first (split_scan_buffer): a skipped iteration
 // must not leave a hole in a scan buffer.
 #include <algorithm>
+#include <cmath>
 #include <functional>
-#include <random>
+#include <limits>
+#include <set>
 
-#include "algebra/Eval.h"
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
+#include "schedule/primitive/MaskedTerm.h"
 #include "schedule/primitive/Replay.h"
 
 namespace kintsugi::schedule {
@@ -159,7 +164,8 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
   if (!range.lo && !range.hi)
     throw ScheduleError(
         P, "the mask of block '" + block + "' bounds no tile of loop '" + loop.var + "' linearly");
-  ir::Expr lo = l.min, hi = ir::simplify(ir::make_binary(ir::Op::Add, l.min, l.extent));
+  const ir::Expr end = ir::simplify(ir::make_binary(ir::Op::Add, l.min, l.extent));
+  ir::Expr lo = l.min, hi = end;
   if (range.lo) lo = ir::make_binary(ir::Op::Max, lo, range.lo);
   if (range.hi) hi = ir::make_binary(ir::Op::Min, hi, range.hi);
   // The check: every reduction under the loop that reads the masked values gets its identity.
@@ -169,8 +175,13 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
     for (const ir::IterVar& iv : s->iters) is_map &= iv.kind == ir::IterKind::Spatial;
     if (is_map) maps[s->body->buffer] = s;
   }
-  std::mt19937_64 rng(12345);
-  std::uniform_real_distribution<double> dist(-4.0, 4.0);
+  // Buffers that reductions and scans under the loop write: in a row whose every tile is masked
+  // they hold what masked terms gave (a running maximum of -inf).
+  std::set<std::string> accumulated;
+  for (const ir::StmtNode* s : blocks_under(l.body))
+    if (s->body && s->body->kind == ir::StmtKind::Store && !maps.count(s->body->buffer))
+      accumulated.insert(s->body->buffer);
+  bool row_needs_a_tile = false;
   for (const ir::StmtNode* s : blocks_under(l.body)) {
     ir::Reducer red;
     ir::Expr g;
@@ -191,21 +202,29 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
     ir::Expr term = expand(g);
     if (!reads) continue;
     double identity = ir::reducer_identity(red);
-    for (int trial = 0; trial < 8; ++trial) {
-      std::map<std::string, double> values;
-      double v = algebra::eval_ir(term, [&](const ir::Expr& n, double* out) {
-        if (n->op != ir::Op::Load && n->op != ir::Op::Var) return false;
-        std::string key = ir::to_string(n);
-        if (!values.count(key)) values[key] = dist(rng);
-        *out = values[key];
+    if (auto v = masked_term_differs(term, identity))
+      throw ScheduleError(P, "block '" + s->name +
+                                 "' does not get its identity from a masked tile (its term gives " +
+                                 ir::format_double(*v) + " where " + ir::format_double(identity) +
+                                 " is needed); skipping tiles would change the result");
+    // A row whose every tile is masked: the accumulated values are a reducer's identity
+    // (infinite) there. Where the term is then NaN (exp(-inf - -inf)), the skipped row must
+    // still see it: such a row runs one masked tile. A finite value would depend on how many
+    // tiles ran.
+    for (double state :
+         {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()}) {
+      auto v = masked_term_differs(term, identity, [&](const ir::Expr& n, double* out) {
+        if (n->op != ir::Op::Load || !accumulated.count(n->name)) return false;
+        *out = state;
         return true;
       });
-      if (!(v == identity))
-        throw ScheduleError(P,
-                            "block '" + s->name +
-                                "' does not get its identity from a masked tile (its term gives " +
-                                ir::format_double(v) + " where " + ir::format_double(identity) +
-                                " is needed); skipping tiles would change the result");
+      if (!v) continue;
+      if (!std::isnan(*v))
+        throw ScheduleError(P, "block '" + s->name + "' gives " + ir::format_double(*v) +
+                                   " on a row whose every tile is masked, where " +
+                                   ir::format_double(identity) +
+                                   " is needed; skipping tiles would change the result");
+      row_needs_a_tile = true;
     }
   }
   // Reductions over the tile loop initialise when its variable is 0, an iteration that may now
@@ -217,6 +236,17 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
     for (const ir::IterVar& iv : s->iters)
       over_loop |= iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, l.var);
     if (over_loop) tmp.decompose_reduction(s->name, LoopRef{s->name, l.var});
+  }
+  if (row_needs_a_tile) {
+    // Rows with no live tile run one (fully masked) tile of the loop: the first live one would
+    // start at lo, else the last tile.
+    auto one = ir::make_int(1);
+    if (range.lo)
+      lo = ir::simplify(ir::make_binary(
+          ir::Op::Max, l.min,
+          ir::make_binary(ir::Op::Min, lo, ir::make_binary(ir::Op::Sub, end, one))));
+    hi = ir::make_binary(ir::Op::Max, hi,
+                         ir::make_binary(ir::Op::Min, ir::make_binary(ir::Op::Add, lo, one), end));
   }
   StmtPath tpath = find_loop(tmp.program_.body, LoopRef{loop.block, l.var}, P);
   ir::StmtNode nl = *tpath.back();

@@ -366,22 +366,30 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       sub[stat] = ir::make_load(scan, self->type, idx);
     }
     ir::Expr h = ir::substitute(repair.h, sub);
-    ir::Expr repaired = ir::make_select(ir::make_binary(ir::Op::Gt, pos, ir::make_int(0)), h, self);
+    std::map<std::string, ir::Reducer> moves;  // old variable -> its producer's max or min
+    for (const algebra::IncompleteValue& v : repair.values) {
+      if (extrapolated.count(v.load->name)) continue;  // a sum: it moves either way
+      const ir::StmtNode* prod = block_writers(tmp.program_.body)
+                                     .at(algebra::incomplete_load(v.load, req.incomplete)->name);
+      ir::Expr value = prod->body && prod->body->value ? prod->body->value : nullptr;
+      if (value && value->op == ir::Op::Max) moves[v.old_var] = ir::Reducer::Max;
+      if (value && value->op == ir::Op::Min) moves[v.old_var] = ir::Reducer::Min;
+    }
+    if (repair_scale_may_overflow(repair, moves)) h = guard_zero_partial(self, h);
     // Leading tiles where a producer still holds its reducer's identity (a max of nothing but
     // -inf: fully masked tiles) give terms such as exp(-inf - -inf) = NaN. When the repair maps
     // every such contribution to zero once the producer moves on (h(1, identity, r') = 0, checked
-    // numerically here), the partial of those tiles is replaced by the target's identity, so a
-    // masked prefix cannot poison the row.
-    ir::Expr partial = st.value->args[1];
-    ir::Expr at_identity;
+    // numerically here), the running result is replaced by the target's identity at the tile
+    // where the producer leaves its identity, so a masked prefix cannot poison the row; a row
+    // that never leaves it keeps the NaN the program's own terms give.
+    ir::Expr left_identity;
     for (const algebra::IncompleteValue& v : repair.values) {
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       const ir::StmtNode* prod = block_writers(tmp.program_.body)
                                      .at(algebra::incomplete_load(v.load, req.incomplete)->name);
-      ir::Reducer pr;
-      ir::Expr pg;
       bool scan_store = prod->body && prod->body->value && prod->body->value->args.size() == 2;
       if (!scan_store) continue;
+      ir::Reducer pr;
       switch (prod->body->value->op) {
         case ir::Op::Max:
           pr = ir::Reducer::Max;
@@ -395,17 +403,32 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
         default:
           continue;
       }
-      (void)pg;
       double id = ir::reducer_identity(pr);
-      bool annihilates = repair_annihilates_identity(repair, v, id);
-      if (!annihilates) continue;
-      ir::Expr cur = at(v.load, pos);
-      ir::Expr is_id = ir::make_binary(ir::Op::Eq, cur, ir::make_float(id, cur->type));
-      at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
+      if (!repair_annihilates_identity(repair, v, id)) {
+        if (pr != ir::Reducer::Sum && producer_masked(tmp.program_, prod->body->buffer, pr))
+          throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
+                                     "': a tile that the mask hides from " + prod->body->buffer +
+                                     " leaves it at " + ir::format_double(id) +
+                                     ", from which the repair cannot re-base the tile's terms");
+        continue;
+      }
+      if (!identity_guard_sound(tmp.program_, prod->body->buffer, pr, term, reducer, renamed))
+        throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
+                                   "': on a tile where " + prod->body->buffer +
+                                   " is still its identity its terms are not " +
+                                   ir::format_double(ir::reducer_identity(reducer)) +
+                                   " (they read what the mask hides from it), so the repair " +
+                                   "can neither keep nor drop them");
+      ir::Expr old = at(v.load, before), cur = at(v.load, pos);
+      ir::Expr left = ir::make_binary(
+          ir::Op::And, ir::make_binary(ir::Op::Eq, old, ir::make_float(id, old->type)),
+          ir::make_binary(ir::Op::Ne, cur, ir::make_float(id, cur->type)));
+      left_identity = left_identity ? ir::make_binary(ir::Op::Or, left_identity, left) : left;
     }
-    if (at_identity)
-      partial =
-          ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);
+    if (left_identity)
+      h = ir::make_select(left_identity, reducer_identity_expr(reducer, h->type), h);
+    ir::Expr repaired = ir::make_select(ir::make_binary(ir::Op::Gt, pos, ir::make_int(0)), h, self);
+    ir::Expr partial = st.value->args[1];
     wb.body = ir::make_store(st.buffer, st.indices, combine(reducer, repaired, partial));
     tmp.program_.body = replace_at(wpath, std::make_shared<const ir::StmtNode>(std::move(wb)));
   }

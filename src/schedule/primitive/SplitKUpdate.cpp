@@ -16,8 +16,8 @@
 // per chunk next to `block` (add_statistic, rfactor) and passed to h with the chunk's partial;
 // (4) rfactor at `loop`; (5) the write-back moves out of the loop into a combine nest placed
 // before the first later reader, and applies h to each partial. A chunk whose producer partial
-// is still its reducer's identity (fully masked) contributes the identity, when h annihilates
-// such contributions (checked numerically).
+// is still its reducer's identity (fully masked) while the producer's global value is not
+// contributes the identity, when h annihilates such contributions (checked numerically).
 #include "algebra/Eval.h"
 #include "algebra/Repair.h"
 #include "ir/Printer.h"
@@ -279,6 +279,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Derived) {
     std::map<std::string, ir::Expr> sub{{"t", partial}};
     ir::Expr at_identity;
+    std::map<std::string, ir::Reducer> moves;  // old variable -> its producer's max or min
     for (const algebra::IncompleteValue& v : repair.values) {
       ir::Expr local = ir::substitute(v.load, {{kChunk, var(lv)}});
       // The global value: the rf load without its chunk index, read from the global buffer (in
@@ -305,11 +306,29 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       ir::Reducer pr;
       ir::Expr pg;
       if (!match_reduction_update(*prod->body, &pr, &pg)) continue;
+      if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
       double id = ir::reducer_identity(pr);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
+      if (!annihilates && pr != ir::Reducer::Sum && producer_masked(tmp.program_, global, pr))
+        throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                   "': a chunk that the mask hides from " + global +
+                                   " leaves it at " + ir::format_double(id) +
+                                   ", from which the repair cannot re-base the chunk's terms");
+      if (annihilates && !identity_guard_sound(tmp.program_, global, pr, term, reducer, renamed))
+        throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                   "': on a chunk where " + global +
+                                   " is still its identity its terms are not " +
+                                   ir::format_double(ir::reducer_identity(reducer)) +
+                                   " (they read what the mask hides from it), so the repair " +
+                                   "can neither keep nor drop them");
       if (annihilates) {
-        ir::Expr is_id = ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type));
+        // Only where the global value moved off the identity: a row whose producer is the
+        // identity everywhere (fully masked) keeps h's value, as the program's own terms do
+        // (exp(-inf - -inf) is NaN).
+        ir::Expr is_id = ir::make_binary(
+            ir::Op::And, ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type)),
+            ir::make_binary(ir::Op::Ne, sub[v.new_var], ir::make_float(id, local->type)));
         at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
       }
     }
@@ -318,7 +337,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       idx.insert(idx.begin() + kChunkAxis, var(lv));
       sub[stat] = ir::make_load(rf, self->type, idx);
     }
-    partial = ir::substitute(repair.h, sub);
+    ir::Expr h = ir::substitute(repair.h, sub);
+    partial = repair_scale_may_overflow(repair, moves) ? guard_zero_partial(partial, h) : h;
     if (at_identity)
       partial =
           ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);

@@ -43,6 +43,8 @@ inline CT ctype_of(DType t, const std::string& what) {
     case DType::F16:
     case DType::BF16:
     case DType::F32:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
       return CT::F32;
     case DType::Unknown:
       break;
@@ -74,6 +76,9 @@ inline const char* storage_type(DType t) {
       return "int32_t";
     case DType::I8:
       return "int8_t";
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      return "uint8_t";
     default:
       break;
   }
@@ -106,12 +111,32 @@ inline std::string round_to(const std::string& code, DType t) {
       return "ks_rf16(" + code + ")";
     case DType::BF16:
       return "ks_rbf16(" + code + ")";
+    case DType::F8E4M3:
+      return "ks_r8e4(" + code + ")";
+    case DType::F8E5M2:
+      return "ks_r8e5(" + code + ")";
     case DType::I8:
       return "ks_sat8(" + code + ")";
     case DType::I32:
       return "ks_sat32(" + code + ")";
     default:
       return code;
+  }
+}
+
+// The f32 value of element `raw` of a float buffer of type t (a C expression of its storage).
+inline std::string float_of_storage(const std::string& raw, DType t) {
+  switch (t) {
+    case DType::F16:
+      return "ks_h2f(" + raw + ")";
+    case DType::BF16:
+      return "ks_b2f(" + raw + ")";
+    case DType::F8E4M3:
+      return "ks_e4m32f(" + raw + ")";
+    case DType::F8E5M2:
+      return "ks_e5m22f(" + raw + ")";
+    default:
+      return raw;
   }
 }
 
@@ -390,20 +415,10 @@ class Codegen {
     if (!cond.empty()) fallible_ = true;
     DType t = b.buf->dtype;
     Val v;
-    switch (t) {
-      case DType::F16:
-        v = {"ks_h2f(" + acc + ")", CT::F32};
-        break;
-      case DType::BF16:
-        v = {"ks_b2f(" + acc + ")", CT::F32};
-        break;
-      case DType::F32:
-        v = {acc, CT::F32};
-        break;
-      default:
-        v = {"((int64_t)" + acc + ")", CT::I64};
-        break;
-    }
+    if (is_float(t))
+      v = {float_of_storage(acc, t), CT::F32};
+    else
+      v = {"((int64_t)" + acc + ")", CT::I64};
     if (!cond.empty())
       v.code =
           "((" + cond + ") ? " + v.code + " : " + (v.ct == CT::F32 ? "0.0f" : "INT64_C(0)") + ")";
@@ -578,6 +593,12 @@ class Codegen {
       case MathFn::Tanh:
         code = "tanhf(" + x[0] + ")";
         break;
+      case MathFn::Sigmoid:
+        code = "(1.0f / (1.0f + expf(-" + x[0] + ")))";
+        break;
+      case MathFn::Erf:
+        code = "erff(" + x[0] + ")";
+        break;
       case MathFn::Sqrt:
         code = "sqrtf(" + x[0] + ")";
         break;
@@ -608,6 +629,10 @@ class Codegen {
         return "ks_f2h(" + convert(v, CT::F32) + ")";
       case DType::BF16:
         return "ks_f2b(" + convert(v, CT::F32) + ")";
+      case DType::F8E4M3:
+        return "ks_f2e4m3(" + convert(v, CT::F32) + ")";
+      case DType::F8E5M2:
+        return "ks_f2e5m2(" + convert(v, CT::F32) + ")";
       case DType::I32:
         return "(int32_t)ks_sat32(" + convert(v, CT::I64) + ")";
       case DType::I8:

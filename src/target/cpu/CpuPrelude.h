@@ -1,7 +1,8 @@
 // \file CpuPrelude.h
 // The fixed prelude of every generated CPU translation unit (cpu_prelude()): error state, checked
 // index and floor division helpers, exact f16/bf16 conversions (kHalfConversions, which the CUDA
-// emulator of the tests shares), NaN-propagating min/max, saturating casts.
+// emulator of the tests shares) and fp8 ones (target/Fp8.h, which the CUDA code shares),
+// NaN-propagating min/max, saturating casts.
 //
 // Invariant established: the conversions float -> f16/bf16 bits are round-to-nearest-even and
 // bit-exact with double_to_f16_bits / double_to_bf16_bits for every float input (NaN becomes the
@@ -11,6 +12,8 @@
 #pragma once
 
 #include <string>
+
+#include "target/Fp8.h"
 
 namespace kintsugi::cpu {
 
@@ -222,7 +225,9 @@ __attribute__((noinline)) void* ks_alloc(KsErr* e, void** slot, int site, int64_
 )PRELUDE";
 
 inline std::string cpu_prelude() {
-  return std::string(kCpuPreludeHead) + kHalfConversions + kCpuPreludeTail;
+  return std::string(kCpuPreludeHead) + kHalfConversions +
+         "#define KS_FP8_FN static inline\n#define KS_FBITS ks_fbits\n#define KS_BITSF ks_bitsf\n" +
+         target::kFp8Conversions + kCpuPreludeTail;
 }
 
 }  // namespace kintsugi::cpu

@@ -38,6 +38,11 @@ struct KernelLaunch {
   std::vector<ir::Expr> grid;  // extents of the grid axes
   int threads = kThreads;      // per CTA
   int dynamic_shared_bytes = 0;
+  // Written by the tensor-core writer (Fragments.h), else by the element-cyclic one; for a kernel
+  // with a dot of f16 or bf16 values that the tensor-core writer does not take, why not (empty
+  // without such a dot).
+  bool tensor_cores = false;
+  std::string not_tensor_cores;
 };
 
 struct CudaSource {
@@ -84,6 +89,7 @@ class CudaKernel {
                     const runtime::ParamMap& params, void* stream = nullptr);
 
   const std::string& source() const { return source_.code; }
+  const std::vector<KernelLaunch>& launches() const { return source_.launches; }
   bool from_cache() const { return from_cache_; }
   double compile_seconds() const { return compile_seconds_; }
 

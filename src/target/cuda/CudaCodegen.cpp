@@ -856,6 +856,25 @@ class CyclicWriter : public KernelWriter {
         close_elements();
         return;
       }
+      case OpKind::Gather: {
+        std::vector<std::string> a;
+        for (int id : o.args) a.push_back(at(id));
+        if (v.scalar()) {
+          line(ty + " " + v.name + ";");
+          line("{  // gather " + o.buffer);
+          ++indent_;
+          line(v.name + " = " + gather_element(o, a, v.dtype) + ";");
+          --indent_;
+          line("}");
+          return;
+        }
+        declare(v);
+        line("// gather " + o.buffer);
+        open_elements(v);
+        line(v.name + "[ks_i] = " + gather_element(o, a, v.dtype) + ";");
+        close_elements();
+        return;
+      }
       case OpKind::Load:
         line("// load " + o.buffer);
         if (staged_.count(o.result))
@@ -890,7 +909,9 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
     launch.name = ident("ks", k.name);
     for (const tile::GridAxis& g : k.grid) launch.grid.push_back(g.extent);
     std::string text;
-    if (std::unique_ptr<KernelWriter> fragments = fragment_writer(program, k, out.sites)) {
+    if (std::unique_ptr<KernelWriter> fragments =
+            fragment_writer(program, k, out.sites, &launch.not_tensor_cores)) {
+      launch.tensor_cores = true;
       text = fragments->write(k, launch);
     } else {
       // Staged loads take shared memory next to the kernel's scratch space: without them when

@@ -134,30 +134,41 @@ class FragmentWriter : public KernelWriter {
     tanh_function_ = "ks_tanh";
   }
 
-  // Assigns a kind to every value; false when some value fits none.
+  // Assigns a kind to every value; false when the kernel has no dot of f16 or bf16 values, or
+  // some value fits no kind (why() says which).
   bool plan() {
     vals_.assign(static_cast<size_t>(k_.num_values), Val{});
     collect(k_.body, "");
+    if (!has_half_dot()) return false;  // nothing for the tensor cores
     for (const TileOp* o : ops_)
       if (o->kind == OpKind::Dot) {
         int64_t r = o->type.shape[0];
-        if (rows_ >= 0 && r != rows_) return false;
+        if (rows_ >= 0 && r != rows_)
+          return fail("its dots have row tiles of " + std::to_string(rows_) + " and " +
+                      std::to_string(r) + " rows");
         rows_ = r;
       }
     // Fewer than 16 rows (a group of query heads in decode) run as one warp's 16, the rows past
     // the tile never stored.
-    if (rows_ <= 0 || rows_ > 128 ||
+    if (rows_ > 128 ||
         (rows_ > AccumulatorLayout::kRowsPerWarp && rows_ % AccumulatorLayout::kRowsPerWarp != 0))
-      return false;
+      return fail("its row tile of " + std::to_string(rows_) +
+                  " rows is neither at most 16 nor a multiple of 16 up to 128");
     // A row tile of 128 runs on four warps of two m16 blocks each (FlashAttention-2's 128-row
     // tiles on 4 warps): every B fragment read from shared memory feeds two mma instead of one.
     mblocks_ = rows_ == 128 ? 2 : 1;
     for (const tile::Register& r : k_.registers)
-      if (!data_shape(r.type.shape)) return false;
+      if (!data_shape(r.type.shape))
+        return fail("register '" + r.name + "' of " + tile::to_string(r.type) +
+                    " is neither a scalar, a row nor a row tile");
     for (const TileOp* o : ops_)
       if (o->kind == OpKind::Store) stored_.push_back(o->buffer);
     for (const TileOp* o : ops_)
-      if (!assign(*o)) return false;
+      if (!assign(*o))
+        return fail(why_.empty() ? "`" + tile::to_string(*o) +
+                                       "` fits no tensor-core layout (a scalar, a row, a row tile "
+                                       "in fragments, or a dot operand in shared memory)"
+                                 : why_);
     for (const TileOp* o : ops_) order_[o] = static_cast<int>(order_.size());
     std::set<std::string> first_seen;
     for (SmemTile& t : tiles_) {
@@ -175,7 +186,33 @@ class FragmentWriter : public KernelWriter {
     return true;
   }
 
+  // Why plan() failed on a kernel with a dot of f16 or bf16 values ("" otherwise).
+  const std::string& why() const { return why_; }
+
  private:
+  // Whether a dot of the kernel has operands that are exactly f16 values, or both bf16 (those
+  // the tensor cores compute exactly as written; a dot of f32 values stays in f32).
+  bool has_half_dot() const {
+    std::vector<std::pair<bool, bool>> exact(static_cast<size_t>(k_.num_values));
+    auto at = [&](int id) -> std::pair<bool, bool>& { return exact[static_cast<size_t>(id)]; };
+    bool found = false;
+    for (const TileOp* o : ops_) {
+      if (o->kind == OpKind::Dot) {
+        const auto &a = at(o->args[0]), &b = at(o->args[1]);
+        found = found || (a.first && b.first) || (a.second && b.second);
+      }
+      if (o->result < 0) continue;
+      at(o->result) = {holds_values_of(DType::F16, *o, [&](int id) { return at(id).first; }),
+                       holds_values_of(DType::BF16, *o, [&](int id) { return at(id).second; })};
+    }
+    return found;
+  }
+
+  bool fail(const std::string& why) {
+    why_ = why;
+    return false;
+  }
+
   // --- layout assignment
   void collect(const tile::TileBody& b, const std::string& loop) {
     for (const tile::TileStmt& s : b) {
@@ -233,10 +270,10 @@ class FragmentWriter : public KernelWriter {
       return false;
     if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
     int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
-    // Whole 16-byte chunks a row, a power of two of them (the swizzle), split evenly over the
-    // threads.
+    // Whole 16-byte chunks a row, a power of two of them or whole 8-chunk spans of the swizzle
+    // (a head size of 192: 24), split evenly over the threads.
     int64_t cpr = cols / 8, threads = this->threads();
-    return rows % 16 == 0 && cols % 16 == 0 && (cpr & (cpr - 1)) == 0 && threads % cpr == 0 &&
+    return rows % 16 == 0 && cols % 16 == 0 && ((cpr & (cpr - 1)) == 0 || cpr % 8 == 0) &&
            rows * cpr % threads == 0;
   }
 
@@ -264,7 +301,10 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Load: {
         if (std::find(stored_.begin(), stored_.end(), o.buffer) != stored_.end()) return false;
         if (o.type.shape.size() == 2 && feeds_only_dots(o.result)) {
-          if (!stageable(o)) return false;
+          if (!stageable(o))
+            return fail("the dot operand `" + tile::to_string(o) +
+                        "` is not an f16 or bf16 tile of whole 16-byte rows of its buffer's "
+                        "innermost dimension (16-row and 16-column multiples)");
           SmemTile t;
           t.load = &o;
           t.dtype = o.type.dtype;
@@ -355,17 +395,28 @@ class FragmentWriter : public KernelWriter {
     Val& a = val(o.args[0]);
     const Val& b = val(o.args[1]);
     int64_t K = val(o.args[0]).def->type.shape[1], N = o.type.shape[1];
-    if (K % 16 != 0 || N % 16 != 0 || b.kind != Kind::Smem) return false;
+    if (K % 16 != 0 || N % 16 != 0)
+      return fail("the dot `" + tile::to_string(o) + "` has K = " + std::to_string(K) +
+                  " and N = " + std::to_string(N) + ", not multiples of 16");
+    if (b.kind != Kind::Smem)
+      return fail("the B operand of the dot `" + tile::to_string(o) +
+                  "` is not an f16 or bf16 tile loaded from memory");
     tiles_[static_cast<size_t>(b.tile)].last_use = &o;
     DType half = dot_dtype(o);
     if (a.kind == Kind::Smem) {
       SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
       if (a.transposed || !t.stream_loop.empty() || t.rows != warp_rows() || t.dtype != half)
-        return false;
+        return fail("the A operand of the dot `" + tile::to_string(o) +
+                    "` is a shared tile that is transposed, streamed, not of the row tile, or "
+                    "not of B's type");
       t.last_use = &o;
       return true;
     }
-    return a.kind == Kind::Frag && (half == DType::F16 ? a.exact_f16 : a.exact_bf16);
+    if (a.kind != Kind::Frag || !(half == DType::F16 ? a.exact_f16 : a.exact_bf16))
+      return fail("the A operand of the dot `" + tile::to_string(o) +
+                  "` is computed in registers and not exactly a " + dtype_name(half) +
+                  " value (round it with a cast, as " + dtype_name(half) + "(p))");
+    return true;
   }
 
   // --- emission
@@ -1004,9 +1055,8 @@ class FragmentWriter : public KernelWriter {
     int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
     // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
     // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
-    internal_assert(threads() % cpr == 0 && chunks % threads() == 0)
+    internal_assert(chunks % threads() == 0)
         << "fragment codegen: tile " << o.buffer << " does not split evenly over the threads";
-    int64_t rows_per_pass = threads() / cpr;
     size_t row_dim = 0;
     for (size_t d = 0; d < o.axis_of_dim.size(); ++d)
       if (o.axis_of_dim[d] == 0) row_dim = d;
@@ -1027,6 +1077,26 @@ class FragmentWriter : public KernelWriter {
     } else {
       line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? " + rows + " : 0;");
     }
+    std::string passes = std::to_string(chunks / threads());
+    if (threads() % cpr != 0) {
+      // Rows the threads do not divide (whole swizzle spans, a head size of 192): thread q copies
+      // chunks q, q + threads, ... of the tile, each at its own row and chunk.
+      std::string n = std::to_string(cpr);
+      line("#pragma unroll");
+      line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
+      ++indent_;
+      line("const int ks_g = ks_tid + ks_i * " + std::to_string(threads()) + ";");
+      line("const int ks_r = ks_g / " + n + ", ks_c = ks_g % " + n + ";");
+      line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
+      line("cp_async_cg16(" + stage_address(t, stage) + " + (u32)(ks_r * " +
+           std::to_string(t.cols * 2) + " + ((ks_c ^ " + xor_term("ks_r", swizzle_of(t)) +
+           ") * 16)), ks_in ? " + buf + " + (" + origin +
+           ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
+      --indent_;
+      line("}");
+      return;
+    }
+    int64_t rows_per_pass = threads() / cpr;
     line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
          std::to_string(cpr) + ";");
     line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
@@ -1062,8 +1132,7 @@ class FragmentWriter : public KernelWriter {
     // row test or a substitute address: one cp.async a chunk, at a constant offset from the
     // thread's source pointer when the stride is a constant (the tests and selects of the
     // general copy took a tenth of a prefill iteration's instructions).
-    std::string passes = std::to_string(chunks / threads()),
-                pass_rows = std::to_string(rows_per_pass);
+    std::string pass_rows = std::to_string(rows_per_pass);
     line("if (ks_rlo == 0 && ks_rhi == " + std::to_string(t.rows) + ") {");
     ++indent_;
     line("#pragma unroll");
@@ -1789,14 +1858,18 @@ class FragmentWriter : public KernelWriter {
   std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
   std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
   std::map<int, Comparison> comparisons_;
+  std::string why_;  // why plan() failed
 };
 
 }  // namespace
 
 std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const tile::Kernel& k,
-                                              std::vector<std::string>& sites) {
+                                              std::vector<std::string>& sites, std::string* why) {
   auto w = std::make_unique<FragmentWriter>(p, k, sites);
-  if (!w->plan()) return nullptr;
+  if (!w->plan()) {
+    if (why) *why = w->why();
+    return nullptr;
+  }
   return w;
 }
 

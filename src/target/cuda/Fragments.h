@@ -52,9 +52,11 @@ int swizzle_chunk(int row, int chunk, int chunks_per_row);
 // these once per lane and even residue (FragmentCodegen.cpp, define_lane_offsets).
 int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row);
 
-// A writer for kernel `k` in the tensor-core layout, or null when the kernel has no dot or uses a
-// value in a way the layout does not cover (the element-cyclic writer then takes it).
+// A writer for kernel `k` in the tensor-core layout, or null when the kernel has no dot of f16 or
+// bf16 values or uses a value in a way the layout does not cover (the element-cyclic writer then
+// takes it); then `why` says what the layout does not cover (empty without such a dot: a dot of
+// f32 values stays in f32, as written).
 std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const tile::Kernel& k,
-                                              std::vector<std::string>& sites);
+                                              std::vector<std::string>& sites, std::string* why);
 
 }  // namespace kintsugi::cuda

@@ -7,6 +7,7 @@
 
 #include "ir/Printer.h"
 #include "ir/Visit.h"
+#include "target/Fp8.h"
 
 namespace kintsugi::cuda {
 
@@ -34,6 +35,9 @@ std::string storage(DType t) {
       return "int";
     case DType::I8:
       return "signed char";
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      return "unsigned char";
     default:
       return "long long";
   }
@@ -62,6 +66,8 @@ std::string float_lit(double v) {
 std::string round_to(const std::string& code, DType t) {
   if (t == DType::F16) return "f16_to_f32(f32_to_f16(" + code + "))";
   if (t == DType::BF16) return "bf16_to_f32(f32_to_bf16(" + code + "))";
+  if (t == DType::F8E4M3) return "ks_r8e4(" + code + ")";
+  if (t == DType::F8E5M2) return "ks_r8e5(" + code + ")";
   return code;
 }
 
@@ -108,6 +114,11 @@ std::string program_preamble(const tile::TileProgram& p) {
   src << "using namespace kintsugi::device;\n\n";
   src << "struct KsArgs {\n  unsigned long long bufs[" << kMaxBuffers << "];\n  long long sizes["
       << kMaxDims << "];\n  double params[" << kMaxParams << "];\n};\n\n";
+  // fp8 storage: the conversions the CPU back end uses (target/Fp8.h), in software (sm_80 has no
+  // fp8 conversion instruction, and PTX's saturates e5m2 where the IR overflows to inf).
+  src << "#define KS_FP8_FN __device__ __forceinline__\n#define KS_FBITS __float_as_uint\n"
+         "#define KS_BITSF __uint_as_float\n"
+      << target::kFp8Conversions << "\n";
   src << "__device__ __forceinline__ void ks_fail(int* err, int site) { atomicCAS(err, 0, site + "
          "1); }\n";
   src << "__device__ __forceinline__ long long ks_fdiv(long long a, long long b, int* err, int "
@@ -374,13 +385,38 @@ std::string KernelWriter::load_value(const std::string& buffer, const std::strin
   DType bt = buffer_dtype(buffer);
   if (bt == DType::F16) return "f16_to_f32(" + raw + ")";
   if (bt == DType::BF16) return "bf16_to_f32(" + raw + ")";
+  if (bt == DType::F8E4M3) return "ks_e4m32f(" + raw + ")";
+  if (bt == DType::F8E5M2) return "ks_e5m22f(" + raw + ")";
   return "(" + std::string(ctype(to)) + ")" + raw;
+}
+
+std::string KernelWriter::gather_element(const tile::TileOp& o,
+                                         const std::vector<std::string>& args, DType to) {
+  const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+  std::string offset, inside = "true";
+  for (size_t d = 0; d < ext.size(); ++d) {
+    std::string ix = tmp();
+    line("const long long " + ix + " = " + args[d] + ";");
+    inside += " && (unsigned long long)" + ix + " < (unsigned long long)" + ext[d];
+    offset = d == 0 ? ix : "(" + offset + ") * " + ext[d] + " + " + ix;
+  }
+  std::string read = tmp();
+  line("const bool " + read + " = " + (args.size() > ext.size() ? args.back() : "true") + ";");
+  std::string ok = tmp();
+  line("const bool " + ok + " = " + inside + ";");
+  line("if (" + read + " && !" + ok + ") ks_fail(ks_err, " + std::to_string(site(o.buffer)) + ");");
+  return "((" + read + " && " + ok + ") ? " +
+         load_value(o.buffer,
+                    buffer_ids_.at(o.buffer) + "[" + (offset.empty() ? "0" : offset) + "]", to) +
+         " : (" + ctype(to) + ")0)";
 }
 
 std::string KernelWriter::store_value(const std::string& buffer, const std::string& v) const {
   DType bt = buffer_dtype(buffer);
   if (bt == DType::F16) return "f32_to_f16(" + v + ")";
   if (bt == DType::BF16) return "f32_to_bf16(" + v + ")";
+  if (bt == DType::F8E4M3) return "ks_f2e4m3(" + v + ")";
+  if (bt == DType::F8E5M2) return "ks_f2e5m2(" + v + ")";
   return "(" + storage(bt) + ")(" + v + ")";
 }
 

@@ -23,7 +23,7 @@ TEST(NonFinite, NaNAtAMaskedKeyIsPoisonTheKernelMayRefine) {
   o.sizes = sizes;
   driver::Scheduled s = driver::schedule_program(p, o);
   ASSERT_TRUE(s.warnings.empty()) << s.warnings.front();
-  driver::Built b = driver::build_kernel(s, o.target, sizes, nullptr);
+  driver::Built b = driver::build_kernel(s, o.target, sizes);
 
   std::map<std::string, runtime::Tensor> in = runtime::random_inputs(p, sizes, 3);
   runtime::Tensor& V = in.at("V");

@@ -42,7 +42,7 @@ double max_rel_err(const std::string& source, int64_t rows, int64_t cols,
   driver::Scheduled s = driver::schedule_program(p, o);
   for (const std::string& w : s.warnings) ADD_FAILURE() << w;
   for (const std::string& n : s.primitives) *schedule += n + " ";
-  driver::Built b = driver::build_kernel(s, o.target, sizes, nullptr);
+  driver::Built b = driver::build_kernel(s, o.target, sizes);
 
   std::map<std::string, runtime::Tensor> in = runtime::random_inputs(p, sizes, 7);
   std::mt19937_64 rng(11);

@@ -129,3 +129,41 @@ TEST(Interpreter, ShapeOverflowIsAnError) {
   runtime::Tensor x(DType::F32, {1});
   EXPECT_THROW(ir::eval_shape(lp.buffers[0].shape, {{"N", int64_t{1} << 22}}), RuntimeArgError);
 }
+
+// sigmoid and erf: exact in double in exact mode (0 and 1 at the ends, NaN through), rounded to
+// the expression's type in typed mode.
+TEST(Interpreter, SigmoidAndErf) {
+  auto lp = lowered(R"(
+input X: f32[N]
+output S[i]: f32 = sigmoid(X[i])
+output E[i]: f32 = erf(X[i])
+output H[i]: f32 = f32(sigmoid(f16(X[i])))
+)");
+  const double vals[] = {0.0, 1.5, -2.25, -1e30, 1e30, NAN};
+  runtime::Tensor x(DType::F32, {6});
+  for (int i = 0; i < 6; ++i) x.set(i, vals[i]);
+  for (ir::InterpMode mode : {ir::InterpMode::Exact, ir::InterpMode::Typed}) {
+    auto res = ir::interpret(lp, mode, {{"X", &x}}, {{"N", 6}});
+    for (int i = 0; i < 6; ++i) {
+      double xv = x.get(i), s = 1.0 / (1.0 + std::exp(-xv)), e = std::erf(xv);
+      if (mode == ir::InterpMode::Typed) {
+        s = round_to_dtype(s, DType::F32);
+        e = round_to_dtype(e, DType::F32);
+      }
+      if (std::isnan(xv)) {
+        EXPECT_TRUE(std::isnan(res.outputs.at("S").values[i]));
+        EXPECT_TRUE(std::isnan(res.outputs.at("E").values[i]));
+        continue;
+      }
+      EXPECT_EQ(res.outputs.at("S").values[i], s) << i;
+      EXPECT_EQ(res.outputs.at("E").values[i], e) << i;
+    }
+  }
+  auto typed = ir::interpret(lp, ir::InterpMode::Typed, {{"X", &x}}, {{"N", 6}});
+  // f16 in, f16 out: sigmoid(1.5) = 0.8175744... rounds to the f16 0.81738281.
+  EXPECT_EQ(typed.outputs.at("H").values[1],
+            round_to_dtype(1.0 / (1.0 + std::exp(-1.5)), DType::F16));
+  EXPECT_EQ(typed.outputs.at("S").values[3], 0.0);
+  EXPECT_EQ(typed.outputs.at("S").values[4], 1.0);
+  EXPECT_EQ(typed.outputs.at("E").values[3], -1.0);
+}

@@ -76,10 +76,11 @@ TEST(RollingUpdate, OnlineSoftmax) {
   s.rolling_update("m", j[0]);
   s.rolling_update("l", j[0]);
   std::string text = ir::to_string(s.program());
-  // The sum is repaired with exp(m_prev - m_cur) when the running max moves.
-  EXPECT_NE(text.find("l[i] = select(j0 > 0, l[i] * select(m.scan[i, j0 - 1] == m.scan[i, j0], "
-                      "1.0, exp(m.scan[i, j0 - 1] - m.scan[i, j0])), l[i]) + select(m.scan[i, j0] "
-                      "== -inf, 0.0, l.rf[i, j0])"),
+  // The sum is repaired with exp(m_prev - m_cur) when the running max moves, and restarts at
+  // the tile where the running max leaves -inf (what the fully masked tiles before it gave).
+  EXPECT_NE(text.find("l[i] = select(j0 > 0, select(m.scan[i, j0 - 1] == -inf && m.scan[i, j0] "
+                      "!= -inf, 0.0, l[i] * select(m.scan[i, j0 - 1] == m.scan[i, j0], 1.0, "
+                      "exp(m.scan[i, j0 - 1] - m.scan[i, j0]))), l[i]) + l.rf[i, j0]"),
             std::string::npos)
       << text;
   expect_equivalent(p, s.program(), kNorm);
@@ -96,7 +97,9 @@ TEST(RollingUpdate, CausalAttentionFlashStructure) {
   s.rolling_update("l", j[0]);
   s.rolling_update("o", j[0]);
   std::string text = ir::to_string(s.program());
-  EXPECT_NE(text.find("o[b, h, i, d] = select(j0 > 0, o[b, h, i, d] * select("), std::string::npos)
+  EXPECT_NE(text.find("o[b, h, i, d] = select(j0 > 0, select(m.scan[b, h, i, j0 - 1] == -inf && "
+                      "m.scan[b, h, i, j0] != -inf, 0.0, o[b, h, i, d] * select("),
+            std::string::npos)
       << text;
   expect_equivalent(p, s.program(), kAttn);
 }
@@ -144,7 +147,8 @@ output O[i, d]: f32 = select(l[i] > 0, o[i, d] / l[i], 0)
   s.rolling_update("m", j[0]);
   s.rolling_update("l", j[0]);
   s.rolling_update("o", j[0]);
-  EXPECT_NE(ir::to_string(s.program()).find("select(m.scan[i, j0] == -inf, 0.0, l.rf[i, j0])"),
+  EXPECT_NE(ir::to_string(s.program())
+                .find("select(m.scan[i, j0 - 1] == -inf && m.scan[i, j0] != -inf, 0.0, l[i] * "),
             std::string::npos)
       << ir::to_string(s.program());
   expect_equivalent(p, s.program(),
@@ -166,8 +170,9 @@ TEST(SplitKUpdate, DecodeChunksAndCombine) {
       << text;
   EXPECT_NE(
       text.find(
-          "l[b, h, i] = l[b, h, i] + select(m.rf[j0, b, h, i] == -inf, 0.0, l.rf[j0, b, h, i] * "
-          "select(m.rf[j0, b, h, i] == m[b, h, i], 1.0, exp(m.rf[j0, b, h, i] - m[b, h, i])))"),
+          "l[b, h, i] = l[b, h, i] + select(m.rf[j0, b, h, i] == -inf && m[b, h, i] != -inf, 0.0, "
+          "l.rf[j0, b, h, i] * select(m.rf[j0, b, h, i] == m[b, h, i], 1.0, exp(m.rf[j0, b, h, i] "
+          "- m[b, h, i])))"),
       std::string::npos)
       << text;
   expect_equivalent(p, s.program(),
@@ -295,7 +300,9 @@ TEST(SplitKUpdate, RollingUpdateOverTheTilesOfAChunk) {
     // The chunk's running maximum is a scan over its tiles; the chunk's sum is repaired with it.
     EXPECT_NE(text.find("block m.rf(spatial b:B, spatial h:"), std::string::npos) << file << text;
     EXPECT_NE(text.find("scan j10:2)"), std::string::npos) << file << text;
-    EXPECT_NE(text.find("l.rf[j0, b, h, i] = select(j10 > 0, l.rf[j0, b, h, i] * "),
+    EXPECT_NE(text.find("l.rf[j0, b, h, i] = select(j10 > 0, select(m.rf.scan[j0, b, h, i, j10 - "
+                        "1] == -inf && m.rf.scan[j0, b, h, i, j10] != -inf, 0.0, l.rf[j0, b, h, "
+                        "i] * "),
               std::string::npos)
         << file << text;
     std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"S", 1}, {"T", 13}, {"D", 3}},

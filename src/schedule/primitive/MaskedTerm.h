@@ -1,0 +1,22 @@
+// \file MaskedTerm.h
+// The value a reduction's term takes on elements a mask hides, evaluated numerically: shared by
+// propagate_mask (a skipped tile must contribute its reductions' identities) and the identity
+// guards of rolling_update and split_k_update (a dropped tile or chunk must have contributed
+// them). The term is given with the masked values already replaced by the mask's constant.
+#pragma once
+
+#include <optional>
+
+#include "algebra/Eval.h"
+#include "ir/Expr.h"
+
+namespace kintsugi::schedule {
+
+// Evaluates `term` (algebra::eval_ir, fp64) in 8 seeded trials, every load and variable that
+// `fixed` does not supply at a random finite value (the same value for the same load within a
+// trial): the first value that is not `expected` (NaN is not NaN here), or nullopt when every
+// trial gives `expected`.
+std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
+                                          const algebra::LeafFn& fixed = nullptr);
+
+}  // namespace kintsugi::schedule
