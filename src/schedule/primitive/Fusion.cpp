@@ -171,7 +171,9 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
   return !masked_term_differs(expand(term), ir::reducer_identity(target_reducer));
 }
 
-bool statistic_masked_infinite(const ir::LoopProgram& p, const ir::Expr& term) {
+void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
+                                       const algebra::RepairResult& repair,
+                                       const std::string& primitive, const std::string& refusal) {
   auto writers = block_writers(p.body);
   std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
@@ -184,7 +186,12 @@ bool statistic_masked_infinite(const ir::LoopProgram& p, const ir::Expr& term) {
       return expand(w->second->body->value);
     });
   };
-  return masked_term_nonfinite(expand(term)).has_value();
+  for (const algebra::AugmentedStatistic& stat : repair.statistics)
+    if (masked_term_nonfinite(expand(stat.term)))
+      throw ScheduleError(primitive, refusal + ": statistic " + stat.var + " = " +
+                                         algebra::to_math(stat.term) +
+                                         " of its augmented state sums values a mask sets to an "
+                                         "infinity, and the repair would subtract infinities");
 }
 
 bool repair_scale_may_overflow(const algebra::RepairResult& repair,

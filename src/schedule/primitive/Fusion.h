@@ -50,11 +50,14 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer);
 
-// Whether a statistic of an augmented-state repair (its summand `term`) is infinite where a mask
-// sets values to an infinity: `term` through the map blocks of `p`, every select(cond, v, K) with
-// K infinite replaced by K, at random finite values of everything else. Its sum is then infinite
-// and the repair subtracts infinities (NaN where the reference is infinite or finite).
-bool statistic_masked_infinite(const ir::LoopProgram& p, const ir::Expr& term);
+// Refuses an augmented-state repair one of whose statistics is infinite where a mask sets values
+// to an infinity (a ScheduleError of `primitive`: `refusal` and the statistic): its summand
+// through the map blocks of `p`, every select(cond, v, K) with K infinite replaced by K, at random
+// finite values of everything else. Its sum is then infinite and the repair subtracts infinities
+// (NaN where the reference is infinite or finite).
+void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
+                                       const algebra::RepairResult& repair,
+                                       const std::string& primitive, const std::string& refusal);
 
 // True when the repair rescales its partial (h(0, x, x') == 0: h = t * k) by a factor k that can
 // exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old

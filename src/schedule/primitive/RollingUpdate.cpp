@@ -336,12 +336,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // An augmented state: each statistic is summed alongside the block and scanned like a
   // frontier value; the repair at iteration j0 reads its value over the iterations before j0.
   std::map<std::string, std::string> statistic_scans;  // statistic variable -> scan buffer
-  for (const algebra::AugmentedStatistic& stat : repair.statistics)
-    if (statistic_masked_infinite(tmp.program_, stat.term))
-      throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
-                                 "': statistic " + stat.var + " = " + algebra::to_math(stat.term) +
-                                 " of its augmented state sums values a mask sets to an " +
-                                 "infinity, and the repair would subtract infinities");
+  refuse_masked_infinite_statistics(
+      tmp.program_, repair, P, "block '" + block + "' cannot be fused under loop '" + lv + "'");
   for (const algebra::AugmentedStatistic& stat : repair.statistics) {
     std::string sb;
     tmp.program_ = add_statistic(tmp, block, LoopRef{loop.block, lv}, stat, kPos, P, &sb);
