@@ -171,6 +171,29 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
   return !masked_term_differs(expand(term), ir::reducer_identity(target_reducer));
 }
 
+void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
+                                       const algebra::RepairResult& repair,
+                                       const std::string& primitive, const std::string& refusal) {
+  auto writers = block_writers(p.body);
+  std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
+    return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (n->op == ir::Op::Select && n->args[2]->op == ir::Op::FloatImm &&
+          std::isinf(n->args[2]->float_value))
+        return n->args[2];
+      if (n->op != ir::Op::Load) return n;
+      auto w = writers.find(n->name);
+      if (w == writers.end() || !is_map(*w->second)) return n;
+      return expand(w->second->body->value);
+    });
+  };
+  for (const algebra::AugmentedStatistic& stat : repair.statistics)
+    if (masked_term_nonfinite(expand(stat.term)))
+      throw ScheduleError(primitive, refusal + ": statistic " + stat.var + " = " +
+                                         algebra::to_math(stat.term) +
+                                         " of its augmented state sums values a mask sets to an "
+                                         "infinity, and the repair would subtract infinities");
+}
+
 bool repair_scale_may_overflow(const algebra::RepairResult& repair,
                                const std::map<std::string, ir::Reducer>& moves) {
   // Old values and steps of the new value from the old one (signed as the producer allows).

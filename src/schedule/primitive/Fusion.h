@@ -50,6 +50,15 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer);
 
+// Refuses an augmented-state repair one of whose statistics is infinite where a mask sets values
+// to an infinity (a ScheduleError of `primitive`: `refusal` and the statistic): its summand
+// through the map blocks of `p`, every select(cond, v, K) with K infinite replaced by K, at random
+// finite values of everything else. Its sum is then infinite and the repair subtracts infinities
+// (NaN where the reference is infinite or finite).
+void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
+                                       const algebra::RepairResult& repair,
+                                       const std::string& primitive, const std::string& refusal);
+
 // True when the repair rescales its partial (h(0, x, x') == 0: h = t * k) by a factor k that can
 // exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old
 // variable to its producer's reducer (the new value of a max is at least the old one, of a min at

@@ -2,6 +2,8 @@
 // The value of a reduction's term on masked elements (see MaskedTerm.h).
 #include "schedule/primitive/MaskedTerm.h"
 
+#include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -10,8 +12,11 @@
 
 namespace kintsugi::schedule {
 
-std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
-                                          const algebra::LeafFn& fixed) {
+namespace {
+
+// The first trial value of `term` for which `stop` holds.
+std::optional<double> first_trial(const ir::Expr& term, const algebra::LeafFn& fixed,
+                                  const std::function<bool(double)>& stop) {
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> dist(-4.0, 4.0);
   for (int trial = 0; trial < 8; ++trial) {
@@ -24,9 +29,20 @@ std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
       *out = values[key];
       return true;
     });
-    if (!(v == expected)) return v;
+    if (stop(v)) return v;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
+                                          const algebra::LeafFn& fixed) {
+  return first_trial(term, fixed, [&](double v) { return !(v == expected); });
+}
+
+std::optional<double> masked_term_nonfinite(const ir::Expr& term) {
+  return first_trial(term, nullptr, [](double v) { return !std::isfinite(v); });
 }
 
 }  // namespace kintsugi::schedule

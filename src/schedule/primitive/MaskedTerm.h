@@ -19,4 +19,7 @@ namespace kintsugi::schedule {
 std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
                                           const algebra::LeafFn& fixed = nullptr);
 
+// The same trials: the first value of `term` that is infinite or NaN, or nullopt.
+std::optional<double> masked_term_nonfinite(const ir::Expr& term);
+
 }  // namespace kintsugi::schedule

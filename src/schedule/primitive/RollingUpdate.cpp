@@ -334,6 +334,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // An augmented state: each statistic is summed alongside the block and scanned like a
   // frontier value; the repair at iteration j0 reads its value over the iterations before j0.
   std::map<std::string, std::string> statistic_scans;  // statistic variable -> scan buffer
+  refuse_masked_infinite_statistics(
+      tmp.program_, repair, P, "block '" + block + "' cannot be fused under loop '" + lv + "'");
   for (const algebra::AugmentedStatistic& stat : repair.statistics) {
     std::string sb;
     tmp.program_ = add_statistic(tmp, block, LoopRef{loop.block, lv}, stat, kPos, P, &sb);

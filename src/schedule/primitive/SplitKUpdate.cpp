@@ -257,6 +257,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   // An augmented state: each statistic is summed per chunk alongside the block; the combine
   // repairs a chunk's partial with the chunk's statistics, so their write-backs are dropped.
   std::map<std::string, std::string> statistic_partials;  // statistic variable -> rf buffer
+  refuse_masked_infinite_statistics(tmp.program_, repair, P,
+                                    "block '" + block + "' cannot be split at loop '" + lv + "'");
   for (const algebra::AugmentedStatistic& stat : repair.statistics) {
     std::string sb;
     tmp.program_ = add_statistic(tmp, block, LoopRef{loop.block, lv}, stat, kChunk, P, &sb);
