@@ -136,16 +136,18 @@ class Engine {
         node_sym_[e.get()] = v.old_sym;
         return cx_.sym(v.old_sym);
       }
+    auto name_of = [](const ir::Expr& x) { return x->op == Op::Load ? x->name : to_math(x); };
+    const std::string base = name_of(e);
     int same = 0;
-    for (const Value& v : values_) same += v.load->name == e->name;
-    std::string name = same ? e->name + "_" + std::to_string(same) : e->name;
+    for (const Value& v : values_) same += name_of(v.load) == base;
+    std::string name = same ? base + "_" + std::to_string(same) : base;
     Value v;
     v.load = e;
     Symbol s;
     s.name = name;
     s.role = SymRole::Old;
     s.value = static_cast<int>(values_.size());
-    s.fact = fact_of(e->name);
+    s.fact = e->op == Op::Load ? fact_of(e->name) : Sign::Unknown;
     v.old_sym = cx_.add_symbol(s);
     s.name = name + "'";
     s.role = SymRole::New;
@@ -155,9 +157,22 @@ class Engine {
     return cx_.sym(v.old_sym);
   }
 
+  // max(x, u) or min(x, u) with u complete and not varying along the axis, x one incomplete
+  // load: x's running value maps to this value's running value, so it is incomplete itself.
+  bool composite(const ir::Expr& e) {
+    if ((e->op != Op::Max && e->op != Op::Min) || req_.axis.empty() || ir::uses_var(e, req_.axis))
+      return false;
+    int loads = 0;
+    ir::visit(e, [&](const ir::Expr& n) {
+      loads += n->op == Op::Load && req_.incomplete.count(n->name);
+      return true;
+    });
+    return loads == 1 && (!has_x(e->args[0]) || !has_x(e->args[1]));
+  }
+
   Term convert(const ir::Expr& e) {
     if (!has_x(e)) return atom(e);
-    if (e->op == Op::Load) return incomplete(e);
+    if (e->op == Op::Load || composite(e)) return incomplete(e);
     if (e->op == Op::Select && has_x(e->args[0]))
       throw Refusal{"select condition " + to_math(e->args[0]) + " depends on an incomplete value"};
     std::vector<Term> a;  // operands, converted left to right (deterministic symbol order)
@@ -1132,6 +1147,16 @@ class Engine {
 };
 
 }  // namespace
+
+ir::Expr incomplete_load(const ir::Expr& value, const std::set<std::string>& incomplete) {
+  ir::Expr found;
+  ir::visit(value, [&](const ir::Expr& n) {
+    if (!found && n->op == Op::Load && incomplete.count(n->name)) found = n;
+    return !found;
+  });
+  internal_assert(found) << "incomplete value " << to_math(value) << " reads no incomplete buffer";
+  return found;
+}
 
 RepairResult derive_repair(const RepairRequest& request) {
   return Engine(request).run();

@@ -70,12 +70,22 @@ struct RepairRequest {
   std::map<std::string, std::string> facts;  // name -> "positive" | "nonnegative" (params,
                                              // dims, loads by buffer name)
   bool allow_augmented_state = false;        // derive augmented-state repairs (Welford)
+  // The target's reduction variable. When set, a max or min of an incomplete value and complete
+  // values that do not vary along it (max(m[i], SINK[h])) is one incomplete value: its old and
+  // new values are the max with the producer's old and new values, so it repairs like the
+  // producer itself (the max of a reduction and a complete term is a max reduction started
+  // from that term).
+  std::string axis;
 };
 
 struct IncompleteValue {
-  ir::Expr load;                 // e.g. m[b, h, i]
+  ir::Expr load;  // e.g. m[b, h, i]; or a max/min of one such load and complete values that do
+                  // not vary along the axis, e.g. max(SINK[h], m[b, h, i]) (RepairRequest::axis)
   std::string old_var, new_var;  // e.g. "m" and "m'"
 };
+
+// The load of an incomplete buffer inside `value` (the value itself when it is one).
+ir::Expr incomplete_load(const ir::Expr& value, const std::set<std::string>& incomplete);
 
 // An extra accumulator of an augmented state: `var` = F_j term, reduced alongside t (term is
 // complete, so it needs no repair). Only in augmented derivations.

@@ -49,10 +49,39 @@ SizeMap bind_sizes(const ir::LoopProgram& p, const SizeMap& overrides) {
   return sizes;
 }
 
+namespace {
+
+// The integer inputs read directly (through casts) as an index of another buffer's dimension,
+// each with the smallest extent it indexes.
+std::map<std::string, int64_t> index_tensor_bounds(const ir::LoopProgram& p, const SizeMap& sizes,
+                                                   const ParamMap& values) {
+  std::map<std::string, int64_t> out;
+  ir::visit_exprs(p.body, [&](const ir::Expr& top) {
+    ir::visit(top, [&](const ir::Expr& e) {
+      if (e->op != ir::Op::Load) return true;
+      const ir::Buffer* x = p.find_buffer(e->name);
+      for (size_t d = 0; x && d < e->args.size() && d < x->shape.size(); ++d) {
+        ir::Expr i = e->args[d];
+        while (i->op == ir::Op::Cast) i = i->args[0];
+        const ir::Buffer* b = i->op == ir::Op::Load ? p.find_buffer(i->name) : nullptr;
+        if (!b || b->role != ir::BufferRole::Input || is_float(b->dtype)) continue;
+        int64_t n = ir::eval_int(x->shape[d], sizes, values);
+        auto [it, fresh] = out.emplace(b->name, n);
+        if (!fresh) it->second = std::min(it->second, n);
+      }
+      return true;
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes,
                                             uint64_t seed, const ParamMap& params) {
   ParamMap values = params;
   for (const ir::Param& q : p.params) values.emplace(q.name, q.value);
+  std::map<std::string, int64_t> index_bounds = index_tensor_bounds(p, sizes, values);
   std::map<std::string, Tensor> out;
   std::mt19937_64 rng(seed);
   for (const ir::Buffer* b : p.inputs()) {
@@ -62,8 +91,12 @@ std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const Size
       std::normal_distribution<double> dist(0.0, 1.0);
       for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
     } else {
-      int lo = b->dtype == DType::I8 ? -128 : -1000, hi = b->dtype == DType::I8 ? 127 : 1000;
-      std::uniform_int_distribution<int> dist(lo, hi);
+      int64_t lo = b->dtype == DType::I8 ? -128 : -1000, hi = b->dtype == DType::I8 ? 127 : 1000;
+      if (auto it = index_bounds.find(b->name); it != index_bounds.end() && it->second > 0) {
+        lo = 0;
+        hi = std::min(hi, it->second - 1);
+      }
+      std::uniform_int_distribution<int64_t> dist(lo, hi);
       for (int64_t i = 0; i < n; ++i) t.set(i, dist(rng));
     }
     out.emplace(b->name, std::move(t));

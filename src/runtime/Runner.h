@@ -74,7 +74,9 @@ struct RunReport {
 // Resolves the size of every dim: `overrides` first, then the sizes in the source; validates
 // that each is positive and that every dim has one.
 SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
-// Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range.
+// Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range,
+// except an index tensor (an integer input read directly as an index of another buffer, a lookup
+// such as X[r, TGT[r]]): uniform over the indices valid for every dimension it indexes.
 // `params`: the values of params that shapes use (the program's own where absent).
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes,
                                             uint64_t seed, const ParamMap& params = {});

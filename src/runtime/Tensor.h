@@ -1,7 +1,7 @@
 // \file Tensor.h
 // A host tensor: dtype, shape and contiguous row-major storage in the dtype's own bit layout
-// (f16 and bf16 as 16-bit patterns, f8e4m3 and f8e5m2 as 8-bit ones). Used for inputs and outputs of the interpreter and the CPU
-// back end, for random inputs and for verification.
+// (f16 and bf16 as 16-bit patterns, f8e4m3 and f8e5m2 as 8-bit ones). Used for inputs and
+// outputs of the interpreter and the CPU back end, for random inputs and for verification.
 #pragma once
 
 #include <cstdint>

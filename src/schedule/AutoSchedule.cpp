@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "ir/Interpreter.h"
@@ -13,6 +14,7 @@
 #include "schedule/Analysis.h"
 #include "schedule/ReductionChains.h"
 #include "schedule/primitive/ComputeAt.h"
+#include "schedule/primitive/Fusion.h"
 
 namespace kintsugi::schedule {
 
@@ -48,16 +50,45 @@ std::set<std::string> producer_closure(const ir::LoopProgram& p, const ir::StmtN
   return out;
 }
 
-const ir::IterVar* spatial_iter_with_extent(const ir::StmtNode& b, const ir::Expr& extent) {
-  for (const ir::IterVar& iv : b.iters)
-    if (iv.kind == ir::IterKind::Spatial && ir::equal(iv.extent, extent)) return &iv;
-  return nullptr;
+// The head of the chain whose first reduction is `first` (reduction variable `axis`): the
+// earliest block of `closure` (its producers) that iterates along the axis and along every row
+// (spatial variable) of `first`, as the loads from `first` back to it index them (Fusion.h,
+// axis_iterations): its name and its variable along the axis. Which variable runs along the axis
+// follows from the indices, never from extents, so a program whose rows and axis have one extent
+// (self-attention over one length) finds the right one. A producer that runs along the axis but
+// not along the rows (a definition on the key side) is not the head: it stays a producer,
+// complete before the row loop. Nothing when no producer qualifies.
+std::optional<std::pair<std::string, std::string>> chain_head(
+    const ir::LoopProgram& p, const ir::StmtNode& first, const std::string& axis,
+    const std::set<std::string>& closure) {
+  std::vector<std::string> between;  // producers first
+  for (const ir::StmtNode* b : ordered_blocks(p))
+    if (closure.count(b->name) && b->body && b->body->kind == ir::StmtKind::Store)
+      between.push_back(b->name);
+  std::map<std::string, AxisIteration> along = axis_iterations(p, first.name, axis, between);
+  std::vector<std::map<std::string, AxisIteration>> rows;
+  for (const ir::IterVar& iv : first.iters)
+    if (iv.kind == ir::IterKind::Spatial)
+      rows.push_back(axis_iterations(p, first.name, iv.name, between));
+  for (const std::string& b : between) {
+    auto it = along.find(b);
+    if (it == along.end()) continue;
+    bool covers = std::all_of(rows.begin(), rows.end(), [&](const auto& r) {
+      return r.count(b) > 0 && r.at(b).var != it->second.var;
+    });
+    if (covers) return std::make_pair(b, it->second.var);
+  }
+  return std::nullopt;
 }
 
 // Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
-// row loop around the tile loop, and the row loop is distributed over `rows` rows.
-void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
-               const std::function<void(const std::string&)>& note) {
+// row loop around the tile loop, and the row loop is distributed over `rows` rows. Consumers that
+// only recompute elementwise values of a row are inlined into what reads them (no row-length
+// buffer a row tile), and a consumer nest that runs over a whole row of the chain's axis (of
+// extent `axis`) walks it in tiles of `tile` (a serial loop outside the row strip), so each nest
+// works on rows x tile.
+void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Expr& axis,
+               int64_t tile, const std::function<void(const std::string&)>& note) {
   std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
   if (loops.size() < 2) return;
   LoopRef row_loop{tile_loop.block, loops[loops.size() - 2]->var};
@@ -74,17 +105,53 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows,
                       [&](const std::string& r) { return written.count(r) > 0; }))
         consumers.push_back(b->name);
     }
+  std::vector<std::string> kept;
   for (const std::string& b : consumers) {
+    const ir::StmtNode& block = *find_block(s.program().body, b, "auto").back();
+    bool intermediate = false;
+    for (const std::string& w : block_writes(block))
+      if (const ir::Buffer* buf = s.program().find_buffer(w))
+        intermediate = buf->role == ir::BufferRole::Intermediate;
+    if (intermediate) {
+      try {
+        s.compute_inline(b);
+        continue;
+      } catch (const ScheduleError&) {
+        // not elementwise: it keeps its own nest
+      }
+    }
+    kept.push_back(b);
+  }
+  std::vector<std::string> joined;
+  for (const std::string& b : kept) {
     try {
       s.reverse_compute_at(b, row_loop);
+      joined.push_back(b);
     } catch (const ScheduleError& e) {
       note("'" + b + "' stays outside the row tiles: " + e.what());
     }
   }
+  std::vector<LoopRef> strip;
   try {
-    s.distribute(row_loop, rows);
+    strip = s.distribute(row_loop, rows);
   } catch (const ScheduleError& e) {
     note(std::string("rows are not tiled: ") + e.what());
+    return;
+  }
+  for (const std::string& b : joined) {
+    std::vector<const ir::StmtNode*> on = loops_on(find_block(s.program().body, b, "auto"));
+    auto outer = std::find_if(on.begin(), on.end(),
+                              [&](const ir::StmtNode* l) { return l->var == strip[0].var; });
+    if (outer == on.end() || on.back() == *outer || !ir::equal(on.back()->extent, axis)) continue;
+    try {
+      std::vector<LoopRef> parts = s.split(LoopRef{b, on.back()->var}, tile);
+      std::vector<std::string> order = {parts[0].var};
+      for (auto l = outer + 1; l + 1 != on.end(); ++l) order.push_back((*l)->var);
+      order.push_back(parts[1].var);
+      s.reorder(b, order);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' walks its rows whole: " + e.what());
+    }
   }
 }
 
@@ -106,6 +173,28 @@ void hoist_complete_producers(Schedule& s, const std::string& head,
     if (complete.count(b->name) && root_index(p, find_block(p.body, b->name, "auto")) > head_nest)
       late.push_back(b->name);
   for (const std::string& b : late) s.move_nest(b, head);
+}
+
+// Step 4 (see AutoSchedule.h): the producers of the head that run along the axis but not along
+// the rows (a definition on the key side: keys copied, rotated or normalised) are computed at
+// the tile loop, over the tile of the axis its blocks read, latest first (compute_at needs every
+// reader under the loop): one kernel, without a whole buffer of them.
+void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::string& head,
+                            const std::function<void(const std::string&)>& note) {
+  const ir::LoopProgram& p = s.program();
+  size_t tile_nest = root_index(p, find_loop(p.body, tile_loop, "auto"));
+  std::set<std::string> producers = producer_closure(p, *find_block(p.body, head, "auto").back());
+  std::vector<std::string> before;
+  for (size_t k = 0; k < tile_nest; ++k)
+    for (const ir::StmtNode* b : blocks_under(p.body->stmts[k]))
+      if (producers.count(b->name)) before.push_back(b->name);
+  for (auto it = before.rbegin(); it != before.rend(); ++it) {
+    try {
+      s.compute_at(*it, tile_loop);
+    } catch (const ScheduleError& e) {
+      note("'" + *it + "' is computed whole before the fused loop: " + e.what());
+    }
+  }
 }
 
 // The divisor E of a floor division `v / E` of spatial iteration variable `v` in what `block`
@@ -348,12 +437,38 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
 
 namespace {
 
-Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+// Step 0 (see AutoSchedule.h): a reduction of a chain that reads an incomplete producer in its
+// own term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term named as an elementwise
+// block (name_term), the form in which fusion moves it under the tile loop: writing an
+// expression inline or naming it schedules alike.
+Schedule normal_form(const ir::LoopProgram& program,
+                     const std::function<void(const std::string&)>& note) {
+  Schedule s(program);
+  for (const ReductionChain& c : find_reduction_chains(program)) {
+    if (c.producers.empty()) continue;
+    const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
+    std::set<std::string> direct;
+    for (const std::string& r : block_reads(b))
+      if (std::find(c.producers.begin(), c.producers.end(), r) != c.producers.end())
+        direct.insert(r);
+    if (direct.empty()) continue;
+    try {
+      s.name_term(c.target, direct);
+    } catch (const ScheduleError& e) {
+      note(std::string("the term of '") + c.target + "' stays inline: " + e.what());
+    }
+  }
+  return s;
+}
+
+Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
-  Schedule unscheduled(program);
+  Schedule unscheduled(original);
   auto note = [&](const std::string& n) {
     if (notes) notes->push_back(n);
   };
+  const Schedule normal = normal_form(original, note);
+  const ir::LoopProgram& program = normal.program();
   // 1. Chains grouped by axis extent.
   std::vector<ReductionChain> chains = find_reduction_chains(program);
   std::map<std::string, std::vector<std::string>> groups;  // extent text -> reductions
@@ -381,21 +496,19 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
     if (std::find(best->second.begin(), best->second.end(), b->name) != best->second.end())
       members.push_back(b->name);
   try {
-    Schedule s(program);
+    Schedule s = normal;
     const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
-    // 2. The head: the earliest block of the first reduction's producers running along the axis.
+    // 2. The head: the earliest block of the first reduction's producers running along the axis
+    // and along every row of the first reduction.
     std::set<std::string> closure = producer_closure(program, first);
     std::string head = members.front();
     std::string axis;
     for (const ir::IterVar& iv : first.iters)
       if (iv.kind != ir::IterKind::Spatial) axis = iv.name;
-    for (const ir::StmtNode* b : ordered_blocks(program)) {
-      if (!closure.count(b->name)) continue;
-      if (const ir::IterVar* iv = spatial_iter_with_extent(*b, extent)) {
-        head = b->name;
-        axis = iv->name;
-        break;
-      }
+    if (std::optional<std::pair<std::string, std::string>> found =
+            chain_head(program, first, axis, closure)) {
+      head = found->first;
+      axis = found->second;
     }
     const ir::StmtNode& h = *find_block(program.body, head, "auto").back();
     std::string axis_loop;
@@ -481,7 +594,8 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
         }
       }
     }
-    if (!split_k && options.row_tile > 0) tile_rows(s, tile_loop, options.row_tile, note);
+    if (!split_k && options.row_tile > 0)
+      tile_rows(s, tile_loop, options.row_tile, extent, options.tile, note);
     if (split_k) {
       int64_t group = group_rows(s, tile_loop, sizes, note);
       if (costs) {
@@ -504,6 +618,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
     if (split_k && options.combine_tile_elements > 0)
       for (const std::string& m : members)
         tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
+    compute_axis_producers(s, tile_loop, head, note);
     s.compact_buffer();
     return s;
   } catch (const ScheduleError& e) {
@@ -511,7 +626,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
       note(std::string("chunks of one tile: ") + e.what());
       AutoScheduleOptions one = options;
       one.chunk_tiles = 1;
-      return schedule_chain(program, one, notes, nullptr);
+      return schedule_chain(original, one, notes, nullptr);
     }
     note(kFusionAbandoned + std::string(e.what()));
     return unscheduled;

@@ -3,11 +3,15 @@
 // fuses them with Rolling Update, using nothing but the structure of the program (it never
 // matches an operator by name: the same steps schedule attention, softmax, norms, Performer).
 //
+//   0. Normal form: a chain reduction that reads an incomplete producer in its own term gets
+//      that part of the term named as an elementwise block (name_term), so that writing it
+//      inline or as a definition schedules alike.
 //   1. Reduction chains (ReductionChains.h) grouped by the extent of their shared axis; the
 //      group with the most reductions is fused.
-//   2. The head: the earliest block feeding the chain that runs along the axis (the QK product
-//      of attention, or the first reduction itself). What the chain reads without depending on
-//      the head must be complete before the tile loop: such nests placed after the head's move
+//   2. The head: the earliest block feeding the chain that runs along the axis and along every
+//      row of the first reduction, as the loads index them (the QK product of attention, or the
+//      first reduction itself; never a key-side definition). What the chain reads without depending
+//      on the head must be complete before the tile loop: such nests placed after the head's move
 //      before it (move_nest). The head's axis loop is split into tiles.
 //   3. The elementwise blocks between the head and the first reduction move under the tile loop
 //      (reverse_compute_at); then every reduction of the chain gets a rolling_update, producers
@@ -24,7 +28,13 @@
 //      one-tile chunks would weigh too much against the inputs (chunk_tiles, chosen by default).
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
-//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops).
+//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops). An
+//      elementwise consumer that writes an intermediate (softmax's exponentials, recomputed for
+//      the output) is inlined into its readers instead, so no row-length buffer is kept a row
+//      tile; a consumer nest over a whole row of symbolic length walks it in tiles (split, the
+//      outer loop moved outside the row strip). Producers of the head that run along the axis
+//      but not the rows (key-side definitions) are computed per tile of the axis inside the
+//      fused loop (compute_at).
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 

@@ -144,6 +144,7 @@ class ChainFinder {
     req.term = c.term;
     req.incomplete = incomplete;
     req.allow_augmented_state = true;
+    req.axis = c.axis;
     for (const ir::Param& q : p_.params)
       if (q.value > 0)
         req.facts[q.name] = "positive";

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,12 @@ class Schedule {
   // Turns a reduction over `loop` into a scan `<buffer>.scan` holding every running value;
   // returns the scan buffer's name.
   std::string reduce_to_scan(const std::string& block, const LoopRef& loop);
+  // Names each maximal subexpression of reduction `block`'s term that reads one of `buffers`
+  // along a reduction variable (and along no variable wider than those reads and the reduction
+  // variables) as an elementwise block `<block>.term<k>` before it; returns their names (see
+  // primitive/NameTerm.cpp).
+  std::vector<std::string> name_term(const std::string& block,
+                                     const std::set<std::string>& buffers);
   // Neptune's Rolling Update: fuses reduction `block` under `loop` (the tile loop of a producer
   // reduction it consumes) and repairs its accumulator with a derived repair function.
   void rolling_update(const std::string& block, const LoopRef& loop);

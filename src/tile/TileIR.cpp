@@ -157,6 +157,11 @@ std::string op_text(const TileOp& o) {
     case OpKind::Reduce:
       return res + "reduce " + reducer_name(o.reducer) + " " + v(o.args[0]) + " axis " +
              std::to_string(o.axis) + ty;
+    case OpKind::Gather: {
+      std::string out = res + "gather " + o.buffer + "[";
+      for (size_t k = 0; k < o.args.size(); ++k) out += (k ? ", " : "") + v(o.args[k]);
+      return out + "]" + ty;
+    }
   }
   return "?";
 }
@@ -226,7 +231,8 @@ namespace {
 
 class Verifier {
  public:
-  explicit Verifier(const Kernel& k) : kernel_(k), types_(static_cast<size_t>(k.num_values)) {
+  Verifier(const TileProgram& p, const Kernel& k)
+      : program_(p), kernel_(k), types_(static_cast<size_t>(k.num_values)) {
     for (const Register& r : k.registers) registers_[r.name] = r;
   }
 
@@ -337,6 +343,21 @@ class Verifier {
         for (size_t k = 0; k < o.args.size(); ++k)
           if (!arg(o, k).shape.empty()) same_shape(o, arg(o, k));
         break;
+      case OpKind::Gather: {
+        const ir::Buffer* b = program_.source.find_buffer(o.buffer);
+        internal_assert(b &&
+                        (o.args.size() == b->shape.size() || o.args.size() == b->shape.size() + 1))
+            << "gather of " << o.buffer << " needs an index per dimension";
+        for (size_t k = 0; k < o.args.size(); ++k) {
+          if (!arg(o, k).shape.empty()) same_shape(o, arg(o, k));
+          bool mask = k == b->shape.size();
+          internal_assert(mask ? arg(o, k).dtype == DType::Bool
+                               : !is_float(arg(o, k).dtype) && arg(o, k).dtype != DType::Bool)
+              << "gather " << (mask ? "mask" : "index") << " of " << o.buffer
+              << " has the wrong type";
+        }
+        break;
+      }
       case OpKind::Cast:
         same_shape(o, arg(o, 0));
         break;
@@ -382,6 +403,7 @@ class Verifier {
     define(o);
   }
 
+  const TileProgram& program_;
   const Kernel& kernel_;
   std::vector<TileType> types_;
   std::set<int> defined_;
@@ -395,7 +417,7 @@ class Verifier {
 
 void verify(const TileProgram& p) {
   for (const Kernel& k : p.kernels) {
-    Verifier v(k);
+    Verifier v(p, k);
     v.body(k.body);
   }
 }

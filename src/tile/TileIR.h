@@ -10,7 +10,9 @@
 // dimension a start (a scalar expression over the grid and loop variables, dims and params)
 // and either a tile axis (the region spans that axis' extent) or none (the dimension is
 // squeezed). A load past a buffer's extent reads 0; a store writes only where its mask is true
-// and the element is inside the buffer.
+// and the element is inside the buffer. An access whose index is not a start plus one tile axis
+// (a lookup by an index tensor, an index moving along two tile axes or by a modulo) is a
+// `gather`: every element's indices are tile values, and one outside the buffer is an error.
 //
 // Sizes stay symbolic: grid and loop extents, starts and scalars are expressions. Only tile
 // extents are numbers; a dimension used as one (the head size) is specialised, and listed in
@@ -45,6 +47,11 @@ enum class OpKind : uint8_t {
   Permute,    // result axis k is args[0]'s axis perm[k]
   Dot,        // [M, K] x [K, N] -> [M, N], f32 accumulation
   Reduce,     // reducer along `axis` (removed from the shape)
+  Gather,     // element-wise load: args are one integer index per dimension of `buffer` (tiles
+              // of type.shape, or scalars), then optionally a bool mask; element e reads
+              // buffer[args[0][e], args[1][e], ...]. An index outside the buffer is a run-time
+              // error (as in the interpreter) where the mask holds; where it does not, the
+              // element is 0 and its indices are not checked (tails the loop program skips)
 };
 
 struct TileOp {

@@ -7,6 +7,7 @@
 #include "tile/Translate.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -26,9 +27,9 @@ using ir::Op;
 using ir::Stmt;
 using ir::StmtNode;
 
-// A leaf nest's tile axes span at most this many iterations (a dot's operands and result are
-// much smaller than its iteration space), and a register at most kMaxRegisterElements: a whole
-// row of a long sequence is not a tile.
+// A leaf nest's tile axes materialise at most this many elements (a contraction, which becomes a
+// dot, materialises its operands and its result, not its iteration space), and a register at
+// most kMaxRegisterElements: a whole row of a long sequence is not a tile.
 constexpr int64_t kMaxTileElements = 1 << 20;
 constexpr int64_t kMaxRegisterElements = 1 << 16;
 
@@ -191,6 +192,7 @@ class NestTranslator {
       bool over_reduce = std::any_of(used.begin(), used.end(),
                                      [&](const std::string& a) { return tile_reduce.count(a); });
       (over_reduce ? reduce_mask : store_mask).push_back(c);
+      live_.push_back(c);
     }
     Val value;
     if (tile_reduce.empty()) {
@@ -518,6 +520,14 @@ class NestTranslator {
       o.type = TileType{b->dtype, register_dims(*b, nullptr)};
       return Val{em_.emit(o), axes, b->dtype};
     }
+    std::set<std::string> seen;
+    for (const Expr& i : indices) {
+      std::vector<std::string> used = axes_in(i);
+      bool again = !used.empty() && !seen.insert(used[0]).second;
+      if (!again && region_index(i)) continue;
+      if (std::optional<Val> v = piecewise(*b, indices)) return *v;
+      return gather(*b, indices);
+    }
     TileOp o;
     o.kind = OpKind::Load;
     o.buffer = buffer;
@@ -525,6 +535,98 @@ class NestTranslator {
     region(*b, indices, &o, &axes);
     o.type = type_of(b->dtype, axes);
     return Val{em_.emit(o), axes, b->dtype};
+  }
+
+  // A read whose one irregular index is (s + x) % C, for tile axis x, a constant start s and a
+  // constant C that the dimension's extent covers (rotary embedding's half-split d % (D / 2)):
+  // the index is s + x - k C on the k-th run of C positions, so the read is a select over one
+  // region load per run (their starts shifted by k C; what a run's load reads outside the buffer
+  // is 0 and never selected). nullopt when the index is not of that form or needs more than
+  // kMaxPieces runs.
+  std::optional<Val> piecewise(const ir::Buffer& b, const std::vector<Expr>& indices) {
+    constexpr int64_t kMaxPieces = 4;
+    std::optional<size_t> dim;
+    std::set<std::string> seen;
+    for (size_t d = 0; d < indices.size(); ++d) {
+      Expr idx = ir::simplify(indices[d]);
+      std::vector<std::string> used = axes_in(idx);
+      if (!used.empty() && !seen.insert(used[0]).second) return std::nullopt;
+      if (region_index(idx)) continue;
+      if (dim || idx->op != Op::Mod || !region_index(idx->args[0]) || used.size() != 1)
+        return std::nullopt;
+      dim = d;
+    }
+    if (!dim) return std::nullopt;
+    const Expr& mod = ir::simplify(indices[*dim]);
+    const Expr& e = mod->args[0];
+    std::string x = axes_in(e).at(0);
+    Expr start = ir::simplify(ir::substitute(e, {{x, ir::make_int(0)}}));
+    auto s = range_of(start), c = range_of(mod->args[1]), extent = range_of(b.shape[*dim]);
+    if (!s || !c || !extent || s->first != s->second || c->first != c->second || c->first <= 0 ||
+        s->first < 0 || extent->first < c->first)
+      return std::nullopt;
+    int64_t C = c->first, first = s->first / C, last = (s->first + extent_of(x) - 1) / C;
+    if (last - first + 1 > kMaxPieces) return std::nullopt;
+    std::optional<Val> out;
+    for (int64_t k = last; k >= first; --k) {
+      std::vector<Expr> shifted = indices;
+      shifted[*dim] = ir::simplify(ir::make_binary(Op::Sub, e, ir::make_int(k * C)));
+      TileOp o;
+      o.kind = OpKind::Load;
+      o.buffer = b.name;
+      std::vector<std::string> axes;
+      region(b, shifted, &o, &axes);
+      o.type = type_of(b.dtype, axes);
+      Val piece{em_.emit(o), axes, b.dtype};
+      if (!out) {
+        out = piece;
+        continue;
+      }
+      Expr below = ir::make_binary(Op::Lt, e, ir::make_int((k + 1) * C));
+      out = select(expr(below), piece, *out);
+    }
+    return out;
+  }
+
+  // Whether a buffer index is a region's: a start plus at most one tile axis, read from no
+  // buffer.
+  bool region_index(const Expr& index) const {
+    Expr idx = ir::simplify(index);
+    if (has_load(idx)) return false;
+    std::vector<std::string> used = axes_in(idx);
+    if (used.empty()) return true;
+    if (used.size() > 1) return false;
+    Expr start = ir::simplify(ir::substitute(idx, {{used[0], ir::make_int(0)}}));
+    return ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0])));
+  }
+
+  // An element-wise load: every element's indices computed as tiles (a lookup by an index
+  // tensor, an index along two tile axes or through a modulo), checked against the buffer where
+  // the block's predicate holds (the elements the loop program reads).
+  Val gather(const ir::Buffer& b, const std::vector<Expr>& indices) {
+    std::vector<Val> idx;
+    std::set<std::string> all;
+    for (const Expr& i : indices) {
+      idx.push_back(expr(ir::simplify(i)));
+      all.insert(idx.back().axes.begin(), idx.back().axes.end());
+    }
+    std::vector<std::string> out = nest_order(all);
+    std::vector<Expr> live;
+    for (const Expr& c : live_) {
+      std::vector<std::string> used = axes_in(c);
+      if (std::all_of(used.begin(), used.end(), [&](const std::string& a) { return all.count(a); }))
+        live.push_back(c);
+    }
+    TileOp o;
+    o.kind = OpKind::Gather;
+    o.buffer = b.name;
+    for (const Val& v : idx) o.args.push_back(v.axes.empty() ? v.id : arrange(v, out).id);
+    if (!live.empty()) {
+      Val m = expr(conjunction(live));
+      o.args.push_back(m.axes.empty() ? m.id : arrange(m, out).id);
+    }
+    o.type = type_of(b.dtype, out);
+    return Val{em_.emit(o), out, b.dtype};
   }
 
   void region(const ir::Buffer& b, const std::vector<Expr>& indices, TileOp* o,
@@ -653,6 +755,7 @@ class NestTranslator {
   const Context& ctx_;
   Emitter& em_;
   std::vector<TileAxis> axes_;
+  std::vector<Expr> live_;  // the block's predicate conjuncts that the nest can fail
   const StmtNode& block_;
   const std::map<std::string, Expr>& serial_;
 };
@@ -697,7 +800,7 @@ class KernelTranslator {
           leaf_nest(s);
           return;
         }
-        serial_loop(*s, [&] { stmt(s->body); });
+        serial_loop(*s, s->extent, [&] { stmt(s->body); });
         return;
       case ir::StmtKind::Block:
         leaf_nest(s);
@@ -730,13 +833,14 @@ class KernelTranslator {
     return elements <= kMaxTileElements;
   }
 
+  // `extent`: the loop's trip count, at most the loop program's (see bound_by_predicate).
   template <typename F>
-  void serial_loop(const StmtNode& loop, F&& body) {
+  void serial_loop(const StmtNode& loop, const Expr& extent, F&& body) {
     TileStmt f;
     f.kind = StmtKind::For;
     f.var = loop.var;
     f.min = loop.min;
-    f.extent = loop.extent;
+    f.extent = extent;
     TileBody* saved = em_.body();
     saved->push_back(std::move(f));
     em_.set_body(&saved->back().body);
@@ -748,6 +852,45 @@ class KernelTranslator {
     em_.set_body(saved);
   }
 
+  // The elements the block materialises over the tile loops `tile`: its iteration space, or for
+  // a sum of products whose factors each leave out a reduced loop (a contraction), the largest of
+  // its factors and its result.
+  int64_t materialised(const StmtNode& block, const std::vector<const StmtNode*>& tile) const {
+    std::map<std::string, Expr> bindings;
+    std::set<std::string> reduced;
+    for (const ir::IterVar& iv : block.iters) {
+      bindings[iv.name] = iv.binding;
+      if (iv.kind != ir::IterKind::Spatial)
+        for (const StmtNode* l : tile)
+          if (ir::uses_var(iv.binding, l->var)) reduced.insert(l->var);
+    }
+    auto elements = [&](const std::function<bool(const StmtNode*)>& spans) {
+      int64_t n = 1;
+      for (const StmtNode* l : tile)
+        if (spans(l)) n *= ctx_.tile_extent(l->extent);
+      return n;
+    };
+    int64_t all = elements([](const StmtNode*) { return true; });
+    ir::Reducer reducer;
+    Expr term;
+    if (reduced.empty() || block.body->kind != ir::StmtKind::Store ||
+        !schedule::match_reduction_update(*block.body, &reducer, &term) ||
+        reducer != ir::Reducer::Sum || term->op != Op::Mul)
+      return all;
+    int64_t out = elements([&](const StmtNode* l) { return !reduced.count(l->var); });
+    for (const Expr& factor : term->args) {
+      Expr f = ir::substitute(factor, bindings);
+      bool contracted = true;
+      for (const std::string& r : reduced) contracted = contracted && ir::uses_var(f, r);
+      bool leaves_out = false;
+      for (const StmtNode* l : tile)
+        leaves_out = leaves_out || (!reduced.count(l->var) && !ir::uses_var(f, l->var));
+      if (!contracted || !leaves_out) return all;
+      out = std::max(out, elements([&](const StmtNode* l) { return ir::uses_var(f, l->var); }));
+    }
+    return out;
+  }
+
   void leaf_nest(const Stmt& s) {
     std::vector<const StmtNode*> loops;
     const StmtNode* n = s.get();
@@ -755,12 +898,13 @@ class KernelTranslator {
     const StmtNode& block = *n;
     // Tile axes: the innermost loops of tile extent (loops of extent 1 are fixed at 0).
     size_t first_tile = loops.size();
-    int64_t elements = 1;
     while (first_tile > 0) {
       const StmtNode* l = loops[first_tile - 1];
       int64_t e = ctx_.tile_extent(l->extent);
-      if (e < 0 || !is_zero(l->min) || elements * e > kMaxTileElements) break;
-      elements *= e;
+      if (e < 0 || !is_zero(l->min)) break;
+      std::vector<const StmtNode*> tile(loops.begin() + static_cast<long>(first_tile) - 1,
+                                        loops.end());
+      if (materialised(block, tile) > kMaxTileElements) break;
       --first_tile;
     }
     std::vector<TileAxis> axes;
@@ -775,14 +919,53 @@ class KernelTranslator {
     ir::StmtNode b = block;
     for (ir::IterVar& iv : b.iters) iv.binding = ir::simplify(ir::substitute(iv.binding, fixed));
     if (b.predicate) b.predicate = ir::simplify(ir::substitute(b.predicate, fixed));
+    std::vector<Expr> extents;
+    for (size_t k = 0; k < first_tile; ++k) extents.push_back(loops[k]->extent);
+    if (b.predicate) {
+      std::vector<Expr> pred, kept;
+      conjuncts(b.predicate, &pred);
+      for (const Expr& c : pred) {
+        bool bounds = false;
+        for (size_t k = 0; k < first_tile && !bounds; ++k)
+          bounds = bound_by_predicate(c, loops, k, &extents[k]);
+        if (!bounds) kept.push_back(c);
+      }
+      b.predicate = kept.empty() ? nullptr : conjunction(kept);
+    }
     std::function<void(size_t)> emit_from = [&](size_t k) {
       if (k == first_tile) {
         NestTranslator(ctx_, em_, axes, b, serial_).run();
         return;
       }
-      serial_loop(*loops[k], [&] { emit_from(k + 1); });
+      serial_loop(*loops[k], extents[k], [&] { emit_from(k + 1); });
     };
     emit_from(0);
+  }
+
+  // A predicate conjunct `v + rest < limit` (or <=, >, >=) over the variable v of the serial
+  // loop loops[k] of a leaf nest and what is bound outside that loop (a split-K combine's
+  // `j00 * 4 + j01 < (N + 63) / 64` at fewer chunks than the combine's tile) becomes the loop's
+  // bound: *extent = min(*extent, max(0, limit - rest - min)). The block does nothing in the
+  // iterations this drops, and their loads (a squeezed region has no tail to zero-fill) would
+  // read past the buffer, as the loop program never does. True when `c` was used so.
+  static bool bound_by_predicate(const Expr& c, const std::vector<const StmtNode*>& loops, size_t k,
+                                 Expr* extent) {
+    if (c->op != Op::Lt && c->op != Op::Le && c->op != Op::Gt && c->op != Op::Ge) return false;
+    bool flip = c->op == Op::Gt || c->op == Op::Ge;
+    Expr e = c->args[flip ? 1 : 0], limit = c->args[flip ? 0 : 1];
+    if (c->op == Op::Le || c->op == Op::Ge)
+      limit = ir::make_binary(Op::Add, limit, ir::make_int(1));
+    const std::string& v = loops[k]->var;
+    if (e->type != DType::Int || !ir::uses_var(e, v) || ir::uses_var(limit, v)) return false;
+    for (size_t inner = k + 1; inner < loops.size(); ++inner)
+      if (ir::uses_var(c, loops[inner]->var)) return false;
+    Expr rest = ir::simplify(ir::substitute(e, {{v, ir::make_int(0)}}));
+    if (ir::uses_var(rest, v) || !ir::provably_equal(e, ir::make_binary(Op::Add, rest, int_var(v))))
+      return false;
+    Expr trips = ir::make_binary(Op::Sub, ir::make_binary(Op::Sub, limit, rest), loops[k]->min);
+    *extent = ir::simplify(
+        ir::make_binary(Op::Min, *extent, ir::make_binary(Op::Max, ir::make_int(0), trips)));
+    return true;
   }
 
   Context& ctx_;
@@ -792,25 +975,46 @@ class KernelTranslator {
 };
 
 // Size expressions the schedule keeps as one tile axis, printed: a dim that some loop runs over
-// whole while driving a reduction (the head size of attention's dot products), and the extent E
+// whole while driving a reduction (the head size of attention's dot products) or while a block
+// reduces over a tile inside it (the value head size, the columns of the PV product), and the
+// extent E
 // of a loop that steps through a group of a split by E (a block binds q * E + v to it: the query
 // heads sharing a key/value head, HQ / HK).
 std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   std::set<std::string> out;
+  // Loops nested in a loop of constant extent (a tile of rows): not grid loops.
+  std::set<const StmtNode*> in_tile;
+  std::function<void(const Stmt&, bool)> walk = [&](const Stmt& s, bool inside) {
+    if (!s) return;
+    if (s->kind == ir::StmtKind::For) {
+      if (inside) in_tile.insert(s.get());
+      inside = inside || ir::as_const_int(s->extent).has_value();
+    }
+    for (const Stmt& c : s->stmts) walk(c, inside);
+    for (const Stmt* c : {&s->body, &s->then_case, &s->else_case}) walk(*c, inside);
+  };
+  walk(p.body, false);
   ir::visit(p.body, [&](const Stmt& s) {
     if (s->kind != ir::StmtKind::For || ir::as_const_int(s->extent) || !ir::over_sizes(s->extent))
       return true;
     Expr v = int_var(s->var);
-    for (const StmtNode* b : schedule::blocks_under(s->body))
+    for (const StmtNode* b : schedule::blocks_under(s->body)) {
+      bool reduces_tile = in_tile.count(s.get()) &&
+                          std::any_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
+                            return iv.kind == ir::IterKind::Reduce && ir::as_const_int(iv.extent);
+                          });
       for (const ir::IterVar& iv : b->iters) {
-        bool whole = iv.kind == ir::IterKind::Reduce && iv.binding->op == Op::Var &&
-                     iv.binding->name == s->var && s->extent->op == Op::Var;
+        bool whole = (iv.kind == ir::IterKind::Reduce ||
+                      (iv.kind == ir::IterKind::Spatial && reduces_tile)) &&
+                     iv.binding->op == Op::Var && iv.binding->name == s->var &&
+                     s->extent->op == Op::Var;
         Expr rest = ir::simplify(ir::make_binary(Op::Sub, iv.binding, v));
         bool group = iv.kind == ir::IterKind::Spatial && ir::uses_var(iv.binding, s->var) &&
                      !ir::uses_var(rest, s->var) && !ir::as_const_int(rest) &&
                      ir::provably_divides(s->extent, rest);
         if (whole || group) out.insert(ir::to_string(s->extent));
       }
+    }
     return true;
   });
   return out;

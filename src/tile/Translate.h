@@ -17,7 +17,9 @@
 //     output axis is a dot; any other reduction over tile axes is an elementwise term then a
 //     reduce (masked terms contribute the reducer's identity);
 //   - a block predicate masks the store (tails, dead rows), and its conjuncts over reduction
-//     axes mask the reduction's operands.
+//     axes mask the reduction's operands; a conjunct `v + rest < limit` over a serial loop v of
+//     the nest (and what is bound outside it) bounds that loop instead, so that no load runs in
+//     an iteration where the loop program's block does nothing.
 // Anything else is not in tile form: translate throws NotTileForm with the reason, and the
 // caller keeps the scalar loop path.
 #pragma once

@@ -1,9 +1,11 @@
 // \file PropagateMask.cpp
 // propagate_mask(block, loop): skips the iterations of a tile loop in which a mask makes a whole
-// tile dead. `block` (under `loop`) computes select(cond, v, K) with a constant K; each conjunct
-// of cond that bounds the tiled axis variable linearly (a <= U or a >= L, e.g. the causal
-// j <= i + T - S and the window i + T - S - j < W) narrows the loop to the tiles that hold at
-// least one live element. Partially masked tiles still run, masked element by element.
+// tile dead. `block` (under `loop`) computes select(cond, v, K) with a constant K; cond narrows
+// the loop to a range of tiles that holds every live element: comparisons that bound the tiled
+// axis variable linearly (a <= U or a >= L: the causal j <= i + T - S, the window
+// i + T - S - j < W) and |e| < c (the bidirectional window |i - j| < W), intersected under &&
+// and joined into their hull under || (the prefix LM j < P || j <= i). Partially masked tiles,
+// and dead tiles inside the hull, still run, masked element by element.
 //
 // Checked, not trusted: skipping is only applied when every reduction under the loop that reads
 // the masked values (through elementwise blocks) gets exactly its reducer's identity from K
@@ -13,6 +15,7 @@
 // derived repair). Scans must have been split first (split_scan_buffer): a skipped iteration
 // must not leave a hole in a scan buffer.
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "algebra/Eval.h"
@@ -24,17 +27,6 @@
 #include "schedule/primitive/Replay.h"
 
 namespace kintsugi::schedule {
-
-namespace {
-void conjuncts(const ir::Expr& e, std::vector<ir::Expr>& out) {
-  if (e->op == ir::Op::And) {
-    conjuncts(e->args[0], out);
-    conjuncts(e->args[1], out);
-  } else {
-    out.push_back(e);
-  }
-}
-}  // namespace
 
 void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
   const std::string P = "propagate_mask";
@@ -87,25 +79,30 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
   if (axis.empty())
     throw ScheduleError(P,
                         "block '" + block + "' has no variable tiled by loop '" + loop.var + "'");
-  // Loop bounds from the conjuncts that bound the axis linearly.
-  ir::Expr lo = l.min, hi = ir::simplify(ir::make_binary(ir::Op::Add, l.min, l.extent));
-  bool narrowed = false;
-  std::vector<ir::Expr> terms;
-  conjuncts(cond, terms);
+  // The live tiles: a range [lo, hi) of the tile loop that holds every tile with a live
+  // element. A comparison that bounds the axis linearly bounds one side; a conjunction
+  // intersects, a disjunction takes the hull of its sides (the prefix-LM j < P || j <= i);
+  // |e| < c is -c < e < c (the bidirectional window). Anything else bounds nothing.
+  struct TileRange {
+    ir::Expr lo, hi;  // null: unbounded on that side
+  };
   auto at = [&](const ir::Expr& e, int64_t v) {
     return ir::simplify(ir::substitute(e, {{axis, ir::make_int(v)}}));
   };
-  for (const ir::Expr& t : terms) {
-    if (!ir::is_comparison(t->op) || t->op == ir::Op::Eq || t->op == ir::Op::Ne ||
-        t->args[0]->type != DType::Int)
-      continue;
-    ir::Expr e = ir::make_binary(ir::Op::Sub, t->args[0], t->args[1]);  // e (op) 0
+  std::map<std::string, ir::Expr> sub;
+  for (const auto& [n, bnd] : outer_binding)
+    if (bnd) sub[n] = bnd;
+  const ir::Expr F = ir::make_int(factor);
+  // One comparison `a op b`: the side of the live tiles it bounds, when linear in the axis with
+  // a slope of +-1 and otherwise in loops outside the tile loop.
+  auto compared = [&](ir::Op op, const ir::Expr& a, const ir::Expr& b) -> TileRange {
+    if (op == ir::Op::Eq || op == ir::Op::Ne || a->type != DType::Int) return {};
+    ir::Expr e = ir::make_binary(ir::Op::Sub, a, b);  // e (op) 0
     ir::Expr e0 = at(e, 0), e1 = at(e, 1), e2 = at(e, 2);
     auto c = ir::as_const_int(ir::simplify(ir::make_binary(ir::Op::Sub, e1, e0)));
     if (!c || (*c != 1 && *c != -1) ||
         !ir::provably_equal(ir::make_binary(ir::Op::Sub, e2, e0), ir::make_int(2 * *c)))
-      continue;
-    // In loop terms; the rest must depend only on loops outside the tile loop.
+      return {};
     bool outer_only = true;
     ir::visit(e0, [&](const ir::Expr& x) {
       if (x->op == ir::Op::Var && x->var_kind == ir::VarKind::Index &&
@@ -113,31 +110,58 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
         outer_only = false;
       return true;
     });
-    if (!outer_only) continue;
-    std::map<std::string, ir::Expr> sub;
-    for (const auto& [n, bnd] : outer_binding)
-      if (bnd) sub[n] = bnd;
+    if (!outer_only) return {};
     ir::Expr rest = ir::simplify(ir::substitute(e0, sub));
     // Normalise to  c * a + rest <= adj.
-    int64_t sign = (t->op == ir::Op::Ge || t->op == ir::Op::Gt) ? -1 : 1;
-    int64_t adj = (t->op == ir::Op::Lt || t->op == ir::Op::Gt) ? -1 : 0;
-    int64_t cc = sign * *c;
+    int64_t sign = (op == ir::Op::Ge || op == ir::Op::Gt) ? -1 : 1;
+    int64_t adj = (op == ir::Op::Lt || op == ir::Op::Gt) ? -1 : 0;
     ir::Expr r = sign == 1 ? rest : ir::simplify(ir::make_unary(ir::Op::Neg, rest));
-    ir::Expr F = ir::make_int(factor);
-    if (cc == 1) {  // a <= adj - r: live tiles have lv * F <= adj - r
+    if (sign * *c == 1) {  // a <= adj - r: live tiles have lv * F <= adj - r
       ir::Expr u = ir::simplify(ir::make_binary(ir::Op::Sub, ir::make_int(adj), r));
-      ir::Expr h = ir::simplify(
-          ir::make_binary(ir::Op::Add, ir::make_binary(ir::Op::Div, u, F), ir::make_int(1)));
-      hi = ir::make_binary(ir::Op::Min, hi, h);
-    } else {  // a >= r - adj: live tiles have lv * F + F - 1 >= r - adj
-      ir::Expr lb = ir::simplify(ir::make_binary(ir::Op::Sub, r, ir::make_int(adj)));
-      lo = ir::make_binary(ir::Op::Max, lo, ir::simplify(ir::make_binary(ir::Op::Div, lb, F)));
+      return {nullptr, ir::simplify(ir::make_binary(ir::Op::Add, ir::make_binary(ir::Op::Div, u, F),
+                                                    ir::make_int(1)))};
     }
-    narrowed = true;
-  }
-  if (!narrowed)
+    // a >= r - adj: live tiles have lv * F + F - 1 >= r - adj
+    ir::Expr lb = ir::simplify(ir::make_binary(ir::Op::Sub, r, ir::make_int(adj)));
+    return {ir::simplify(ir::make_binary(ir::Op::Div, lb, F)), nullptr};
+  };
+  auto is_abs = [](const ir::Expr& e) { return e->op == ir::Op::Call && e->fn == ir::MathFn::Abs; };
+  auto both = [](ir::Op op, const ir::Expr& a, const ir::Expr& b) {
+    return a && b ? ir::make_binary(op, a, b) : nullptr;
+  };
+  auto either = [](ir::Op op, const ir::Expr& a, const ir::Expr& b) {
+    return a && b ? ir::make_binary(op, a, b) : a ? a : b;
+  };
+  std::function<TileRange(const ir::Expr&)> live = [&](const ir::Expr& t) -> TileRange {
+    if (t->op == ir::Op::And) {
+      TileRange a = live(t->args[0]), b = live(t->args[1]);
+      return {either(ir::Op::Max, a.lo, b.lo), either(ir::Op::Min, a.hi, b.hi)};
+    }
+    if (t->op == ir::Op::Or) {
+      TileRange a = live(t->args[0]), b = live(t->args[1]);
+      return {both(ir::Op::Min, a.lo, b.lo), both(ir::Op::Max, a.hi, b.hi)};
+    }
+    if (!ir::is_comparison(t->op)) return {};
+    // |e| < c and c > |e|: -c < e < c.
+    bool abs_left = (t->op == ir::Op::Lt || t->op == ir::Op::Le) && is_abs(t->args[0]);
+    bool abs_right = (t->op == ir::Op::Gt || t->op == ir::Op::Ge) && is_abs(t->args[1]);
+    if (abs_left || abs_right) {
+      ir::Expr e = (abs_left ? t->args[0] : t->args[1])->args[0];
+      ir::Expr c = abs_left ? t->args[1] : t->args[0];
+      ir::Op below = abs_left ? t->op : (t->op == ir::Op::Gt ? ir::Op::Lt : ir::Op::Le);
+      TileRange up = compared(below, e, c),
+                down = compared(below, ir::make_unary(ir::Op::Neg, e), c);
+      return {either(ir::Op::Max, up.lo, down.lo), either(ir::Op::Min, up.hi, down.hi)};
+    }
+    return compared(t->op, t->args[0], t->args[1]);
+  };
+  TileRange range = live(cond);
+  if (!range.lo && !range.hi)
     throw ScheduleError(
         P, "the mask of block '" + block + "' bounds no tile of loop '" + loop.var + "' linearly");
+  ir::Expr lo = l.min, hi = ir::simplify(ir::make_binary(ir::Op::Add, l.min, l.extent));
+  if (range.lo) lo = ir::make_binary(ir::Op::Max, lo, range.lo);
+  if (range.hi) hi = ir::make_binary(ir::Op::Min, hi, range.hi);
   // The check: every reduction under the loop that reads the masked values gets its identity.
   std::map<std::string, const ir::StmtNode*> maps;  // elementwise blocks under the loop
   for (const ir::StmtNode* s : blocks_under(l.body)) {

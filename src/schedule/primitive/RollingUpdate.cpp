@@ -287,6 +287,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       req.facts[q.name] = "nonnegative";
   for (const std::string& d : program_.dims) req.facts[d] = "positive";
   req.allow_augmented_state = true;
+  req.axis = axis->name;
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
@@ -377,7 +378,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     ir::Expr at_identity;
     for (const algebra::IncompleteValue& v : repair.values) {
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
-      const ir::StmtNode* prod = block_writers(tmp.program_.body).at(v.load->name);
+      const ir::StmtNode* prod = block_writers(tmp.program_.body)
+                                     .at(algebra::incomplete_load(v.load, req.incomplete)->name);
       ir::Reducer pr;
       ir::Expr pg;
       bool scan_store = prod->body && prod->body->value && prod->body->value->args.size() == 2;

@@ -216,6 +216,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     if (q.value > 0) req.facts[q.name] = "positive";
   for (const std::string& d : program_.dims) req.facts[d] = "positive";
   req.allow_augmented_state = true;
+  req.axis = axis->name;
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
@@ -279,19 +280,26 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     ir::Expr at_identity;
     for (const algebra::IncompleteValue& v : repair.values) {
       ir::Expr local = ir::substitute(v.load, {{kChunk, var(lv)}});
-      // The global value: the rf load without its chunk index, read from the global buffer.
-      std::string global, rf_name = v.load->name;
+      // The global value: the rf load without its chunk index, read from the global buffer (in
+      // a composite value, max(SINK[h], m.rf[..]), the rf load inside it).
+      const ir::Expr rf_load = algebra::incomplete_load(v.load, req.incomplete);
+      std::string global, rf_name = rf_load->name;
       if (auto x = extrapolated.find(rf_name); x != extrapolated.end()) {
+        if (rf_load != v.load)
+          throw ScheduleError(P, "block '" + block + "' repairs " + algebra::to_math(v.load) +
+                                     ", a max or min of a sum that is extrapolated");
         rf_name = x->second;
         local = ir::make_binary(ir::Op::Mul, ir::make_load(rf_name, local->type, local->args),
                                 factor(local->args[kChunkAxis], local->type));
       }
       for (const auto& [g, rf] : frontier)
         if (rf == rf_name) global = g;
-      std::vector<ir::Expr> gidx = v.load->args;
+      std::vector<ir::Expr> gidx = rf_load->args;
       gidx.erase(gidx.begin() + kChunkAxis);
+      ir::Expr global_load = ir::make_load(global, rf_load->type, gidx);
       sub[v.old_var] = local;
-      sub[v.new_var] = ir::make_load(global, v.load->type, gidx);
+      sub[v.new_var] = ir::mutate(
+          v.load, [&](const ir::Expr& n) { return ir::equal(n, rf_load) ? global_load : n; });
       const ir::StmtNode* prod = writers_now.at(global);
       ir::Reducer pr;
       ir::Expr pg;

@@ -492,6 +492,33 @@ class TileEmitter : public Codegen {
         }
         return;
       }
+      case OpKind::Gather: {
+        declare_array(v);
+        const BufInfo& b = buffer(o.buffer, tp_.source.find_buffer(o.buffer)->shape.size());
+        size_t rank = b.shape.size();
+        line("for (int64_t i = 0; i < " + std::to_string(v.elements()) + "; ++i) {  // gather " +
+             o.buffer);
+        ++indent_;
+        std::string offset, ok = o.args.size() > rank ? at(o.args[rank], "i") : "";
+        std::string checks;
+        for (size_t d = 0; d < rank; ++d) {
+          std::string ix = tmp();
+          line("const int64_t " + ix + " = " + at(o.args[d], "i") + ";");
+          checks += std::string(d ? " && " : "") + "ks_chk(ks_l, " + ix + ", " + b.shape[d] + ", " +
+                    std::to_string(site(o.buffer)) + ", " + std::to_string(d) + ")";
+          offset = d == 0 ? ix : "(" + offset + ") * " + b.shape[d] + " + " + ix;
+        }
+        if (!ok.empty()) checks = ok + " && " + checks;
+        std::string raw = b.id + "[" + (offset.empty() ? "0" : offset) + "]";
+        std::string conv = b.buf->dtype == DType::F16    ? "ks_h2f(" + raw + ")"
+                           : b.buf->dtype == DType::BF16 ? "ks_b2f(" + raw + ")"
+                                                         : "(" + ty + ")" + raw;
+        line(v.name + "[i] = (" + (checks.empty() ? "true" : checks) + ") ? " + conv + " : " +
+             (is_float(v.dtype) ? "0.0f" : "0") + ";");
+        --indent_;
+        line("}");
+        return;
+      }
       case OpKind::Load:
         declare_array(v);
         line("{  // load " + o.buffer);

@@ -856,6 +856,25 @@ class CyclicWriter : public KernelWriter {
         close_elements();
         return;
       }
+      case OpKind::Gather: {
+        std::vector<std::string> a;
+        for (int id : o.args) a.push_back(at(id));
+        if (v.scalar()) {
+          line(ty + " " + v.name + ";");
+          line("{  // gather " + o.buffer);
+          ++indent_;
+          line(v.name + " = " + gather_element(o, a, v.dtype) + ";");
+          --indent_;
+          line("}");
+          return;
+        }
+        declare(v);
+        line("// gather " + o.buffer);
+        open_elements(v);
+        line(v.name + "[ks_i] = " + gather_element(o, a, v.dtype) + ";");
+        close_elements();
+        return;
+      }
       case OpKind::Load:
         line("// load " + o.buffer);
         if (staged_.count(o.result))

@@ -270,10 +270,10 @@ class FragmentWriter : public KernelWriter {
       return false;
     if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
     int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
-    // Whole 16-byte chunks a row, a power of two of them (the swizzle), split evenly over the
-    // threads.
+    // Whole 16-byte chunks a row, a power of two of them or whole 8-chunk spans of the swizzle
+    // (a head size of 192: 24), split evenly over the threads.
     int64_t cpr = cols / 8, threads = this->threads();
-    return rows % 16 == 0 && cols % 16 == 0 && (cpr & (cpr - 1)) == 0 && threads % cpr == 0 &&
+    return rows % 16 == 0 && cols % 16 == 0 && ((cpr & (cpr - 1)) == 0 || cpr % 8 == 0) &&
            rows * cpr % threads == 0;
   }
 
@@ -1055,9 +1055,8 @@ class FragmentWriter : public KernelWriter {
     int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
     // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
     // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
-    internal_assert(threads() % cpr == 0 && chunks % threads() == 0)
+    internal_assert(chunks % threads() == 0)
         << "fragment codegen: tile " << o.buffer << " does not split evenly over the threads";
-    int64_t rows_per_pass = threads() / cpr;
     size_t row_dim = 0;
     for (size_t d = 0; d < o.axis_of_dim.size(); ++d)
       if (o.axis_of_dim[d] == 0) row_dim = d;
@@ -1078,6 +1077,26 @@ class FragmentWriter : public KernelWriter {
     } else {
       line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? " + rows + " : 0;");
     }
+    std::string passes = std::to_string(chunks / threads());
+    if (threads() % cpr != 0) {
+      // Rows the threads do not divide (whole swizzle spans, a head size of 192): thread q copies
+      // chunks q, q + threads, ... of the tile, each at its own row and chunk.
+      std::string n = std::to_string(cpr);
+      line("#pragma unroll");
+      line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
+      ++indent_;
+      line("const int ks_g = ks_tid + ks_i * " + std::to_string(threads()) + ";");
+      line("const int ks_r = ks_g / " + n + ", ks_c = ks_g % " + n + ";");
+      line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
+      line("cp_async_cg16(" + stage_address(t, stage) + " + (u32)(ks_r * " +
+           std::to_string(t.cols * 2) + " + ((ks_c ^ " + xor_term("ks_r", swizzle_of(t)) +
+           ") * 16)), ks_in ? " + buf + " + (" + origin +
+           ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
+      --indent_;
+      line("}");
+      return;
+    }
+    int64_t rows_per_pass = threads() / cpr;
     line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
          std::to_string(cpr) + ";");
     line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
@@ -1113,8 +1132,7 @@ class FragmentWriter : public KernelWriter {
     // row test or a substitute address: one cp.async a chunk, at a constant offset from the
     // thread's source pointer when the stride is a constant (the tests and selects of the
     // general copy took a tenth of a prefill iteration's instructions).
-    std::string passes = std::to_string(chunks / threads()),
-                pass_rows = std::to_string(rows_per_pass);
+    std::string pass_rows = std::to_string(rows_per_pass);
     line("if (ks_rlo == 0 && ks_rhi == " + std::to_string(t.rows) + ") {");
     ++indent_;
     line("#pragma unroll");

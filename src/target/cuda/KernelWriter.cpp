@@ -390,6 +390,27 @@ std::string KernelWriter::load_value(const std::string& buffer, const std::strin
   return "(" + std::string(ctype(to)) + ")" + raw;
 }
 
+std::string KernelWriter::gather_element(const tile::TileOp& o,
+                                         const std::vector<std::string>& args, DType to) {
+  const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+  std::string offset, inside = "true";
+  for (size_t d = 0; d < ext.size(); ++d) {
+    std::string ix = tmp();
+    line("const long long " + ix + " = " + args[d] + ";");
+    inside += " && (unsigned long long)" + ix + " < (unsigned long long)" + ext[d];
+    offset = d == 0 ? ix : "(" + offset + ") * " + ext[d] + " + " + ix;
+  }
+  std::string read = tmp();
+  line("const bool " + read + " = " + (args.size() > ext.size() ? args.back() : "true") + ";");
+  std::string ok = tmp();
+  line("const bool " + ok + " = " + inside + ";");
+  line("if (" + read + " && !" + ok + ") ks_fail(ks_err, " + std::to_string(site(o.buffer)) + ");");
+  return "((" + read + " && " + ok + ") ? " +
+         load_value(o.buffer,
+                    buffer_ids_.at(o.buffer) + "[" + (offset.empty() ? "0" : offset) + "]", to) +
+         " : (" + ctype(to) + ")0)";
+}
+
 std::string KernelWriter::store_value(const std::string& buffer, const std::string& v) const {
   DType bt = buffer_dtype(buffer);
   if (bt == DType::F16) return "f32_to_f16(" + v + ")";

@@ -95,6 +95,10 @@ class KernelWriter {
   // the buffer or none.
   bool innermost_chunks(const tile::TileOp& o, int64_t width) const;
   std::string load_value(const std::string& buffer, const std::string& raw, DType to) const;
+  // One element of gather `o` whose operands' values are `args` (the indices, then the mask if
+  // any): emits the index checks (an index outside the buffer where the mask holds records the
+  // buffer's error site) and returns the element's value, 0 where it is not read.
+  std::string gather_element(const tile::TileOp& o, const std::vector<std::string>& args, DType to);
   std::string store_value(const std::string& buffer, const std::string& v) const;
 
   const tile::TileProgram& p_;

@@ -57,7 +57,7 @@ class Cse {
         continue;
       }
       visible[key] = o.result;
-      if (o.kind == OpKind::Read || o.kind == OpKind::Load) source_of_[o.result] = o.buffer;
+      if (o.kind == OpKind::Read || reads_buffer(o)) source_of_[o.result] = o.buffer;
       out.push_back(std::move(s));
     }
     b = std::move(out);

@@ -66,7 +66,7 @@ void rename_grid(Kernel& b, const Kernel& a) {
 std::set<std::string> accessed(Kernel& k, OpKind kind) {
   std::set<std::string> out;
   for_each_op(k.body, [&](TileOp& o) {
-    if (o.kind == kind) out.insert(o.buffer);
+    if (o.kind == kind || (kind == OpKind::Load && reads_buffer(o))) out.insert(o.buffer);
   });
   return out;
 }
@@ -87,7 +87,9 @@ std::string separating_variable(const TileOp& o, size_t d) {
 bool instance_private(Kernel& k, const std::string& buffer) {
   bool ok = true;
   for_each_op(k.body, [&](TileOp& o) {
-    if ((o.kind != OpKind::Load && o.kind != OpKind::Store) || o.buffer != buffer) return;
+    if (o.buffer != buffer) return;
+    if (o.kind == OpKind::Gather) ok = false;  // any element, whatever the instance
+    if (o.kind != OpKind::Load && o.kind != OpKind::Store) return;
     std::set<std::string> covered;
     for (size_t d = 0; d < o.starts.size(); ++d) covered.insert(separating_variable(o, d));
     for (const GridAxis& g : k.grid) ok = ok && covered.count(g.var) > 0;

@@ -69,7 +69,7 @@ class Hoister {
   bool movable(const TileOp& o, const std::set<std::string>& bound,
                const std::set<int>& defined_inside) const {
     if (!is_pure(o) || o.kind == OpKind::Read) return false;
-    if (o.kind == OpKind::Load && stored_.count(o.buffer)) return false;
+    if (reads_buffer(o) && stored_.count(o.buffer)) return false;
     for (int a : o.args)
       if (defined_inside.count(a)) return false;
     if (uses_any(o.scalar, bound)) return false;

@@ -57,15 +57,18 @@ class Promoter {
  private:
   std::vector<std::string> candidates(const TileStmt& loop) const {
     std::map<std::string, std::vector<const TileOp*>> by_buffer;
+    std::set<std::string> gathered;
     for (const TileStmt& s : loop.body) {
       if (s.kind == StmtKind::For) return {};
       if (s.op.kind == OpKind::Load || s.op.kind == OpKind::Store)
         by_buffer[s.op.buffer].push_back(&s.op);
+      if (s.op.kind == OpKind::Gather) gathered.insert(s.op.buffer);
     }
     std::vector<std::string> out;
     for (const auto& [name, ops] : by_buffer) {
       const ir::Buffer* b = p_.source.find_buffer(name);
-      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name)) continue;
+      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name) || gathered.count(name))
+        continue;
       bool loads = false, stores = false, ok = true, bound_masked = true;
       for (const TileOp* o : ops)
         if (o->kind == OpKind::Store)

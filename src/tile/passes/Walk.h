@@ -47,8 +47,14 @@ inline bool same_region(const TileOp& a, const TileOp& b) {
   return true;
 }
 
+// Whether an operation reads a buffer in memory (a region load or a gather).
+inline bool reads_buffer(const TileOp& o) {
+  return o.kind == OpKind::Load || o.kind == OpKind::Gather;
+}
+
 // No side effects, and the value is the same wherever it is computed with the same operands —
-// except Read and Load, whose value also depends on the last write or store to their source.
+// except Read, Load and Gather, whose value also depends on the last write or store to their
+// source.
 inline bool is_pure(const TileOp& o) {
   return o.kind != OpKind::Store && o.kind != OpKind::Write;
 }

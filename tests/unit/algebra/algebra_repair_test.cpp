@@ -218,4 +218,42 @@ TEST(algebra_repair, AdditiveUnderMaxAndPeeledInverse) {
   EXPECT_EQ(to_math(p.h_unguarded), "t + m - m'");
 }
 
+// A max of the running value and a complete value constant along the axis (a learned sink logit
+// joining the softmax: exp(c - max(m, SINK[h]))) is one incomplete value M = max(m, SINK[h]),
+// repaired like m itself. Without the axis the engine cannot tell SINK from a per-term value and
+// refuses; with SINK varying along the axis it must refuse too.
+TEST(algebra_repair, MaxWithATermConstantAlongTheAxis) {
+  Expr c = ld("c", {idx("i"), idx("j")});
+  Expr sink = ld("SINK", {idx("h")});
+  Expr both = make_binary(Op::Max, m_i(), sink);
+  auto q = request(Reducer::Sum, ex(sub(c, both)), {"m"});
+  EXPECT_EQ(derive_repair(q).kind, RepairResult::Kind::Refused);
+  q.axis = "j";
+  RepairResult r = derive_repair(q);
+  ASSERT_EQ(r.kind, RepairResult::Kind::Derived) << r.reason;
+  ASSERT_EQ(r.values.size(), 1u);
+  EXPECT_TRUE(equal(r.values[0].load, both));
+  EXPECT_TRUE(equal(incomplete_load(r.values[0].load, {"m"}), m_i()));
+  EXPECT_EQ(r.method, "separable product");
+  // Eq. 3 at random points, the composite's old and new values computed from m, m' and SINK.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-20, 20);
+  for (int k = 0; k < 200; ++k) {
+    double cv = u(rng), sv = u(rng), mo = u(rng), mn = std::max(mo, u(rng));
+    auto g = [&](double m) { return std::exp(cv - std::max(m, sv)); };
+    double t = g(mo);
+    double h = eval_ir(r.h, [&](const Expr& e, double* v) {
+      if (e->op != Op::Var) return false;
+      if (e->name == "t") *v = t;
+      if (e->name == r.values[0].old_var) *v = std::max(mo, sv);
+      if (e->name == r.values[0].new_var) *v = std::max(mn, sv);
+      return true;
+    });
+    EXPECT_NEAR(h, g(mn), 1e-9 * std::max(1.0, g(mn))) << "point " << k;
+  }
+  auto along = request(Reducer::Sum, ex(sub(c, make_binary(Op::Max, m_i(), c))), {"m"});
+  along.axis = "j";
+  EXPECT_EQ(derive_repair(along).kind, RepairResult::Kind::Refused);
+}
+
 }  // namespace

@@ -268,3 +268,76 @@ output O[i, e]: f32 = o[i, e]
   expect_equivalent(p, s.program(),
                     {{{"M", 60}, {"N", 50}, {"E", 3}}, {{"M", 7}, {"N", 9}, {"E", 2}}});
 }
+
+namespace {
+
+ir::LoopProgram generality(const std::string& name) {
+  return schedtest::example("../tests/generality/" + name);
+}
+
+// The chain fused: more than two of its reductions updated under the tile loop (the scores'
+// maximum, the denominator and the output).
+void expect_fused(const Schedule& s, const std::string& what) {
+  EXPECT_GT(count(s, "rolling_update") + count(s, "split_k_update"), 2) << what << "\n"
+                                                                        << s.trace().dump(1);
+}
+
+}  // namespace
+
+// Self-attention over one length: rows and keys share the extent S, and the head's axis is the
+// one the first reduction reduces over (found from the indices, not the extent).
+TEST(AutoSchedule, SelfAttentionOverOneLengthFusesAlongTheKeys) {
+  ir::LoopProgram p = generality("self_attention_one_length.te");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 9}, {"D", 3}},
+                                                {{"B", 2}, {"H", 1}, {"S", 6}, {"D", 2}}};
+  Schedule rolling = scheduled(p, 1);
+  expect_fused(rolling, "rolling");
+  EXPECT_EQ(rolling.trace().at(0).at("loop"), "j") << rolling.trace().dump(1);
+  expect_equivalent(p, rolling.program(), shapes);
+  Schedule split_k = scheduled(p, 1000);
+  expect_fused(split_k, "split-K");
+  expect_equivalent(p, split_k.program(), shapes);
+}
+
+// A definition on the key side (a copy; keys rotated by position) is not the head: it runs along
+// the keys only, and is computed per key tile inside the fused loop (compute_at).
+TEST(AutoSchedule, KeySideDefinitionsAreComputedPerKeyTile) {
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 4}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
+  for (const char* name : {"key_copy.te", "rotary_keys.te"}) {
+    ir::LoopProgram p = generality(name);
+    for (int64_t below : {1, 1000}) {
+      Schedule s = scheduled(p, below);
+      expect_fused(s, name);
+      EXPECT_EQ(count(s, "compute_at"), 1) << name << "\n" << s.trace().dump(1);
+      expect_equivalent(p, s.program(), shapes);
+    }
+  }
+}
+
+// An expression over the running max written inside the sum fuses as its named spelling does.
+TEST(AutoSchedule, InlineTermFusesLikeItsNamedSpelling) {
+  ir::LoopProgram p = generality("softmax_inlined_exp.te");
+  const std::vector<runtime::SizeMap> shapes = {{{"M", 3}, {"N", 9}}, {{"M", 2}, {"N", 17}}};
+  for (int64_t below : {1, 1000}) {
+    Schedule s = scheduled(p, below);
+    EXPECT_EQ(count(s, "name_term"), 1) << s.trace().dump(1);
+    EXPECT_EQ(count(s, "rolling_update") + count(s, "split_k_update"), 2) << s.trace().dump(1);
+    expect_equivalent(p, s.program(), shapes);
+  }
+}
+
+// A sink logit joining the max and the denominator fuses (the algebra repairs max(m, SINK[h]))
+// and keeps the causal tiles skipped.
+TEST(AutoSchedule, SinkLogitJoiningTheMaxFuses) {
+  ir::LoopProgram p = generality("attention_sink.te");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 3}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 7}, {"D", 2}}};
+  Schedule rolling = scheduled(p, 1);
+  expect_fused(rolling, "rolling");
+  EXPECT_EQ(count(rolling, "propagate_mask"), 1) << rolling.trace().dump(1);
+  expect_equivalent(p, rolling.program(), shapes);
+  Schedule split_k = scheduled(p, 1000);
+  expect_fused(split_k, "split-K");
+  expect_equivalent(p, split_k.program(), shapes);
+}

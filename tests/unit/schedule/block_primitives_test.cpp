@@ -1,4 +1,4 @@
-// compute_inline, reverse_compute_inline, decompose_reduction: equivalence and errors.
+// compute_inline, reverse_compute_inline, decompose_reduction, name_term: equivalence and errors.
 #include "ScheduleTestUtil.h"
 
 using namespace kintsugi;
@@ -37,6 +37,35 @@ TEST(ComputeInline, Errors) {
     FAIL();
   } catch (const ScheduleError& e) {
     EXPECT_NE(std::string(e.what()).find("writes 'Y', which is an output"), std::string::npos)
+        << e.what();
+  }
+}
+
+// name_term names the part of a reduction's term that reads the given buffer along the
+// reduction axis (exp(x - m)), not the product with V that also varies along e.
+TEST(NameTerm, NamesTheSubexpressionOverTheReadsAndTheAxis) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 3, N = 7, E = 2
+input X: f32[M, N]
+input V: f32[N, E]
+m[r]    = max[v](X[r, v])
+o[r, e] = sum[v](exp(X[r, v] - m[r]) * V[v, e])
+output Y[r, e]: f32 = o[r, e]
+)");
+  Schedule s(p);
+  EXPECT_EQ(s.name_term("o", {"m"}), std::vector<std::string>{"o.term0"});
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("o.term0[r, v] = exp(X[r, v] - m[r])"), std::string::npos) << text;
+  EXPECT_NE(text.find("o[r, e] = o[r, e] + o.term0[r, v] * V[v, e]"), std::string::npos) << text;
+  expect_equivalent(p, s.program(),
+                    {{{"M", 3}, {"N", 7}, {"E", 2}}, {{"M", 1}, {"N", 1}, {"E", 5}}});
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+  try {
+    s.name_term("m", {"X"});  // max[v](X[r, v]): nothing but the load itself
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("name_term: the term of block 'm' has no subexpression"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "driver/Driver.h"
+#include "target/cpu/CpuBackend.h"
 #include "te/Lower.h"
 #include "te/Program.h"
 

@@ -1,6 +1,6 @@
 // Loop-to-tile translation and the tile passes: structure of the fused attention tile program
 // (two dots, Q hoisted out of the key loop, K/V streamed), the verifier's register hazard check,
-// and programs without a tile form.
+// and irregular reads as gathers.
 #include <gtest/gtest.h>
 
 #include "TileTestUtil.h"
@@ -89,19 +89,29 @@ TEST(TileTranslate, GroupedQueryDecodeReadsEachKeyTileOnceForTheGroup) {
   EXPECT_EQ(out.bounds_checked, (std::vector<bool>{false, false, false, false}));
 }
 
-TEST(TileTranslate, NotTileForm) {
-  // X[j / 2, j]: the first index moves along tile axis j, but not one element per step.
+// Reads that are not a region (a start plus one tile axis per dimension, each axis once) are
+// element-wise gathers of the buffer: X[j / 2, j] (not one element per step along j), X[j, j]
+// (one axis twice) and X[i, IDX[i]] (an index read from a buffer); the plain X[i, j] stays a
+// region load.
+TEST(TileTranslate, IrregularReadsAreGathers) {
   ir::LoopProgram p = schedtest::lowered(R"(
-sizes M = 4, N = 8
-input X: f32[M, N]
-output y[i]: f32 = sum[j](X[i, j] * X[j / 2, j])
+sizes N = 8
+input X: f32[N, N]
+input IDX: i32[N]
+output y[i]: f32 = sum[j](X[i, j] * X[j / 2, j] + X[j, j]) + X[i, IDX[i]]
 )");
-  try {
-    tile::translate(p, p.size_hints);
-    FAIL() << "a strided index was given a region";
-  } catch (const tile::NotTileForm& e) {
-    EXPECT_EQ(std::string(e.what()), "index 'j / 2' does not step by one along tile axis j");
-  }
+  tile::TileProgram tp = tile::translate(p, p.size_hints);
+  int gathers = 0, loads = 0;
+  for (const tile::Kernel& k : tp.kernels)
+    tile::for_each_op(k.body, [&](const tile::TileOp& o) {
+      if (o.kind == tile::OpKind::Gather) {
+        ++gathers;
+        EXPECT_EQ(o.buffer, "X");
+      }
+      loads += o.kind == tile::OpKind::Load;
+    });
+  EXPECT_EQ(gathers, 3);
+  EXPECT_EQ(loads, 2);  // X[i, j] and IDX[i]
 }
 
 TEST(TileVerify, RegisterReadUsedAfterWrite) {

@@ -1,0 +1,139 @@
+"""The generality corpus against its nearest examples on the GPU: the 1.25x rule.
+
+For every tests/generality/*.te with a `# BENCH: EXAMPLE SIZES [PARAMS]` line, runs the variant
+and the example (examples/EXAMPLE.te) at SIZES (each program takes the sizes it has; PARAMS go to
+the variant only, chosen so that both do the same work), each verified before it is timed:
+`kintsugi run --save-io` draws the inputs, the independent float64 NumPy reference
+(tests/generality/references.py for the variant, tests/crosscheck/references.py for the example)
+is computed from them, and `kintsugi run --inputs --reference --bench --json` checks the kernel
+against it and times it. Prints variant ms, example ms and their ratio; --json writes the rows,
+--perf FILE appends a markdown section (GPU, commit, date) to FILE.
+
+  python3 bench/generality_bench.py --kintsugi build-gpu/bin/kintsugi [--only a,b] [--json F]
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "crosscheck"))
+from harness import load_run  # noqa: E402
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+corpus_refs = load_module("corpus_refs", os.path.join(ROOT, "tests", "generality", "references.py"))
+example_refs = load_module("example_refs",
+                           os.path.join(ROOT, "tests", "crosscheck", "references.py"))
+
+
+def dims_of(path):
+    """The dims a program names: every capitalised name in its input shapes."""
+    text = open(path).read()
+    shapes = re.findall(r"^input \w+: \w+\[([^\]]*)\]", text, re.M)
+    return {d for s in shapes for d in re.findall(r"\b[A-Z]\w*\b", s)}
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+    return proc.stdout
+
+
+def verified_time(binary, path, sizes, params, reference):
+    """(ms, max rel err) of one program: inputs drawn, reference computed, verified and timed."""
+    shape = ",".join(f"{k}={v}" for k, v in sizes.items() if k in dims_of(path))
+    extra = ["--param", ",".join(f"{k}={v}" for k, v in params.items())] if params else []
+    with tempfile.TemporaryDirectory() as io, tempfile.TemporaryDirectory() as ref_dir:
+        run([binary, "run", path, "--target", "cuda", "--shape", shape, "--save-io", io, "--force",
+             "--seed", "7"] + extra)
+        manifest, inputs, _ = load_run(io)
+        for name, value in reference(manifest, inputs).items():
+            np.save(os.path.join(ref_dir, name + ".npy"), np.asarray(value, dtype=np.float64))
+        out = json.loads(run([binary, "run", path, "--target", "cuda", "--shape", shape,
+                              "--inputs", io, "--reference", ref_dir, "--bench", "--json"] + extra))
+    if not out.get("verified"):
+        raise RuntimeError(f"{path} at {shape}: not verified: {out}")
+    return out["time_ms"], out["max_rel_err"]
+
+
+def bench_rows(binary, only):
+    corpus = os.path.join(ROOT, "tests", "generality")
+    for f in sorted(os.listdir(corpus)):
+        name = f[:-3]
+        if not f.endswith(".te") or (only and name not in only):
+            continue
+        path = os.path.join(corpus, f)
+        bench = re.search(r"^# BENCH: (\S+) (\S+)(?: (\S+))?$", open(path).read(), re.M)
+        if not bench:
+            continue
+        example, size_text, param_text = bench.groups()
+        sizes = dict(kv.split("=") for kv in size_text.split(","))
+        params = dict(kv.split("=") for kv in param_text.split(",")) if param_text else {}
+        row = dict(variant=name, example=example, sizes=size_text, params=param_text or "")
+        try:
+            variant_ref = getattr(corpus_refs, name)
+            ours, err = verified_time(
+                binary, path, sizes, params,
+                lambda m, x: variant_ref(x, {k: float(v) for k, v in m["params"].items()}))
+            base, base_err = verified_time(binary, os.path.join(ROOT, "examples", example + ".te"),
+                                           sizes, {}, example_refs.reference)
+            row.update(ms=ours, example_ms=base, ratio=ours / base, err=err, example_err=base_err)
+        except Exception as e:  # a failure is a row too: reported, never timed
+            row["error"] = str(e)[-800:]
+        print(json.dumps(row), flush=True)
+        yield row
+
+
+def append_perf(path, rows):
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip().splitlines()
+    commit = os.environ.get("KINTSUGI_COMMIT") or subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+        text=True).stdout.strip()
+    with open(path, "a") as out:
+        out.write(f"\n### Generality corpus vs nearest example ({gpu[0] if gpu else 'GPU'}, "
+                  f"commit {commit}, {time.strftime('%Y-%m-%d')})\n\n"
+                  "Both verified against independent float64 NumPy references before timing "
+                  "(bench/generality_bench.py).\n\n"
+                  "| variant | example | sizes | variant params | variant ms | example ms | ratio |\n"
+                  "|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "error" in r:
+                out.write(f"| {r['variant']} | {r['example']} | {r['sizes']} | {r['params']} | "
+                          f"failed: {r['error'].strip().splitlines()[-1][:120]} | | |\n")
+            else:
+                out.write(f"| {r['variant']} | {r['example']} | {r['sizes']} | {r['params']} | "
+                          f"{r['ms']:.3f} | {r['example_ms']:.3f} | {r['ratio']:.2f} |\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
+    ap.add_argument("--only", default="", help="comma-separated variant names")
+    ap.add_argument("--json")
+    ap.add_argument("--perf")
+    args = ap.parse_args()
+    rows = list(bench_rows(args.kintsugi, set(filter(None, args.only.split(",")))))
+    if args.json:
+        json.dump(rows, open(args.json, "w"), indent=1)
+    if args.perf:
+        append_perf(args.perf, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,402 @@
+"""Independent float64 NumPy references for the generality corpus (tests/generality/*.te).
+
+One function per program, named like its file: `def NAME(inputs, params) -> {output: array}`.
+`inputs` maps input names to float64 arrays (integer tensors as int64), `params` maps param names
+to floats. Each reference computes the operator from its published definition in plain NumPy,
+not by translating the .te text, so a program the front end misreads, or one written wrong, is
+caught.
+
+Conventions shared with the examples (tests/crosscheck/references.py): scores scaled by
+1/sqrt(D) unless the model says otherwise; causal masks bottom-right aligned (query i at position
+i + T - S); probabilities rounded to the value type (f16 or bf16) before P.V, as FlashAttention
+does; a query that sees no key outputs 0.
+"""
+
+import numpy as np
+
+
+def f16(x):
+    """Rounds to IEEE half precision (nearest even), back in float64."""
+    return np.asarray(x, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def bf16(x):
+    """Rounds to bfloat16 (nearest even), back in float64."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def expand_heads(x, heads):
+    """[B, HK, T, D] -> [B, heads, T, D]: query head h reads key/value head h // (heads // HK)."""
+    return np.repeat(x, heads // x.shape[1], axis=1)
+
+
+def softmax_attention(q, k, v, scores=None, visible=None, round_p=f16, scale=None, sink=None):
+    """softmax(scores + mask) V with the probabilities rounded by round_p before P.V.
+
+    scores: [B, H, S, T] (default q.k / sqrt(D)); visible: boolean mask broadcastable to it;
+    sink: [H], a logit per head that joins the maximum and the denominator with no value row.
+    Returns (O, m, l): O is 0 on rows that see no key, m the row max, l the row sum.
+    """
+    k, v = expand_heads(k, q.shape[1]), expand_heads(v, q.shape[1])
+    if scores is None:
+        scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+        scores = (q @ k.swapaxes(-1, -2)) * scale
+    if visible is not None:
+        scores = np.where(visible, scores, -np.inf)
+    m = scores.max(axis=-1, keepdims=True)
+    if sink is not None:
+        m = np.maximum(m, sink[None, :, None, None])
+    safe_m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(scores - safe_m)
+    l = e.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        l = l + np.exp(sink[None, :, None, None] - safe_m)
+    o = round_p(e) @ v
+    out = np.where(l > 0, o / np.where(l > 0, l, 1.0), 0.0)
+    return out, m[..., 0], l[..., 0]
+
+
+def positions(s_len, t_len):
+    """(query position [S, 1], key position [1, T]), causal bottom-right alignment."""
+    return np.arange(s_len)[:, None] + t_len - s_len, np.arange(t_len)[None, :]
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention variants
+
+
+def cross_attention(inputs, params):
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
+
+
+def key_padding_mask(inputs, params):
+    t_len = inputs["K"].shape[2]
+    visible = np.arange(t_len)[None, :] < inputs["LEN"][:, None]  # [B, T]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"],
+                                   visible=visible[:, None, None, :])[0]}
+
+
+def prefix_lm(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    visible = (j < params["P"]) | (j <= i)
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0]}
+
+
+def local_window_bidirectional(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    visible = np.abs(i - j) < params["W"]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0]}
+
+
+def chunked_local(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    c = int(params["C"])
+    visible = (j <= i) & (i // c == j // c)
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0]}
+
+
+def relative_bias_tensor(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + inputs["BIAS"][None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def alibi_symmetric(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
+    distance = np.abs(i - j)
+    slopes = np.abs(inputs["SLOPE"])[None, :, None, None]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) - slopes * distance
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def mup_scale(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=j <= i,
+                                   scale=1 / params["SCALE"])[0]}
+
+
+def qk_norm(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    eps = params["EPS"]
+
+    def rmsnorm(x, w):
+        return f16(x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * w)
+
+    qn, kn = rmsnorm(q, inputs["WQ"]), rmsnorm(k, inputs["WK"])
+    s_len, t_len = q.shape[2], k.shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    return {"O": softmax_attention(qn, kn, inputs["V"], visible=j <= i)[0]}
+
+
+def cosine_attention(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    qn = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    kn = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    scores = (qn @ kn.swapaxes(-1, -2)) / params["TAU"]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def gated_output_attention(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    o = softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=j <= i)[0]
+    return {"O": o * sigmoid(inputs["G"])}
+
+
+def relu_attention(inputs, params):
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
+    p = f16(np.maximum(scores, 0))
+    return {"O": p @ v / k.shape[2]}
+
+
+def attention_with_lse(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    qpos, kpos = positions(s_len, t_len)
+    o, m, l = softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=kpos <= qpos)
+    with np.errstate(divide="ignore"):
+        lse = np.where(np.isfinite(m), m + np.log(np.where(l > 0, l, 1.0)), -np.inf)
+    return {"O": o, "LSE": lse}
+
+
+def decode_bf16_window(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    qpos, kpos = positions(s_len, t_len)
+    visible = (kpos <= qpos) & (qpos - kpos < params["W"])
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible,
+                                   round_p=bf16)[0]}
+
+
+def alibi_gqa_causal(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    kx = expand_heads(k, q.shape[1])
+    scores = ((q @ kx.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
+              + inputs["SLOPE"][None, :, None, None] * (kpos - qpos))
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
+
+
+def softcap_local_gemma2(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    i, j = np.arange(q.shape[2])[:, None], np.arange(k.shape[2])[None, :]
+    cap = params["CAP"]
+    kx = expand_heads(k, q.shape[1])
+    scores = cap * np.tanh((q @ kx.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) / cap)
+    visible = (j <= i) & (i - j < params["W"])
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=visible)[0]}
+
+
+def key_bias_vector(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    scores = ((q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
+              + inputs["KB"][:, None, None, :])
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+# ----------------------------------------------------------------------------------------------
+# Row reductions
+
+
+def softmax_rows(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax_rows(x):
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def log_softmax(inputs, params):
+    return {"Y": log_softmax_rows(inputs["X"])}
+
+
+def softmax_columns(inputs, params):
+    return {"Y": softmax_rows(inputs["X"], axis=0)}
+
+
+def softmax_entropy(inputs, params):
+    p = softmax_rows(inputs["X"])
+    return {"H": -(p * np.log(p)).sum(axis=-1)}
+
+
+def rmsnorm_weight(inputs, params):
+    x = inputs["X"]
+    return {"Y": x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + params["EPS"]) * inputs["Wt"]}
+
+
+def add_rmsnorm(inputs, params):
+    r = f16(inputs["X"] + inputs["D"])
+    y = r / np.sqrt((r * r).mean(axis=-1, keepdims=True) + params["EPS"]) * inputs["Wt"]
+    return {"R": r, "Y": y}
+
+
+def layernorm_std_eps(inputs, params):
+    x = inputs["X"]
+    mean = x.mean(axis=-1, keepdims=True)
+    std = x.std(axis=-1, ddof=1, keepdims=True)
+    return {"Y": inputs["A"] * (x - mean) / (std + params["EPS"]) + inputs["Bb"]}
+
+
+def quant_int8_asymmetric(inputs, params):
+    x = inputs["X"]
+    hi, lo = x.max(axis=-1, keepdims=True), x.min(axis=-1, keepdims=True)
+    scale = (hi - lo) / 255
+    zero = -128 - np.round(lo / scale)  # np.round: ties to even, as the language's round
+    q = np.clip(np.round(x / scale) + zero, -128, 127)
+    return {"S": scale[:, 0], "Z": zero[:, 0], "Yq": q}
+
+
+def softmax_mask_input(inputs, params):
+    x = np.where(inputs["KEEP"] > 0, inputs["X"], -np.inf)
+    m = x.max(axis=-1, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0.0))
+    l = e.sum(axis=-1, keepdims=True)
+    return {"Y": np.where(l > 0, e / np.where(l > 0, l, 1.0), 0.0)}
+
+
+def masked_mean_pool(inputs, params):
+    x = inputs["X"]  # [B, S, E]
+    keep = (np.arange(x.shape[1])[None, :] < inputs["LEN"][:, None]).astype(np.float64)
+    count = np.maximum(keep.sum(axis=1), 1.0)[:, None]
+    mean = (x * keep[:, :, None]).sum(axis=1) / count
+    norm = np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)
+    return {"Y": mean / norm}
+
+
+def softmax_f16(inputs, params):
+    return {"Y": softmax_rows(inputs["X"])}
+
+
+def group_norm(inputs, params):
+    x = inputs["X"]  # [B, G, C, P]
+    mu = x.mean(axis=(2, 3), keepdims=True)
+    var = x.var(axis=(2, 3), keepdims=True)
+    y = (x - mu) / np.sqrt(var + params["EPS"])
+    return {"Y": y * inputs["GAMMA"][None, :, :, None] + inputs["BETA"][None, :, :, None]}
+
+
+def swiglu(inputs, params):
+    g = inputs["G"]
+    return {"Y": g * sigmoid(g) * inputs["U"]}
+
+
+def kl_divergence_rows(inputs, params):
+    lpt, lps = log_softmax_rows(inputs["T"]), log_softmax_rows(inputs["Sl"])
+    return {"KL": (np.exp(lpt) * (lpt - lps)).sum(axis=-1)}
+
+
+def online_logsumexp(inputs, params):
+    x = inputs["X"] / params["TEMP"]
+    m = x.max(axis=-1)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        lse = safe + np.log(np.exp(x - safe[:, None]).sum(axis=-1))
+    return {"LSE": np.where(np.isfinite(m), lse, -np.inf)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Natural spellings the scheduler once failed to fuse
+
+
+def causal(q, k, v, **kw):
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    return softmax_attention(q, k, v, visible=kpos <= qpos, **kw)[0]
+
+
+def self_attention_one_length(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
+
+
+def key_copy(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"].copy(), inputs["V"])}
+
+
+def rotary_keys(inputs, params):
+    k = inputs["K"]
+    half = k.shape[-1] // 2
+    rotated = np.concatenate([-k[..., half:], k[..., :half]], axis=-1)  # rotate_half (GPT-NeoX)
+    kr = f16(k * inputs["COS"][None, None] + rotated * inputs["SIN"][None, None])
+    return {"O": causal(inputs["Q"], kr, inputs["V"])}
+
+
+def softmax_inlined_exp(inputs, params):
+    return {"Y": softmax_rows(inputs["X"])}
+
+
+def attention_sink(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"], sink=inputs["SINK"])}
+
+
+def attention_value_dim(inputs, params):
+    return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
+
+
+def cross_entropy(inputs, params):
+    """Per-row softmax cross-entropy: logsumexp of the row minus the logit of the target id."""
+    x = inputs["X"]
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = x.max(axis=1)
+    lse = peak + np.log(np.exp(x - peak[:, None]).sum(axis=1))
+    return {"LOSS": lse - x[np.arange(x.shape[0]), tgt]}
+
+
+def t5_bias_attention(inputs, params):
+    """Unscaled, unmasked attention plus T5's relative-position bias BIAS[h, bucket(j - i)]."""
+    q, k = inputs["Q"], inputs["K"]
+    table = np.asarray(inputs["BUCKET"], dtype=np.int64)
+    bias = inputs["BIAS"]
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    t_len = k.shape[2]
+    bucket = np.clip(table[np.clip(kpos - (qpos - (t_len - q.shape[2])) + t_len, 0, 2 * t_len - 1)],
+                     0, bias.shape[1] - 1)
+    scores = q @ k.swapaxes(-1, -2) + bias[:, bucket][None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def rotate_half(x, cos, sin):
+    """RoFormer's rotation in the rotate-half layout: x [B, H, L, D], cos and sin [L, D/2]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def rotary_attention(inputs, params):
+    """Causal attention over rotated queries (positions T - S + i) and keys (positions j)."""
+    q, k = inputs["Q"], inputs["K"]
+    cos, sin = inputs["COS"], inputs["SIN"]
+    qpos = np.arange(q.shape[2]) + k.shape[2] - q.shape[2]
+    qr = f16(rotate_half(q, cos[qpos], sin[qpos]))
+    kr = f16(rotate_half(k, cos[: k.shape[2]], sin[: k.shape[2]]))
+    return {"O": causal(qr, kr, inputs["V"])}
+
+
+def e4m3(x):
+    """Rounds to OCP FP8 E4M3FN (nearest, ties to even; saturating at +-448), back in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    mag = np.abs(x)
+    # The spacing of e4m3 values around each magnitude: 2^(e - 3) in [2^e, 2^(e+1)), e >= -6;
+    # 2^-9 below 2^-6 (subnormals).
+    exponent = np.floor(np.log2(np.where(mag > 0, mag, 1.0)))
+    spacing = np.exp2(np.maximum(exponent, -6.0) - 3.0)
+    rounded = np.round(mag / spacing) * spacing  # np.round: ties to even
+    return np.where(np.isnan(x), np.nan, np.sign(x) * np.minimum(rounded, 448.0))
+
+
+def rmsnorm_quant_fp8(inputs, params):
+    x, w = inputs["X"], inputs["Wt"]
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + params["EPS"]) * w
+    amax = np.max(np.abs(y), axis=-1, keepdims=True)
+    q = np.where(amax > 0, e4m3(y * 448.0 / np.where(amax > 0, amax, 1.0)), 0.0)
+    return {"scale": amax[:, 0] / 448.0, "Yq": q}
