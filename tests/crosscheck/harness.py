@@ -13,7 +13,9 @@ REPO_ROOT = HERE.parents[1]
 EXAMPLES = REPO_ROOT / "examples"
 
 # Tolerances of the comparison: max |out - ref| / max |ref| over the finite reference values.
-FLOAT_TOL = {"f16": 1e-2, "bf16": 8e-2, "f32": 1e-4}
+# fp8: one unit in the last place of the largest value (a rounding boundary the kernel's f32
+# computation crossed).
+FLOAT_TOL = {"f16": 1e-2, "bf16": 8e-2, "f32": 1e-4, "f8e4m3": 0.125, "f8e5m2": 0.25}
 INT_TOL = 1  # integer outputs: a rounding tie may fall either way
 
 # (label, shape, params, [per-output report], ok) of every example case run in this session,
@@ -54,6 +56,23 @@ def run_kintsugi(te_file, out_dir, *, shape=None, params=None, seed=1, extra=(),
     return proc
 
 
+def fp8_values(bits, exponent_bits):
+    """Decodes raw fp8 bit patterns (OCP E4M3FN with 4 exponent bits, E5M2 with 5) to float64."""
+    bits = bits.astype(np.int64)
+    mant_bits = 7 - exponent_bits
+    bias = (1 << (exponent_bits - 1)) - 1
+    e = (bits >> mant_bits) & ((1 << exponent_bits) - 1)
+    m = bits & ((1 << mant_bits) - 1)
+    value = np.where(e == 0, m * 2.0 ** (1 - bias - mant_bits),
+                     (m + 2 ** mant_bits) * 2.0 ** (e - bias - mant_bits))
+    top = e == (1 << exponent_bits) - 1
+    if exponent_bits == 4:  # E4M3FN: no infinities, NaN only at S.1111.111
+        value = np.where(top & (m == 7), np.nan, value)
+    else:
+        value = np.where(top, np.where(m == 0, np.inf, np.nan), value)
+    return np.where(bits & 0x80, -value, value)
+
+
 def load_array(directory, entry):
     """Loads one manifest entry as float64 (floats) or int64 (integers), checking dtype and shape."""
     arr = np.load(Path(directory) / entry["file"], allow_pickle=False)
@@ -66,6 +85,8 @@ def load_array(directory, entry):
         return (arr.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if dtype in ("f16", "f32"):
         return arr.astype(np.float64)
+    if dtype in ("f8e4m3", "f8e5m2"):  # raw 8-bit patterns
+        return fp8_values(arr, 4 if dtype == "f8e4m3" else 5)
     if dtype in ("i8", "i32"):
         return arr.astype(np.int64)
     raise AssertionError(f"{entry['file']}: unknown dtype {dtype}")

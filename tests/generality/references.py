@@ -404,3 +404,23 @@ def mqa_no_head_axis(inputs, params):
     qpos, kpos = positions(s_len, t_len)
     return {"O": softmax_attention(inputs["Q"], inputs["K"][:, None], inputs["V"][:, None],
                                    visible=kpos <= qpos)[0]}
+
+
+def e4m3(x):
+    """Rounds to OCP FP8 E4M3FN (nearest, ties to even; saturating at +-448), back in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    mag = np.abs(x)
+    # The spacing of e4m3 values around each magnitude: 2^(e - 3) in [2^e, 2^(e+1)), e >= -6;
+    # 2^-9 below 2^-6 (subnormals).
+    exponent = np.floor(np.log2(np.where(mag > 0, mag, 1.0)))
+    spacing = np.exp2(np.maximum(exponent, -6.0) - 3.0)
+    rounded = np.round(mag / spacing) * spacing  # np.round: ties to even
+    return np.where(np.isnan(x), np.nan, np.sign(x) * np.minimum(rounded, 448.0))
+
+
+def rmsnorm_quant_fp8(inputs, params):
+    x, w = inputs["X"], inputs["Wt"]
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + params["EPS"]) * w
+    amax = np.max(np.abs(y), axis=-1, keepdims=True)
+    q = np.where(amax > 0, e4m3(y * 448.0 / np.where(amax > 0, amax, 1.0)), 0.0)
+    return {"scale": amax[:, 0] / 448.0, "Yq": q}

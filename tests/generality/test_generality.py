@@ -1,5 +1,6 @@
 """Every program of the generality corpus (tests/generality/*.te, README.md there), as a user
-runs it: it must verify on the CPU against the exact interpreter with no warning, match its
+runs it: it must verify on the CPU against the exact interpreter with no warning (but those of
+the fallbacks its GAP lines record), match its
 independent float64 NumPy reference (references.py), and reach what its `# REQUIRE:` line asks:
 fused (no fusion abandoned, and no intermediate materialised over
 a pair of dims that no input or output spans together, such as an S x T score matrix), tile (the CPU kernel in tile form), tensor-core (the sm_90a CUDA
@@ -31,8 +32,10 @@ def test_matches_reference(variant, case, tmp_path):
                         seed=case_seed(variant.name + case), extra=["--verify", "--json"])
     report = json.loads(proc.stdout)
     assert report["verified"], f"{proc.cmd}: {report}"
-    assert report["warnings"] == [] and "warning" not in proc.stderr, (
-        f"{proc.cmd} warns: {report['warnings']} {proc.stderr}")
+    unexpected = [w for w in report["warnings"] if not _known_gap(variant, w)] + [
+        line for line in proc.stderr.splitlines()
+        if "warning" in line and not _known_gap(variant, line.partition("warning: ")[2])]
+    assert not unexpected, f"{proc.cmd} warns: {unexpected}"
     manifest, inputs, outputs = load_run(tmp_path)
     ref = getattr(references, variant.name)(
         inputs, {k: _param_value(manifest, k) for k in manifest["params"]})
@@ -43,6 +46,14 @@ def test_matches_reference(variant, case, tmp_path):
         if not ok:
             failures.append(msg)
     assert not failures, f"{proc.cmd}\n" + "\n".join(failures)
+
+
+def _known_gap(variant, warning):
+    """Whether a warning is the fallback a GAP line of the variant records (fused: fusion
+    abandoned or a chain left unfused; tile: scalar loop code)."""
+    if "fused" in variant.gaps and ("fusion abandoned" in warning or "not fused" in warning):
+        return True
+    return "tile" in variant.gaps and warning.startswith("scalar loop code")
 
 
 def _materialised(variant):
