@@ -410,6 +410,8 @@ std::vector<OwnedTensor> Kernel::run(const std::vector<ArgView>& inputs,
   if (outs)
     for (size_t i = 0; i < out_bufs.size(); ++i) out_view[out_bufs[i]->name] = &(*outs)[i];
 
+  if (!v->gpu) return run_host(*v, sizes, in_view, out_view, outs != nullptr);
+
   std::vector<runtime::Tensor> staged;  // copies of foreign inputs, and outputs to copy back
   staged.reserve(in_bufs.size() + out_bufs.size());
   std::vector<std::pair<runtime::Tensor*, const ArgView*>> copy_back;
@@ -454,15 +456,60 @@ std::vector<OwnedTensor> Kernel::run(const std::vector<ArgView>& inputs,
     used.push_back(args.back()->ptr());
   }
 
-  if (v->gpu)
-    v->gpu->run(args, sizes, params_);  // copies to the GPU and back
-  else
-    v->kernel->run(args, sizes, params_);
+  v->gpu->run(args, sizes, params_);  // copies to the GPU and back
 
   for (const auto& [t, view] : copy_back) std::memcpy(view->data, t->ptr(), t->data.size());
   std::vector<OwnedTensor> out;
   if (!outs)
     for (const ir::Buffer* b : out_bufs) out.push_back({allocated.at(b->name), nullptr});
+  return out;
+}
+
+std::vector<OwnedTensor> Kernel::run_host(const Variant& v, const runtime::SizeMap& sizes,
+                                          const std::map<std::string, const ArgView*>& in_view,
+                                          const std::map<std::string, const ArgView*>& out_view,
+                                          bool given_outs) const {
+  // The CPU back end reads and writes the callers' arrays in place. Memory already passed as
+  // another argument is copied (the back end refuses two arguments sharing storage), an output
+  // among those copied back after the call.
+  std::vector<runtime::Tensor> staged;
+  staged.reserve(in_view.size() + out_view.size());
+  std::vector<std::pair<runtime::Tensor*, const ArgView*>> copy_back;
+  std::map<std::string, std::shared_ptr<runtime::Tensor>> allocated;
+  std::vector<const void*> used;
+  std::vector<runtime::TensorRef> args;
+  auto ref_of = [&](const ArgView& view, bool output) {
+    if (std::find(used.begin(), used.end(), view.data) == used.end() || bytes_of(view) == 0)
+      return runtime::TensorRef(view.dtype, view.shape, view.data, bytes_of(view));
+    runtime::Tensor& t = staged.emplace_back(view.dtype, view.shape);
+    if (output)
+      copy_back.push_back({&t, &view});
+    else
+      std::memcpy(t.ptr(), view.data, t.data.size());
+    return runtime::TensorRef(t);
+  };
+  for (const ir::Buffer& b : v.scheduled.buffers) {
+    if (b.role == ir::BufferRole::Input) {
+      args.push_back(ref_of(*in_view.at(b.name), false));
+    } else if (b.role == ir::BufferRole::Output) {
+      if (auto it = out_view.find(b.name); it != out_view.end()) {
+        args.push_back(ref_of(*it->second, true));
+      } else {
+        auto t = std::make_shared<runtime::Tensor>(b.dtype, ir::eval_shape(b.shape, sizes, params_),
+                                                   "output '" + b.name + "'");
+        allocated[b.name] = t;
+        args.push_back(runtime::TensorRef(*t));
+      }
+    } else {
+      continue;
+    }
+    used.push_back(args.back().data);
+  }
+  v.kernel->run_in_place(args, sizes, params_);
+  for (const auto& [t, view] : copy_back) std::memcpy(view->data, t->ptr(), t->data.size());
+  std::vector<OwnedTensor> out;
+  if (!given_outs)
+    for (const ir::Buffer* b : program_.outputs()) out.push_back({allocated.at(b->name), nullptr});
   return out;
 }
 

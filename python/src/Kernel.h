@@ -166,6 +166,12 @@ class Kernel {
   // mu_ held.
   std::shared_ptr<const Variant> add_variant(const runtime::SizeMap& sizes,
                                              std::shared_ptr<const Variant> v);
+  // The call on host memory for the CPU back end: `in_view` and `out_view` (the outputs given,
+  // by name; the others are allocated and returned when `given_outs` is false).
+  std::vector<OwnedTensor> run_host(const Variant& v, const runtime::SizeMap& sizes,
+                                    const std::map<std::string, const ArgView*>& in_view,
+                                    const std::map<std::string, const ArgView*>& out_view,
+                                    bool given_outs) const;
   // The call on device memory (target cuda): outputs in `outs`, else allocated and returned.
   std::vector<OwnedTensor> run_device(const Variant& v, const runtime::SizeMap& sizes,
                                       const std::vector<ArgView>& inputs,

@@ -114,7 +114,15 @@ ValidationOptions validation_options(const ir::LoopProgram& program, const nlohm
   v.row_tile = auto_options.row_tile > 0 ? auto_options.row_tile : 1;
   for (const nlohmann::json& e : trace)
     if (e.at("primitive") == "split" && e.at("factor").is_number_integer()) {
-      v.chunk_tiles = std::max<int64_t>(1, e.at("factor").get<int64_t>() / v.axis_tile);
+      const int64_t factor = e.at("factor").get<int64_t>();
+      // A row reduction scheduled in strips splits by a multiple of strip_tile, which no chunk
+      // of tiles reaches (tile x max_chunk_tiles is less): validate at the strips' tiles.
+      if (auto_options.strip_rows > 0 && factor % auto_options.strip_tile == 0 &&
+          auto_options.tile * auto_options.max_chunk_tiles < auto_options.strip_tile) {
+        v.axis_tile = auto_options.strip_tile;
+        v.row_tile = auto_options.strip_rows;
+      }
+      v.chunk_tiles = std::max<int64_t>(1, factor / v.axis_tile);
       // The split block's variable on the split loop is the fused axis; its innermost other
       // spatial variable, the rows.
       try {
@@ -158,6 +166,16 @@ int first_failing_primitive(const ir::LoopProgram& program, const nlohmann::json
   return static_cast<int>(hi) - 1;
 }
 
+// Whether the scheduler left reduction `name` unfused on purpose, in a chain whose axis the tiles
+// of another chain compute whole.
+bool computed_whole(const std::vector<std::string>& notes, const std::string& name) {
+  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+    if (n.rfind(schedule::kChainComputedWhole, 0) != 0) return false;
+    const size_t names_end = n.find(" is not fused");
+    return n.substr(0, names_end).find("'" + name + "'") != std::string::npos;
+  });
+}
+
 // Every reduction of `program` with its chain and the update `trace` gave it; the reductions that
 // read another one's running values and were left unfused are shortfalls (the scheduler's note
 // that abandoned fusion gives the reason, or the chain it fused instead).
@@ -180,7 +198,8 @@ std::vector<FusedReduction> fusion_of(const ir::LoopProgram& program, const nloh
     if (f.update != "none" &&
         fused_axes.find("'" + ir::to_string(c.extent) + "'") == std::string::npos)
       fused_axes += (fused_axes.empty() ? "'" : ", '") + ir::to_string(c.extent) + "'";
-    if (f.update == "none" && !c.producers.empty()) unfused.push_back(c.target);
+    if (f.update == "none" && !c.producers.empty() && !computed_whole(notes, c.target))
+      unfused.push_back(c.target);
     out.push_back(f);
   }
   if (unfused.empty()) return out;

@@ -32,6 +32,20 @@ struct Tensor {
   void set(int64_t i, double v);
 };
 
+// A tensor's memory seen without owning it (an array of the caller's, used in place): dtype,
+// shape, the first element and the bytes there. A default one (dtype Unknown) is no tensor.
+struct TensorRef {
+  DType dtype = DType::Unknown;
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  size_t bytes = 0;
+
+  TensorRef() = default;
+  TensorRef(DType dtype, std::vector<int64_t> shape, void* data, size_t bytes)
+      : dtype(dtype), shape(std::move(shape)), data(data), bytes(bytes) {}
+  explicit TensorRef(Tensor& t) : TensorRef(t.dtype, t.shape, t.ptr(), t.data.size()) {}
+};
+
 // Sizes of the symbolic dims and values of the params, by name.
 using SizeMap = std::map<std::string, int64_t>;
 using ParamMap = std::map<std::string, double>;

@@ -135,30 +135,34 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Ex
   std::set<std::string> written;
   for (const ir::StmtNode* b : blocks_under(p.body->stmts[fused]))
     for (const std::string& w : block_writes(*b)) written.insert(w);
-  std::vector<std::string> consumers;
-  for (size_t k = fused + 1; k < p.body->stmts.size(); ++k)
-    for (const ir::StmtNode* b : blocks_under(p.body->stmts[k])) {
-      std::set<std::string> reads = block_reads(*b);
-      if (std::any_of(reads.begin(), reads.end(),
-                      [&](const std::string& r) { return written.count(r) > 0; }))
-        consumers.push_back(b->name);
-    }
+  // The nests after the fused one that read what it writes; an intermediate one inlined into its
+  // readers (layernorm's mean, a division of the running sum) makes them consumers in turn.
   std::vector<std::string> kept;
-  for (const std::string& b : consumers) {
-    const ir::StmtNode& block = *find_block(s.program().body, b, "auto").back();
-    bool intermediate = false;
-    for (const std::string& w : block_writes(block))
-      if (const ir::Buffer* buf = s.program().find_buffer(w))
-        intermediate = buf->role == ir::BufferRole::Intermediate;
-    if (intermediate) {
-      try {
-        s.compute_inline(b);
-        continue;
-      } catch (const ScheduleError&) {
-        // not elementwise: it keeps its own nest
+  for (bool inlined = true; inlined;) {
+    inlined = false;
+    kept.clear();
+    const ir::LoopProgram& now = s.program();
+    for (size_t k = fused + 1; k < now.body->stmts.size() && !inlined; ++k)
+      for (const ir::StmtNode* b : blocks_under(now.body->stmts[k])) {
+        std::set<std::string> reads = block_reads(*b);
+        if (std::none_of(reads.begin(), reads.end(),
+                         [&](const std::string& r) { return written.count(r) > 0; }))
+          continue;
+        bool intermediate = false;
+        for (const std::string& w : block_writes(*b))
+          if (const ir::Buffer* buf = now.find_buffer(w))
+            intermediate = buf->role == ir::BufferRole::Intermediate;
+        if (intermediate) {
+          try {
+            s.compute_inline(b->name);
+            inlined = true;  // the program changed: walk it again
+            break;
+          } catch (const ScheduleError&) {
+            // not elementwise: it keeps its own nest
+          }
+        }
+        kept.push_back(b->name);
       }
-    }
-    kept.push_back(b);
   }
   std::vector<std::string> joined;
   for (const std::string& b : kept) {
@@ -488,6 +492,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
 AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda") o.row_tile = 128;
+  if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024;
   return o;
 }
 
@@ -634,7 +639,7 @@ std::vector<std::vector<std::string>> fusion_groups(
     }
     std::string names;
     for (const std::string& m : groups[k]) names += (names.empty() ? "'" : ", '") + m + "'";
-    note("the chain of " + names + " is not fused along its own axis: '" + *inner +
+    note(kChainComputedWhole + names + " is not fused along its own axis: '" + *inner +
          "' heads another chain, whose tiles compute it whole");
   }
   groups = outer;
@@ -646,10 +651,30 @@ std::vector<std::vector<std::string>> fusion_groups(
   return groups;
 }
 
+// The options a group is scheduled with: `given`, with tiles of strip_rows x strip_tile when the
+// target asks for strips and the group is a row reduction (no block of the chain or of its
+// producers reduces along an axis other than the chain's, of extent `axis`: softmax and norms,
+// not attention, whose scores reduce along the head dimension).
+AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::LoopProgram& program,
+                                  const std::set<std::string>& closure,
+                                  const std::vector<std::string>& members, const ir::Expr& axis) {
+  if (given.strip_rows <= 0 || !axis) return given;
+  std::set<std::string> blocks = closure;
+  blocks.insert(members.begin(), members.end());
+  for (const std::string& name : blocks)
+    for (const ir::IterVar& iv : find_block(program.body, name, "auto").back()->iters)
+      if (iv.kind != ir::IterKind::Spatial && ir::to_string(iv.extent) != ir::to_string(axis))
+        return given;
+  AutoScheduleOptions strips = given;
+  strips.row_tile = given.strip_rows;
+  strips.tile = given.strip_tile;
+  return strips;
+}
+
 // Steps 2 to 4 (see AutoSchedule.h) for one group: `members`, its reductions in program order,
 // fused under one tile loop of `s`. Throws ScheduleError when a step's preconditions fail.
 void fuse_group(Schedule& s, const std::vector<std::string>& members,
-                const AutoScheduleOptions& options,
+                const AutoScheduleOptions& given,
                 const std::function<void(const std::string&)>& note, SplitKCosts* costs) {
   const ir::LoopProgram program = s.program();
   const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
@@ -666,6 +691,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     head = found->block;
     axis = found->var;
   }
+  const AutoScheduleOptions options = strip_options(given, program, closure, members, extent);
   const ir::StmtNode& h = *find_block(program.body, head, "auto").back();
   std::string axis_loop;
   for (const ir::IterVar& iv : h.iters)
@@ -780,6 +806,37 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   compute_axis_producers(s, tile_loop, head, axis, note);
 }
 
+// Step 5 (see AutoSchedule.h): a nest left outside the fused ones that only maps (one block, no
+// reduction: a split-K output, an elementwise output after a combine) and whose innermost loop
+// runs along a fused chain's axis (of an extent in `axes`) is split by `tile` there, so that the
+// tile IR gives each grid instance a tile of the row (masked at the tail) rather than one
+// element. (Other maps, such as decode's output along the head dimension, join the combine.)
+void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
+               const std::function<void(const std::string&)>& note) {
+  std::vector<std::string> maps;
+  const ir::LoopProgram& p = s.program();
+  for (const ir::Stmt& root : p.body->stmts) {
+    std::vector<const ir::StmtNode*> blocks = blocks_under(root);
+    if (blocks.size() != 1 || root->kind != ir::StmtKind::For) continue;
+    const ir::StmtNode& b = *blocks[0];
+    if (std::any_of(b.iters.begin(), b.iters.end(),
+                    [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }))
+      continue;
+    std::vector<const ir::StmtNode*> loops = loops_on(find_block(p.body, b.name, "auto"));
+    if (loops.empty() || !axes.count(ir::to_string(loops.back()->extent))) continue;
+    maps.push_back(b.name);
+  }
+  for (const std::string& b : maps) {
+    const ir::LoopProgram& now = s.program();
+    std::string var = loops_on(find_block(now.body, b, "auto")).back()->var;
+    try {
+      s.split(LoopRef{b, var}, tile);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' runs one element a grid instance: " + e.what());
+    }
+  }
+}
+
 Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(original);
@@ -812,6 +869,13 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     }
   }
   if (!fused) return unscheduled;
+  if (options.map_tile > 0) {
+    std::set<std::string> axes;
+    for (const ReductionChain& c : find_reduction_chains(original))
+      for (const std::vector<std::string>& g : groups)
+        if (std::count(g.begin(), g.end(), c.target)) axes.insert(ir::to_string(c.extent));
+    tile_maps(s, options.map_tile, axes, note);
+  }
   try {
     s.compact_buffer();
   } catch (const ScheduleError& e) {

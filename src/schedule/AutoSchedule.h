@@ -40,6 +40,9 @@
 //      outer loop moved outside the row strip). Producers of the head that run along the axis
 //      but not the rows (key-side definitions, a key's norm) are computed per tile of the
 //      axis inside the fused loop (compute_at).
+//   5. A nest left outside the fused ones that only maps over a row of symbolic length (the
+//      outputs of split-K, which read the combined results) walks the row in tiles of map_tile:
+//      the innermost loop is split, so a grid instance takes a tile, not one element.
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 
@@ -71,6 +74,15 @@ struct AutoScheduleOptions {
   // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;
+  // A row reduction (softmax, a norm: no reduction along another axis) takes tiles of
+  // strip_rows x strip_tile instead, when strip_rows > 0. On the CPU (2 cores, f32 softmax at
+  // 1000 x 4096, docs/perf.md) strips of 4 rows x 1024 ran in 5.3 ms against 10.1 ms for
+  // 64 x 64 tiles: a tile row is 4 KiB of one page rather than 64 rows of 256 bytes.
+  int64_t strip_rows = 0;
+  int64_t strip_tile = 0;
+  // Elements of a row a grid instance of a map nest outside the fused ones takes (step 5); 0
+  // leaves one element an instance.
+  int64_t map_tile = 1024;
   // Split-K: the combine nests walk the chunks' partial results in tiles of up to this many
   // elements and this many chunks (a power of two of chunks, and no more than there are: a
   // head_dim 128 row of partials takes 64 chunks a tile, a block of 32 columns 256, a scalar
@@ -89,6 +101,10 @@ struct AutoScheduleOptions {
 
 // How the note of a chain whose fusion failed starts (the driver reports it as a warning).
 inline constexpr const char* kFusionAbandoned = "fusion abandoned: ";
+// How the note of a chain left unfused on purpose starts: its axis lies inside the tiles of
+// another chain, which compute it whole (not a shortfall). The quoted names that follow are its
+// reductions.
+inline constexpr const char* kChainComputedWhole = "the chain of ";
 
 // The options a target ("cpu" or "cuda") schedules with: rows per tile follow its layout. The
 // CUDA tensor-core writer runs a 128-row tile on four warps of two m16 blocks each, so that every

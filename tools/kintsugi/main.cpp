@@ -214,7 +214,9 @@ int cmd_lower(const std::string& file, const std::string& print, LowerOptions l,
                          {"sizes", s->validation->shrunk}};
     std::cout << j.dump(2) << "\n";
   } else if (print == "source" && l.target == "cpu") {
-    std::cout << cpu::generate_source(s->program);
+    // The source that runs: from the tile IR when the program reached it, else the loop code.
+    std::cout << (paths->tiles ? cpu::generate_tile_source(*paths->tiles)
+                               : cpu::generate_source(s->program));
   } else if (print == "source" || print == "ptx") {
     std::string code =
         cuda::generate_cuda_source(paths->tiles ? *paths->tiles

@@ -70,6 +70,9 @@ class CpuKernel {
   // RuntimeArgError. Safe to call from several threads at once.
   void run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
            const runtime::ParamMap& params) const;
+  // The same on memory the caller owns, used in place.
+  void run_in_place(const std::vector<runtime::TensorRef>& args, const runtime::SizeMap& sizes,
+                    const runtime::ParamMap& params) const;
 
   bool from_cache() const { return from_cache_; }
   double compile_seconds() const { return compile_seconds_; }  // whole compile(), incl. lookup

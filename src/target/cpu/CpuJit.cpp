@@ -362,6 +362,13 @@ CpuKernel::~CpuKernel() {
 
 void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
                     const runtime::ParamMap& params) const {
+  std::vector<runtime::TensorRef> refs;
+  for (runtime::Tensor* t : args) refs.push_back(t ? runtime::TensorRef(*t) : runtime::TensorRef());
+  run_in_place(refs, sizes, params);
+}
+
+void CpuKernel::run_in_place(const std::vector<runtime::TensorRef>& args,
+                             const runtime::SizeMap& sizes, const runtime::ParamMap& params) const {
   const ir::LoopProgram& p = program_;
   std::vector<const ir::Buffer*> io;
   for (const ir::Buffer& b : p.buffers)
@@ -408,8 +415,9 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
   std::vector<void*> ptrs;
   for (size_t i = 0; i < io.size(); ++i) {
     const ir::Buffer& b = *io[i];
-    runtime::Tensor* t = args[i];
+    const runtime::TensorRef* t = &args[i];
     const char* role = b.role == ir::BufferRole::Input ? "input" : "output";
+    if (t->dtype == DType::Unknown && !t->data) t = nullptr;
     if (!t) arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " is null";
     if (t->dtype != b.dtype)
       arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " has dtype "
@@ -426,14 +434,14 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
     int64_t n = runtime::checked_bytes(want, dtype_bytes(b.dtype),
                                        std::string(role) + " tensor " + b.name) /
                 dtype_bytes(b.dtype);
-    if (t->data.size() != static_cast<size_t>(n) * dtype_bytes(b.dtype))
+    if (t->bytes != static_cast<size_t>(n) * dtype_bytes(b.dtype))
       arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " holds "
-                << t->data.size() << " bytes, expected " << n * dtype_bytes(b.dtype);
+                << t->bytes << " bytes, expected " << n * dtype_bytes(b.dtype);
     for (size_t j = 0; j < i; ++j)
-      if (n > 0 && args[j]->ptr() == t->ptr())
+      if (n > 0 && args[j].data == t->data)
         arg_error << "kernel " << p.name << ": tensors " << io[j]->name << " and " << b.name
                   << " share storage";
-    ptrs.push_back(t->ptr());
+    ptrs.push_back(t->data);
   }
   char err[1024] = {0};
   int rc = entry_(ptrs.data(), size_vec.data(), param_vec.data(), err, sizeof(err));

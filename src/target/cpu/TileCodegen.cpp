@@ -13,6 +13,8 @@
 // buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
 // squeezed index out of range or an integer division by zero is reported as a kernel error,
 // never an out-of-bounds access; registers start zeroed in every grid instance.
+#include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "target/CSpelling.h"
@@ -42,6 +44,14 @@ const char* elem_type(DType t) {
 
 int64_t elem_bytes(DType t) {
   return t == DType::Bool ? 1 : (is_float(t) ? 4 : 8);
+}
+
+// Running partials of a reduction along a contiguous tile row: up to two AVX-512 registers of
+// f32, and at least one AVX2 register (a shorter row reduces in order).
+int64_t reduce_lanes(int64_t len) {
+  for (int64_t lanes : {32, 16, 8})
+    if (len % lanes == 0) return lanes;
+  return 0;
 }
 
 CT ct_of(DType t) {
@@ -78,11 +88,23 @@ class TileEmitter : public Codegen {
     return out;
   }
 
+  // Where an element of a tile is: its linear index, and (when the loop that reads it is nested
+  // by axes) the index along each axis.
+  struct Index {
+    std::string flat;
+    std::vector<std::string> axes;
+  };
+
   struct Value {
     std::string name;
     DType dtype = DType::F32;
     std::vector<int64_t> shape;
     bool cvar = false;  // a C++ scalar variable rather than an array
+    // An elementwise value with one reader in the same body is not stored: `element` spells its
+    // element at an index, inside the reader's loop. `needs_axes`: it reads a broadcast, so the
+    // index must name the axes.
+    std::function<std::string(const Index&)> element = nullptr;
+    bool needs_axes = false;
     bool scalar() const { return shape.empty(); }
     int64_t elements() const {
       return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
@@ -109,6 +131,15 @@ class TileEmitter : public Codegen {
 
   void kernel(const tile::Kernel& k) {
     values_.assign(static_cast<size_t>(k.num_values), Value{});
+    op_types_.assign(static_cast<size_t>(k.num_values), DType::F32);
+    inline_.assign(static_cast<size_t>(k.num_values), false);
+    record_types(k.body);
+    {
+      std::vector<Use> uses(static_cast<size_t>(k.num_values));
+      std::vector<size_t> eval_pos(static_cast<size_t>(k.num_values), 0);
+      count_uses(k.body, uses);
+      plan_inlining(k.body, uses, eval_pos);
+    }
     registers_.clear();
     ws_bytes_ = 0;
     std::ostringstream* saved = out_;
@@ -208,11 +239,164 @@ class TileEmitter : public Codegen {
 
   const Value& val(int id) const { return values_[static_cast<size_t>(id)]; }
 
-  // Element `x` (a linear index) of an operand of a tile of the same shape, or the scalar.
-  std::string at(int id, const std::string& x) const {
+  // Element `x` of an operand of a tile of the same shape, or the scalar.
+  std::string at(int id, const Index& x) const {
     const Value& v = val(id);
     if (v.cvar) return v.name;
-    return v.name + "[" + (v.scalar() ? std::string("0") : x) + "]";
+    if (v.element) {
+      internal_assert(!v.needs_axes || x.axes.size() == v.shape.size())
+          << "tile codegen: an inlined broadcast read without its axes";
+      return v.element(x);
+    }
+    return v.name + "[" + (v.scalar() ? std::string("0") : x.flat) + "]";
+  }
+  std::string at(int id, const std::string& flat) const { return at(id, Index{flat, {}}); }
+
+  bool any_needs_axes(const TileOp& o) const {
+    return std::any_of(o.args.begin(), o.args.end(), [&](int id) { return val(id).needs_axes; });
+  }
+
+  // Opens the loops of an elementwise op over `shape`: one flat loop, or one loop per axis when
+  // an inlined operand reads a broadcast. Returns the index and how many loops to close.
+  std::pair<Index, size_t> open_elementwise(const std::vector<int64_t>& shape, bool by_axes) {
+    if (!by_axes) {
+      line("for (int64_t i = 0; i < " + std::to_string(elements_of(shape)) + "; ++i) {");
+      ++indent_;
+      return {Index{"i", {}}, 1};
+    }
+    std::vector<std::string> ix = open_loops(shape);
+    line("const int64_t i = " + target::spell_linear_index(ix, shape) + ";");
+    return {Index{"i", ix}, ix.size()};
+  }
+
+  // Defines array value `v` of elementwise op `o` from `element`: inlined into its reader when
+  // planned so, else stored by one loop (nested by axes when `element` needs them).
+  void elementwise(const TileOp& o, Value& v, std::function<std::string(const Index&)> element,
+                   bool reads_axes = false) {
+    const bool by_axes = reads_axes || any_needs_axes(o);
+    if (inline_[static_cast<size_t>(o.result)]) {
+      v.element = std::move(element);
+      v.needs_axes = by_axes;
+      return;
+    }
+    declare_array(v);
+    auto [x, loops] = open_elementwise(v.shape, by_axes);
+    line(v.name + "[i] = " + element(x) + ";");
+    close_loops(loops);
+  }
+
+  // The axes of the element of a reduction's operand `a` (rank 1 or 2) at `along` on the reduced
+  // axis `axis` and `other` on the other one; empty for higher ranks (their operands are stored,
+  // see reads_elementwise).
+  static std::vector<std::string> reduce_axes(const Value& a, size_t axis, const std::string& along,
+                                              const std::string& other) {
+    if (a.shape.size() == 1) return {along};
+    if (a.shape.size() == 2)
+      return axis == 0 ? std::vector{along, other} : std::vector{other, along};
+    return {};
+  }
+
+  static int64_t elements_of(const std::vector<int64_t>& shape) {
+    return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+  }
+
+  // Inlining plan. A value is inlined into its reader when it is an elementwise map, cast or
+  // broadcast of a tile, read exactly once, by an op of the same body that reads its operands
+  // element by element (map, cast, broadcast, store, reduce), and no register write or loop lies
+  // between its definition and the place its expression is finally evaluated: the registers an
+  // expression reads through `read` hold the same values there. Fallible integer division stays
+  // stored, so that it runs on every element as before.
+  struct Use {
+    const tile::TileBody* body = nullptr;
+    size_t pos = 0;
+    int count = 0;
+  };
+
+  void count_uses(const tile::TileBody& b, std::vector<Use>& uses) {
+    for (size_t p = 0; p < b.size(); ++p) {
+      if (b[p].kind == tile::StmtKind::For) {
+        count_uses(b[p].body, uses);
+        continue;
+      }
+      for (int id : b[p].op.args) {
+        Use& u = uses[static_cast<size_t>(id)];
+        u = Use{&b, p, u.count + 1};
+      }
+    }
+  }
+
+  bool reads_elementwise(const TileOp& reader) const {
+    switch (reader.kind) {
+      case OpKind::Map:
+      case OpKind::Broadcast:
+      case OpKind::Store:
+        return true;
+      case OpKind::Reduce:
+        return reader.type.shape.size() <= 1;  // a tile of rank 1 or 2: its axes are spelled
+      case OpKind::Cast:
+        return !cast_reuses_storage(reader) && !cast_rounds_row(reader);
+      default:
+        return false;
+    }
+  }
+
+  bool inlinable(const TileOp& o) const {
+    if (o.result < 0 || o.type.shape.empty()) return false;
+    switch (o.kind) {
+      case OpKind::Map: {
+        bool fl = false;
+        for (int id : o.args) fl = fl || is_float(op_types_[static_cast<size_t>(id)]);
+        return o.is_call || fl || (o.op != ir::Op::Div && o.op != ir::Op::Mod);
+      }
+      case OpKind::Broadcast:
+        return true;
+      case OpKind::Cast:
+        return !cast_reuses_storage(o) && !cast_rounds_row(o);
+      default:
+        return false;
+    }
+  }
+
+  void plan_inlining(const tile::TileBody& b, const std::vector<Use>& uses,
+                     std::vector<size_t>& eval_pos) {
+    for (size_t p = b.size(); p-- > 0;) {
+      if (b[p].kind == tile::StmtKind::For) {
+        plan_inlining(b[p].body, uses, eval_pos);
+        continue;
+      }
+      const TileOp& o = b[p].op;
+      if (!inlinable(o)) continue;
+      const Use& u = uses[static_cast<size_t>(o.result)];
+      if (u.count != 1 || u.body != &b || !reads_elementwise(b[u.pos].op)) continue;
+      const int reader = b[u.pos].op.result;
+      size_t at = reader >= 0 && inline_[static_cast<size_t>(reader)]
+                      ? eval_pos[static_cast<size_t>(reader)]
+                      : u.pos;
+      bool clear = true;
+      for (size_t q = p + 1; q < at && clear; ++q)
+        clear = b[q].kind == tile::StmtKind::Op && b[q].op.kind != OpKind::Write;
+      if (!clear) continue;
+      inline_[static_cast<size_t>(o.result)] = true;
+      eval_pos[static_cast<size_t>(o.result)] = at;
+    }
+  }
+
+  void record_types(const tile::TileBody& b) {
+    for (const tile::TileStmt& st : b) {
+      if (st.kind == tile::StmtKind::For)
+        record_types(st.body);
+      else if (st.op.result >= 0)
+        op_types_[static_cast<size_t>(st.op.result)] = st.op.type.dtype;
+    }
+  }
+
+  bool cast_reuses_storage(const TileOp& o) const {
+    DType from = op_types_[static_cast<size_t>(o.args[0])];
+    bool same_storage = std::string(elem_type(from)) == elem_type(o.type.dtype);
+    return same_storage && (o.type.dtype == DType::F32 || from == o.type.dtype);
+  }
+  bool cast_rounds_row(const TileOp& o) const {
+    return op_types_[static_cast<size_t>(o.args[0])] == DType::F32 && o.type.dtype == DType::F16;
   }
 
   Value& define(const TileOp& o) {
@@ -258,6 +442,7 @@ class TileEmitter : public Codegen {
                                 ")";
                        }};
     if (o.is_call) return target::spell_call(o.fn, a, is_float(o.type.dtype), h);
+    if (o.op == Op::Select) return "ks_sel(" + a[0] + ", " + a[1] + ", " + a[2] + ")";
     bool fl = false;
     for (int id : o.args) fl = fl || is_float(val(id).dtype);
     return target::spell_op(o.op, a, fl, h);
@@ -295,7 +480,7 @@ class TileEmitter : public Codegen {
       if (o.axis_of_dim[d] >= 0) idx += " + " + ix[static_cast<size_t>(o.axis_of_dim[d])];
       offset = d == 0 ? "(" + idx + ")" : "(" + offset + ") * " + b.shape[d] + " + (" + idx + ")";
       if (o.axis_of_dim[d] >= 0 && o.bounds_checked[d])
-        inside += std::string(inside.empty() ? "" : " && ") + "(uint64_t)(" + idx +
+        inside += std::string(inside.empty() ? "" : " & ") + "(uint64_t)(" + idx +
                   ") < (uint64_t)" + b.shape[d];
     }
     if (offset.empty()) offset = "0";
@@ -313,10 +498,18 @@ class TileEmitter : public Codegen {
       }
     } else if (is_store) {
       std::string cond = inside;
-      if (o.args.size() > 1) cond += (cond.empty() ? "" : " && ") + at(o.args[1], lin);
-      Val v{at(o.args[0], lin), ct_of(val(o.args[0]).dtype)};
-      std::string st = b.id + "[" + offset + "] = " + store_value(v, b.buf->dtype) + ";";
-      line(cond.empty() ? st : "if (" + cond + ") " + st);
+      // The value first, then the condition without short circuits: a masked store the host
+      // compiler can vectorise (the value reads tiles only, in range wherever it is stored).
+      const Index here{lin, ix};
+      if (o.args.size() > 1) cond += (cond.empty() ? "(" : " & (") + at(o.args[1], here) + ")";
+      Val v{at(o.args[0], here), ct_of(val(o.args[0]).dtype)};
+      if (cond.empty()) {
+        line(b.id + "[" + offset + "] = " + store_value(v, b.buf->dtype) + ";");
+      } else {
+        line("const auto ks_v = " + store_value(v, b.buf->dtype) + ";");
+        line("const bool ks_ok = " + cond + ";");
+        line("if (ks_ok) " + b.id + "[" + offset + "] = ks_v;");
+      }
     } else {
       std::string raw = b.id + "[" + offset + "]";
       std::string conv = is_float(b.buf->dtype)
@@ -376,18 +569,18 @@ class TileEmitter : public Codegen {
         return;
       }
       case OpKind::Map: {
-        std::vector<std::string> a;
-        for (int id : o.args) a.push_back(at(id, "i"));
-        std::string code = map_code(o, a);
-        if (is_float(v.dtype)) code = round_to(code, v.dtype);
+        auto element = [this, o](const Index& x) {
+          std::vector<std::string> a;
+          for (int id : o.args) a.push_back(at(id, x));
+          std::string code = map_code(o, a);
+          return is_float(o.type.dtype) ? round_to(code, o.type.dtype) : code;
+        };
         if (v.scalar()) {
           v.cvar = true;
-          line("const " + ty + " " + v.name + " = " + code + ";");
+          line("const " + ty + " " + v.name + " = " + element(Index{"0", {}}) + ";");
           return;
         }
-        declare_array(v);
-        line("for (int64_t i = 0; i < " + std::to_string(v.elements()) + "; ++i) " + v.name +
-             "[i] = " + code + ";");
+        elementwise(o, v, element);
         return;
       }
       case OpKind::Cast: {
@@ -399,25 +592,40 @@ class TileEmitter : public Codegen {
                ";");
           return;
         }
-        bool same_storage = std::string(elem_type(a.dtype)) == ty;
-        if (same_storage && (v.dtype == DType::F32 || a.dtype == v.dtype)) {
+        if (cast_reuses_storage(o)) {
           // f16/bf16 tiles hold rounded f32 values already.
           line(ty + "* __restrict__ " + v.name + " = " + a.name + ";");
           return;
         }
-        declare_array(v);
-        if (a.dtype == DType::F32 && v.dtype == DType::F16) {
+        if (cast_rounds_row(o)) {
+          declare_array(v);
           line("ks_rf16_row(" + v.name + ", " + a.name + ", " + std::to_string(v.elements()) +
                ");");
           return;
         }
-        std::string code = convert(Val{a.name + "[i]", ct_of(a.dtype)}, ct_of(v.dtype));
-        code = round_to(code, v.dtype);
-        line("for (int64_t i = 0; i < " + std::to_string(v.elements()) + "; ++i) " + v.name +
-             "[i] = " + code + ";");
+        elementwise(o, v, [this, o](const Index& x) {
+          const DType from = val(o.args[0]).dtype;
+          return round_to(convert(Val{at(o.args[0], x), ct_of(from)}, ct_of(o.type.dtype)),
+                          o.type.dtype);
+        });
         return;
       }
       case OpKind::Broadcast:
+        if (val(o.args[0]).scalar()) {
+          elementwise(o, v, [this, o](const Index&) { return at(o.args[0], "0"); });
+          return;
+        }
+        elementwise(
+            o, v,
+            [this, o](const Index& x) {
+              // The operand's axes are the broadcast's axes `dims`.
+              const Value& a = val(o.args[0]);
+              std::vector<std::string> src;
+              for (int d : o.dims) src.push_back(x.axes[static_cast<size_t>(d)]);
+              return at(o.args[0], Index{target::spell_linear_index(src, a.shape), src});
+            },
+            true);
+        return;
       case OpKind::Permute: {
         const Value& a = val(o.args[0]);
         if (a.scalar()) {
@@ -428,12 +636,8 @@ class TileEmitter : public Codegen {
         }
         declare_array(v);
         std::vector<std::string> ix = open_loops(v.shape);
-        std::vector<std::string> src;
-        for (size_t k = 0; k < a.shape.size(); ++k)
-          src.push_back(o.kind == OpKind::Broadcast ? ix[static_cast<size_t>(o.dims[k])]
-                                                    : std::string());
-        if (o.kind == OpKind::Permute)
-          for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
+        std::vector<std::string> src(a.shape.size());
+        for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
         line(v.name + "[" + target::spell_linear_index(ix, v.shape) + "] = " + a.name + "[" +
              target::spell_linear_index(src, a.shape) + "];");
         close_loops(ix.size());
@@ -460,31 +664,54 @@ class TileEmitter : public Codegen {
           line(ty + " " + acc + "[1];");
         else
           declare_array(v);
-        std::string x = "ks_o * " + std::to_string(inner) + " + ks_i";
-        std::string src = a.name + "[(ks_o * " + std::to_string(len) + " + ks_r) * " +
-                          std::to_string(inner) + " + ks_i]";
-        std::string upd;
         bool fl = is_float(v.dtype);
-        switch (o.reducer) {
-          case Reducer::Sum:
-            upd = acc + "[" + x + "] + " + src;
-            break;
-          case Reducer::Prod:
-            upd = acc + "[" + x + "] * " + src;
-            break;
-          case Reducer::Max:
-            upd = std::string(fl ? "ks_fmax(" : "ks_imax(") + acc + "[" + x + "], " + src + ")";
-            break;
-          case Reducer::Min:
-            upd = std::string(fl ? "ks_fmin(" : "ks_imin(") + acc + "[" + x + "], " + src + ")";
-            break;
-        }
+        auto combine = [&](const std::string& x, const std::string& y) {
+          switch (o.reducer) {
+            case Reducer::Sum:
+              return x + " + " + y;
+            case Reducer::Prod:
+              return x + " * " + y;
+            case Reducer::Max:
+              return std::string(fl ? "ks_fmax(" : "ks_imax(") + x + ", " + y + ")";
+            case Reducer::Min:
+              return std::string(fl ? "ks_fmin(" : "ks_imin(") + x + ", " + y + ")";
+          }
+          internal_error << "tile codegen: unknown reducer";
+          return std::string();
+        };
         line("for (int64_t ks_o = 0; ks_o < " + std::to_string(outer) + "; ++ks_o) {");
-        line("  for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc + "[" +
-             x + "] = " + identity + ";");
-        line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ++ks_r)");
-        line("    for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
-             "[" + x + "] = " + round_to(upd, v.dtype) + ";");
+        const int64_t lanes_n = reduce_lanes(len);
+        if (inner == 1 && lanes_n > 0 && (v.dtype == DType::F32 || !fl)) {
+          // Along a contiguous row: lanes_n running partials (one vector register's worth
+          // per group of lanes) combined as a tree at the end, so that the loop vectorises
+          // instead of waiting on one accumulator. f16/bf16 results, rounded every step, keep
+          // the in-order loop below.
+          const std::string lanes = std::to_string(lanes_n);
+          line("  " + ty + " ks_p[" + lanes + "];");
+          line("  for (int ks_k = 0; ks_k < " + lanes + "; ++ks_k) ks_p[ks_k] = " + identity + ";");
+          line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ks_r += " + lanes +
+               ")");
+          line("    for (int ks_k = 0; ks_k < " + lanes + "; ++ks_k) ks_p[ks_k] = " +
+               combine("ks_p[ks_k]",
+                       at(o.args[0], Index{"ks_o * " + std::to_string(len) + " + ks_r + ks_k",
+                                           reduce_axes(a, ax, "ks_r + ks_k", "ks_o")})) +
+               ";");
+          line("  for (int ks_w = " + std::to_string(lanes_n / 2) + "; ks_w > 0; ks_w /= 2)");
+          line("    for (int ks_k = 0; ks_k < ks_w; ++ks_k) ks_p[ks_k] = " +
+               combine("ks_p[ks_k]", "ks_p[ks_k + ks_w]") + ";");
+          line("  " + acc + "[ks_o] = ks_p[0];");
+        } else {
+          std::string x = "ks_o * " + std::to_string(inner) + " + ks_i";
+          std::string src =
+              at(o.args[0], Index{"(ks_o * " + std::to_string(len) + " + ks_r) * " +
+                                      std::to_string(inner) + " + ks_i",
+                                  reduce_axes(a, ax, "ks_r", ax == 0 ? "ks_i" : "ks_o")});
+          line("  for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
+               "[" + x + "] = " + identity + ";");
+          line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ++ks_r)");
+          line("    for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
+               "[" + x + "] = " + round_to(combine(acc + "[" + x + "]", src), v.dtype) + ";");
+        }
         line("}");
         if (v.scalar()) {
           v.cvar = true;
@@ -534,6 +761,8 @@ class TileEmitter : public Codegen {
 
   const tile::TileProgram& tp_;
   std::vector<Value> values_;
+  std::vector<DType> op_types_;  // every value's dtype, known before emission
+  std::vector<bool> inline_;     // the inlining plan (plan_inlining)
   std::map<std::string, Value> registers_;
   int64_t ws_bytes_ = 0;
 };

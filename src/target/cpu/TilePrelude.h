@@ -5,6 +5,8 @@
 //     x up to 4 vectors of columns held in registers across the K loop, one FMA per element).
 //   - ks_expf: exp without branches or errno, so that a loop over a tile vectorises (Cephes-style
 //     range reduction and polynomial, about 1 ulp; exact 0, inf and NaN at the ends).
+//   - ks_sel: a select whose operands are evaluated before it (they read tiles, always in
+//     range), so that a loop over a select of loads vectorises without masked loads.
 //   - ks_h2f_row, ks_rf16_row: f16 -> f32 of a contiguous row, and f32 rounded to f16 precision
 //     (F16C when the host has it).
 // Nothing here knows which program it serves: each helper is one tile operation.
@@ -86,6 +88,11 @@ static inline void ks_dot(const float* __restrict A, const float* __restrict B,
       }
     }
   }
+}
+
+template <class T, class U>
+static inline auto ks_sel(bool c, T x, U y) {
+  return c ? x : y;
 }
 
 static inline float ks_expf(float x) {

@@ -182,6 +182,7 @@ TEST(ValidateSchedule, AFailingScheduleFallsBackAndNamesThePrimitive) {
   ir::LoopProgram p = example("norm/layernorm.te");
   driver::ScheduleOptions o;
   o.sizes = p.size_hints;
+  o.target = driver::Target::parse("cuda", "");  // 64-column tiles, as ValidationOptions' default
   driver::Scheduled s = driver::schedule_program(p, o);
   ASSERT_TRUE(s.validation && s.validation->ok);
   // Undo the extrapolation in the scheduled program: every factor N / covered becomes 1.
