@@ -102,6 +102,100 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
 
 namespace {
 
+enum class Sign { Unknown, NonNegative, Positive };
+
+// The sign of `e` from its structure and `facts` on the names it reads (dims, params, buffers,
+// the repair's old and new values): positive literals, exp, sums, products and quotients of
+// signed operands, sqrt and rsqrt, abs, a max with a signed operand, casts.
+Sign sign_of(const ir::Expr& e, const std::map<std::string, std::string>& facts) {
+  auto both = [&](Sign a, Sign b) {
+    if (a == Sign::Unknown || b == Sign::Unknown) return Sign::Unknown;
+    return a == Sign::Positive && b == Sign::Positive ? Sign::Positive : Sign::NonNegative;
+  };
+  switch (e->op) {
+    case ir::Op::FloatImm:
+      return e->float_value > 0    ? Sign::Positive
+             : e->float_value == 0 ? Sign::NonNegative
+                                   : Sign::Unknown;
+    case ir::Op::IntImm:
+      return e->int_value > 0    ? Sign::Positive
+             : e->int_value == 0 ? Sign::NonNegative
+                                 : Sign::Unknown;
+    case ir::Op::Var:
+    case ir::Op::Load: {
+      auto f = facts.find(e->name);
+      if (f == facts.end()) return Sign::Unknown;
+      return f->second == "positive" ? Sign::Positive : Sign::NonNegative;
+    }
+    case ir::Op::Cast:
+      return sign_of(e->args[0], facts);
+    case ir::Op::Add: {
+      Sign a = sign_of(e->args[0], facts), b = sign_of(e->args[1], facts);
+      if (a == Sign::Unknown || b == Sign::Unknown) return Sign::Unknown;
+      return a == Sign::Positive || b == Sign::Positive ? Sign::Positive : Sign::NonNegative;
+    }
+    case ir::Op::Mul:
+    case ir::Op::Div:
+      return both(sign_of(e->args[0], facts), sign_of(e->args[1], facts));
+    case ir::Op::Max: {
+      Sign a = sign_of(e->args[0], facts), b = sign_of(e->args[1], facts);
+      if (a == Sign::Positive || b == Sign::Positive) return Sign::Positive;
+      return a == Sign::NonNegative || b == Sign::NonNegative ? Sign::NonNegative : Sign::Unknown;
+    }
+    case ir::Op::Call:
+      switch (e->fn) {
+        case ir::MathFn::Exp:
+        case ir::MathFn::Exp2:
+        case ir::MathFn::Sigmoid:
+          return Sign::Positive;
+        case ir::MathFn::Abs:
+          return Sign::NonNegative;
+        case ir::MathFn::Sqrt:
+        case ir::MathFn::Rsqrt:
+          return sign_of(e->args[0], facts);
+        default:
+          return Sign::Unknown;
+      }
+    default:
+      return Sign::Unknown;
+  }
+}
+
+}  // namespace
+
+std::string repair_pole(const algebra::RepairResult& repair,
+                        const std::set<std::string>& incomplete,
+                        const std::map<std::string, std::string>& facts) {
+  if (repair.kind != algebra::RepairResult::Kind::Derived) return "";
+  // The facts on the repair's variables: an old and a new value are values of their buffer.
+  std::map<std::string, std::string> known = facts;
+  std::set<std::string> vars;
+  for (const algebra::IncompleteValue& v : repair.values) {
+    vars.insert(v.old_var);
+    vars.insert(v.new_var);
+    const std::string name = algebra::incomplete_load(v.load, incomplete)->name;
+    if (auto f = facts.find(name); f != facts.end())
+      known[v.old_var] = known[v.new_var] = f->second;
+  }
+  std::string pole;
+  ir::visit(repair.h_unguarded, [&](const ir::Expr& x) {
+    if (!pole.empty() || x->op != ir::Op::Div) return pole.empty();
+    bool reads_partial = false;
+    ir::visit(x->args[1], [&](const ir::Expr& n) {
+      reads_partial |= n->op == ir::Op::Var && vars.count(n->name) > 0;
+      return !reads_partial;
+    });
+    if (reads_partial && sign_of(x->args[1], known) != Sign::Positive)
+      pole = "the repair " + algebra::to_math(repair.h_unguarded) + " divides by " +
+             algebra::to_math(x->args[1]) +
+             ", which can be zero (a tile or chunk where it is has already lost its terms)";
+    return true;
+  });
+  return pole;
+}
+
+namespace {
+
 bool is_map(const ir::StmtNode& b) {
   bool m = b.body && b.body->kind == ir::StmtKind::Store && !b.init;
   for (const ir::IterVar& iv : b.iters) m &= iv.kind == ir::IterKind::Spatial;

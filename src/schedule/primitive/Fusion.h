@@ -28,6 +28,15 @@ void find_frontier(const ir::LoopProgram& program, const ir::StmtNode& target,
 bool repair_annihilates_identity(const algebra::RepairResult& repair,
                                  const algebra::IncompleteValue& v, double identity);
 
+// The reason to refuse a derived repair that divides by an expression of the incomplete values
+// (old or new) that the algebra does not prove positive from `facts` (by buffer name; "" when
+// none does). A tile or chunk where that expression is zero (tied inputs, a masked part of a
+// max) has already multiplied its terms by zero, or divided them by it: t * x' / x cannot
+// recover them at x = 0, nor t * (1 + S) / (1 + S') at S' = -1.
+std::string repair_pole(const algebra::RepairResult& repair,
+                        const std::set<std::string>& incomplete,
+                        const std::map<std::string, std::string>& facts);
+
 // The identity guard (repair_annihilates_identity) drops what a tile or chunk contributed while
 // an incomplete value's producer held its reducer's identity. That is sound when the target's
 // terms are its own identity on the elements that made the producer's terms the identity: where a
