@@ -100,6 +100,21 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
   return true;
 }
 
+bool repair_exponentiates(const algebra::RepairResult& repair, const algebra::IncompleteValue& v) {
+  if (repair.kind != algebra::RepairResult::Kind::Derived) return false;
+  bool found = false;
+  ir::visit(repair.h_unguarded, [&](const ir::Expr& x) {
+    if (found) return false;
+    if (x->op == ir::Op::Call && (x->fn == ir::MathFn::Exp || x->fn == ir::MathFn::Exp2))
+      ir::visit(x->args[0], [&](const ir::Expr& n) {
+        found |= n->op == ir::Op::Var && (n->name == v.old_var || n->name == v.new_var);
+        return !found;
+      });
+    return !found;
+  });
+  return found;
+}
+
 namespace {
 
 enum class Sign { Unknown, NonNegative, Positive };

@@ -33,6 +33,12 @@ bool repair_annihilates_identity(const algebra::RepairResult& repair,
 // none does). A tile or chunk where that expression is zero (tied inputs, a masked part of a
 // max) has already multiplied its terms by zero, or divided them by it: t * x' / x cannot
 // recover them at x = 0, nor t * (1 + S) / (1 + S') at S' = -1.
+// Whether the repair exponentiates incomplete value `v` (exp or exp2 of an expression of its old
+// or new value). Over a value that a sum produces, a chunk's or prefix's partial can be far from
+// the row's (a sum is not bounded by its final value, as a running max is), so its terms and the
+// factor exp(x - x') overflow or underflow where the program's do not: such repairs are refused.
+bool repair_exponentiates(const algebra::RepairResult& repair, const algebra::IncompleteValue& v);
+
 std::string repair_pole(const algebra::RepairResult& repair,
                         const std::set<std::string>& incomplete,
                         const std::map<std::string, std::string>& facts);

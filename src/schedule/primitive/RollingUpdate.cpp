@@ -408,6 +408,11 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
         default:
           continue;
       }
+      if (pr == ir::Reducer::Sum && repair_exponentiates(repair, v))
+        throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
+                                   "': the repair exponentiates " + prod->body->buffer +
+                                   ", a sum whose partials can be far from the row's (exp " +
+                                   "overflows or underflows where the program's does not)");
       double id = ir::reducer_identity(pr);
       if (!repair_annihilates_identity(repair, v, id)) {
         if (pr != ir::Reducer::Sum && producer_masked(tmp.program_, prod->body->buffer, pr))

@@ -310,6 +310,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       ir::Reducer pr;
       ir::Expr pg;
       if (!match_reduction_update(*prod->body, &pr, &pg)) continue;
+      if (pr == ir::Reducer::Sum && repair_exponentiates(repair, v))
+        throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                   "': the repair exponentiates " + global +
+                                   ", a sum whose partials can be far from the row's (exp " +
+                                   "overflows or underflows where the program's does not)");
       if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
       double id = ir::reducer_identity(pr);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard

@@ -4,7 +4,8 @@
 //   - ks_dot<M, N, K>: C = A x B on row-major f32 tiles, a register-blocked micro-kernel (4 rows
 //     x up to 4 vectors of columns held in registers across the K loop, one FMA per element).
 //   - ks_expf: exp without branches or errno, so that a loop over a tile vectorises (Cephes-style
-//     range reduction and polynomial, about 1 ulp; exact 0, inf and NaN at the ends).
+//     range reduction and polynomial, about 1 ulp; subnormal results down to 2^-149; exact 0,
+//     inf and NaN at the ends).
 //   - ks_sel: a select whose operands are evaluated before it (they read tiles, always in
 //     range), so that a loop over a select of loads vectorises without masked loads.
 //   - ks_h2f_row, ks_rf16_row: f16 -> f32 of a contiguous row, and f32 rounded to f16 precision
@@ -96,7 +97,10 @@ static inline auto ks_sel(bool c, T x, U y) {
 }
 
 static inline float ks_expf(float x) {
-  float xc = x < -87.5f ? -87.5f : (x > 88.5f ? 88.5f : x);
+  // Down to exp(-104) (below 2^-150, which rounds to 0): results under 2^-126 are subnormal, so
+  // 2^k is applied in two steps there (2^(k + 64), then 2^-64) and the exponent field stays
+  // positive; likewise 2^128 (x up to log(FLT_MAX) = 88.72, a finite result) as 2^127 * 2.
+  float xc = x < -104.0f ? -104.0f : (x > 88.75f ? 88.75f : x);
   float k = __builtin_rintf(xc * 1.44269504088896341f);
   float r = fmaf(k, -0.693359375f, xc);
   r = fmaf(k, 2.12194440e-4f, r);
@@ -107,9 +111,11 @@ static inline float ks_expf(float x) {
   p = fmaf(p, r, 1.6666665459e-1f);
   p = fmaf(p, r, 5.0000001201e-1f);
   float y = fmaf(p * r, r, r) + 1.0f;
-  y *= ks_bitsf((uint32_t)((int32_t)k + 127) << 23);
-  y = x < -87.3f ? 0.0f : y;
-  y = x > 88.7f ? __builtin_inff() : y;
+  const bool tiny = k < -100.0f, huge = k > 127.0f;
+  y *= ks_bitsf((uint32_t)((int32_t)k + (tiny ? 64 + 127 : huge ? 126 : 127)) << 23);
+  y *= tiny ? 5.42101086242752217e-20f : huge ? 2.0f : 1.0f;  // 2^-64, 2
+  y = x < -103.98f ? 0.0f : y;
+  y = x > 88.75f ? __builtin_inff() : y;
   return x != x ? x : y;
 }
 

@@ -213,14 +213,16 @@ TEST(ValidateSchedule, UnscheduledWhenAsked) {
   EXPECT_THROW(driver::schedule_program(p, o), UserError);
 }
 
-TEST(ValidateSchedule, AChunkOfOneElementIsValidated) {
+TEST(ValidateSchedule, AChunkOfOneElementIsNotFusedThroughAnExponentiatedSum) {
   // A split-K chain whose later reductions read values derived from a chunk's local partials: a
   // sum extrapolated to the whole axis, a root of a sum of squares about it, a min of exp(t0 - a1).
   // A chunk of one element extrapolates its only term N-fold; its local root is far above the
   // global one, its partial min underflows to 0 and the repair's factor exp(a1 - a1') overflows.
-  // The scheduler keeps a zero partial as it is (split_k_update); without that guard, 0 * inf is
-  // NaN where the reference is finite, and the validator, whose instance with few rows ends in a
-  // chunk of one element, rejects the schedule.
+  // The scheduler kept a zero partial as it was and the validator, whose instance with few rows
+  // ends in a chunk of one element, rejected the schedule without that guard. A repair that
+  // exponentiates a value a sum produces is now refused before that (the fuzzer found such
+  // chunk-local sums overflow where neither the guard nor the validator helps): the driver warns
+  // and runs those reductions unfused.
   ir::LoopProgram p = lowered(R"(
 param EPS: f32 = 1e-5
 input X: f32[M, N]
@@ -239,33 +241,7 @@ output Z[i, j]: bf16 = select(a3[i] > 0, t0[i, j] / a3[i], 0)
   o.sizes = {{"M", 8}, {"N", 1000}};
   o.chunk_tiles = 1;
   driver::Scheduled s = driver::schedule_program(p, o);
-  ASSERT_TRUE(s.validation && s.validation->ok) << s.validation->failure;
-  ASSERT_NE(std::find(s.primitives.begin(), s.primitives.end(), "split_k_update"),
-            s.primitives.end());
-  // The same schedule without the guard select(t == 0, t, h(t, ...)).
-  ir::LoopProgram unguarded = s.program;
-  unguarded.body = ir::mutate_exprs(unguarded.body, [](const ir::Expr& e) {
-    return ir::mutate(e, [](const ir::Expr& n) -> ir::Expr {
-      if (n->op == ir::Op::Select && n->args[0]->op == ir::Op::Eq &&
-          n->args[0]->args[1]->op == ir::Op::FloatImm && n->args[0]->args[1]->float_value == 0.0 &&
-          ir::equal(n->args[0]->args[0], n->args[1]))
-        return n->args[2];
-      return n;
-    });
-  });
-  ASSERT_NE(ir::to_string(unguarded), ir::to_string(s.program));
-  driver::ValidationOptions v;
-  v.sizes = o.sizes;
-  v.chunk_tiles = 1;
-  driver::ValidationReport r = driver::validate_schedule(p, unguarded, v);
-  EXPECT_TRUE(r.ran);
-  EXPECT_FALSE(r.ok);
-  // At the run's sizes of the fuzzer's find, random normal inputs put the row's dominant term in
-  // the chunk of one element in a few rows of 65 only; with inputs of large magnitude, every
-  // chunk's partial underflows and its factor overflows.
-  v.sizes = {{"M", 65}, {"N", 65}};
-  r = driver::validate_schedule(p, unguarded, v);
-  EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.failure.find("large magnitudes"), std::string::npos) << r.failure;
-  EXPECT_TRUE(driver::validate_schedule(p, s.program, v).ok);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  EXPECT_NE(s.warnings.front().find("the repair exponentiates a1.sum0"), std::string::npos)
+      << s.warnings.front();
 }
