@@ -3,6 +3,7 @@
 #include "driver/Driver.h"
 
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -20,6 +21,7 @@
 #include "target/cuda/Driver.h"
 #include "te/Lower.h"
 #include "te/Program.h"
+#include "tile/Passes.h"
 #include "tile/Translate.h"
 
 namespace kintsugi::driver {
@@ -241,33 +243,128 @@ std::map<std::string, ValidationReport>& validated() {
   return m;
 }
 
-ValidationReport validate_cached(const ir::LoopProgram& program, const schedule::Schedule& s,
-                                 const ValidationOptions& v) {
-  std::string key = ir::to_string(program) + "\n" + s.trace().dump() + "\n";
-  for (const auto& [d, n] : v.sizes) key += d + "=" + std::to_string(n) + ",";
-  for (const auto& [q, x] : v.params) key += q + "=" + std::to_string(x) + ",";
+// The validation `run` computes, cached under `key` (what it depends on, in full).
+ValidationReport cached_validation(const std::string& key,
+                                   const std::function<ValidationReport()>& run) {
   {
     std::lock_guard<std::mutex> lock(validated_mu);
     if (auto it = validated().find(key); it != validated().end()) return it->second;
   }
-  const std::string format = std::string("kintsugi schedule validation ") + kCommit;
+  const std::string format = std::string("kintsugi validation 2 ") + kCommit;
   const std::string name = hex64(fnv1a(key)) + hex64(fnv1a(key, fnv1a(format)));
   std::optional<std::string> dir = disk_cache::resolve_dir("", "schedule validation");
   std::filesystem::path entry, meta;
   if (dir) {
     entry = std::filesystem::path(*dir) / ("validated-" + name + ".txt");
     meta = std::filesystem::path(*dir) / ("validated-" + name + ".meta");
-    if (disk_cache::load_entry(entry, meta, format, name) == std::string("ok")) {
-      ValidationReport r;
-      r.ran = true;
-      return r;  // passed in an earlier process (seconds 0: nothing ran now)
+    // A pass from an earlier process, with its instances (seconds 0: nothing ran now).
+    if (std::optional<std::string> text = disk_cache::load_entry(entry, meta, format, name)) {
+      nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+      if (j.is_object() && j.value("ok", false) && j.contains("shrunk") && j.contains("few_rows") &&
+          j.contains("row_tiles")) {
+        ValidationReport r;
+        r.ran = true;
+        r.shrunk = j.at("shrunk").get<runtime::SizeMap>();
+        r.few_rows = j.at("few_rows").get<runtime::SizeMap>();
+        r.row_tiles = j.at("row_tiles").get<runtime::SizeMap>();
+        return r;
+      }
     }
   }
-  ValidationReport r = validate_schedule(program, s.program(), v);
-  if (dir && r.ran && r.ok) disk_cache::store_entry(entry, meta, format, name, "ok");
+  ValidationReport r = run();
+  if (dir && r.ran && r.ok) {
+    nlohmann::json j = {
+        {"ok", true}, {"shrunk", r.shrunk}, {"few_rows", r.few_rows}, {"row_tiles", r.row_tiles}};
+    disk_cache::store_entry(entry, meta, format, name, j.dump());
+  }
   std::lock_guard<std::mutex> lock(validated_mu);
   validated()[key] = r;
   return r;
+}
+
+std::string sizes_key(const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
+  std::string key;
+  for (const auto& [d, n] : sizes) key += d + "=" + std::to_string(n) + ",";
+  for (const auto& [q, x] : params) key += q + "=" + std::to_string(x) + ",";
+  return key;
+}
+
+ValidationReport validate_cached(const ir::LoopProgram& program, const schedule::Schedule& s,
+                                 const ValidationOptions& v) {
+  std::string key = "schedule\n" + ir::to_string(program) + "\n" + s.trace().dump() + "\n" +
+                    sizes_key(v.sizes, v.params);
+  return cached_validation(key, [&] { return validate_schedule(program, s.program(), v); });
+}
+
+// The tile program of `s` at `sizes`, translated and run through the first `passes` tile passes.
+tile::TileProgram tiles_through(const Scheduled& s, const runtime::SizeMap& sizes, size_t passes) {
+  tile::TileProgram tp = tile::translate(s.program, sizes);
+  for (size_t k = 0; k < passes; ++k) {
+    tile::passes()[k].run(tp);
+    tile::verify(tp);
+  }
+  return tp;
+}
+
+ValidationReport validate_tiles_cached(const Scheduled& s, size_t passes) {
+  std::string key = "tiles " + std::to_string(passes) + "\n" + ir::to_string(s.program) + "\n" +
+                    sizes_key(s.validation->row_tiles, s.params) + "\n" +
+                    sizes_key(s.validation->few_rows, {});
+  return cached_validation(key, [&] {
+    return validate_tiles(
+        s.program, [&](const runtime::SizeMap& at) { return tiles_through(s, at, passes); },
+        *s.validation, s.params);
+  });
+}
+
+// The tile program of `s` at `sizes`: translated, optimised by the tile passes, and checked by
+// execution against the scheduled program when the schedule was (validate_tiles). When the
+// optimised program fails, the passes are replayed one at a time and the program before the
+// first that breaks the result is used (with a warning naming it); when the translation itself
+// fails, there is no tile program (`not_tile` says why).
+struct Tiles {
+  std::shared_ptr<const tile::TileProgram> program;
+  std::string not_tile;
+  std::vector<std::string> warnings;
+  std::optional<ValidationReport> validation;  // of `program`, when it ran
+};
+
+Tiles make_tiles(const Scheduled& s, const runtime::SizeMap& sizes) {
+  Tiles out;
+  const size_t all = tile::passes().size();
+  tile::TileProgram optimized;
+  try {
+    optimized = tiles_through(s, sizes, all);
+  } catch (const tile::NotTileForm& e) {
+    out.not_tile = e.what();
+    return out;
+  }
+  if (!s.validation || !s.validation->ran) {
+    out.program = std::make_shared<tile::TileProgram>(std::move(optimized));
+    return out;
+  }
+  ValidationReport report = validate_tiles_cached(s, all);
+  out.validation = report;
+  if (report.ok) {
+    if (!report.ran)
+      out.warnings.push_back("the tile program was not validated: " + report.failure);
+    out.program = std::make_shared<tile::TileProgram>(std::move(optimized));
+    return out;
+  }
+  // The first pass after which the program no longer agrees; the program before it is used.
+  size_t good = 0;
+  while (good < all && validate_tiles_cached(s, good + 1).ok) ++good;
+  if (good == 0 && !validate_tiles_cached(s, 0).ok) {
+    out.not_tile = "the translated tile program does not agree with the scheduled program (" +
+                   validate_tiles_cached(s, 0).failure + ")";
+    return out;
+  }
+  out.warnings.push_back(std::string("tile pass ") + std::to_string(good + 1) + " '" +
+                         tile::passes()[good].name +
+                         "' was rejected by validation: it changes the result (" + report.failure +
+                         "); the passes from it on are not run");
+  out.program = std::make_shared<tile::TileProgram>(tiles_through(s, sizes, good));
+  return out;
 }
 
 }  // namespace
@@ -324,6 +421,7 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
         out.warnings.push_back("the schedule was not validated: " + report->failure);
     }
     out.program = s.program();
+    out.params = o.params;
     out.trace = s.trace();
     out.primitives = s.primitive_names();
     out.notes = notes;
@@ -342,23 +440,21 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
 
 tile::TileProgram to_tiles(const Scheduled& s, const runtime::SizeMap& sizes,
                            const std::string& who) {
-  try {
-    return tile::translate(s.program, sizes);
-  } catch (const tile::NotTileForm& e) {
-    arg_error << who << ": program '" << s.program.name << "' is not in tile form: " << e.what();
-  }
-  return {};  // not reached: arg_error throws
+  Tiles t = make_tiles(s, sizes);
+  if (!t.program)
+    arg_error << who << ": program '" << s.program.name << "' is not in tile form: " << t.not_tile;
+  return *t.program;
 }
 
 CodePaths code_paths(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes) {
   CodePaths c;
   if (s.schedule == "auto") {
-    try {
-      c.tiles = std::make_shared<tile::TileProgram>(tile::translate(s.program, sizes));
-      c.form = "tile";
-    } catch (const tile::NotTileForm& e) {
-      c.not_tile = e.what();
-    }
+    Tiles t = make_tiles(s, sizes);
+    c.tiles = t.program;
+    c.not_tile = t.not_tile;
+    c.warnings = t.warnings;
+    c.tile_validation = t.validation;
+    if (c.tiles) c.form = "tile";
   }
   if (c.tiles && target.kind == Target::Kind::Cuda) {
     std::vector<cuda::KernelLaunch> launches = cuda::generate_cuda_source(*c.tiles).launches;
@@ -406,6 +502,7 @@ Built build_kernel(const Scheduled& s, const Target& target, const runtime::Size
   b.kernels = c.kernels;
   b.warnings = c.warnings;
   b.shortfalls = c.shortfalls;
+  b.tile_validation = c.tile_validation;
   if (target.kind == Target::Kind::Cuda) {
     if (!c.tiles) to_tiles(s, sizes, "--target cuda");  // throws: not in tile form
     std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;

@@ -7,9 +7,11 @@
 //                     that passes, falling back from split-K to rolling update to unscheduled
 //                     with a warning that names the primitive that broke the program; what was
 //                     fused (FusedReduction)
-//   build_kernel      scheduled loop program -> tile program (when it is in tile form) -> the
-//                     target's code -> a kernel (CPU shared object, or CUDA module); the code
-//                     path each kernel took (KernelPath)
+//   build_kernel      scheduled loop program -> tile program (when it is in tile form) ->
+//                     the tile passes -> translation validation of the tile program against
+//                     the scheduled one (a pass that breaks it is dropped, with a warning) ->
+//                     the target's code -> a kernel (CPU shared object, or CUDA module); the
+//                     code path each kernel took (KernelPath)
 //   (code_paths       the same paths without compiling: `kintsugi lower`, no GPU needed)
 //
 // Invariant established: no front end runs a schedule that did not pass validation against the
@@ -111,6 +113,7 @@ struct Scheduled {
   std::vector<Shortfall> shortfalls;           // of those, the ones `require` can name
   std::vector<FusedReduction> fusion;          // every reduction and its update
   std::optional<ValidationReport> validation;  // of the schedule in `program`
+  runtime::ParamMap params;                    // as in the options (validation runs with them)
   std::set<Requirement> require;               // as in the options: build_kernel checks them
   std::string require_who = "--require";
 };
@@ -125,7 +128,8 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
 struct CodePaths {
   std::string form;      // "tile" or "loop": the IR the code is generated from
   std::string not_tile;  // why the program is not in tile form ("" in tile form)
-  std::shared_ptr<const tile::TileProgram> tiles;  // the tile program (form "tile")
+  std::shared_ptr<const tile::TileProgram> tiles;   // the tile program (form "tile")
+  std::optional<ValidationReport> tile_validation;  // of `tiles` against the scheduled program
   std::vector<KernelPath> kernels;
   std::vector<std::string> warnings;
   std::vector<Shortfall> shortfalls;
@@ -149,6 +153,7 @@ struct Built {
   std::vector<KernelPath> kernels;
   std::vector<std::string> warnings;  // a slower code path taken (CodePaths)
   std::vector<Shortfall> shortfalls;
+  std::optional<ValidationReport> tile_validation;  // as in CodePaths
   std::shared_ptr<cpu::CpuKernel> cpu;
   std::shared_ptr<cuda::CudaKernel> gpu;
   bool from_cache = false;

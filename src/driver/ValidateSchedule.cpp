@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -16,6 +17,8 @@
 #include "runtime/Runner.h"
 #include "schedule/Analysis.h"
 #include "support/Error.h"
+#include "tile/Interpreter.h"
+#include "tile/Translate.h"
 
 namespace kintsugi::driver {
 
@@ -205,9 +208,15 @@ struct SetResult {
   std::string failure;
 };
 
-SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& scheduled,
-                    const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-                    const InputSet& set, bool exact_only, uint64_t seed) {
+// What is checked against the reference: run in a mode on the instance's inputs.
+using Candidate = std::function<ir::InterpResult(
+    ir::InterpMode, const std::map<std::string, const runtime::Tensor*>&, const runtime::SizeMap&,
+    const runtime::ParamMap&)>;
+
+SetResult check_set(const ir::LoopProgram& original, const Candidate& candidate,
+                    const std::string& candidate_name, const runtime::SizeMap& sizes,
+                    const runtime::ParamMap& params, const InputSet& set, bool exact_only,
+                    uint64_t seed) {
   const bool typed = set.typed && !exact_only;
   SetResult out;
   std::map<std::string, runtime::Tensor> inputs =
@@ -225,16 +234,16 @@ SetResult check_set(const ir::LoopProgram& original, const ir::LoopProgram& sche
     if (typed) ref_typed = run(original, ir::InterpMode::Typed);
   } catch (const UserError& e) {
     out.runs = false;
-    out.failure = "the original program cannot run at " + sizes_text(sizes) + ": " + e.what();
+    out.failure = "the reference cannot run at " + sizes_text(sizes) + ": " + e.what();
     return out;
   }
   std::string where =
       "at " + sizes_text(sizes) + ", " + set.name + " inputs (seed " + std::to_string(seed) + "), ";
   try {
-    got = run(scheduled, ir::InterpMode::Exact);
-    if (typed) got_typed = run(scheduled, ir::InterpMode::Typed);
+    got = candidate(ir::InterpMode::Exact, in, sizes, params);
+    if (typed) got_typed = candidate(ir::InterpMode::Typed, in, sizes, params);
   } catch (const UserError& e) {
-    out.failure = where + "the scheduled program fails: " + e.what();
+    out.failure = where + "the " + candidate_name + " fails: " + e.what();
     return out;
   }
   for (const ir::Buffer* b : original.outputs()) {
@@ -297,10 +306,15 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
       if (few != tiles || k > 0) jobs.push_back({&few, k, false});
     // The jobs are independent: one thread each.
     std::vector<std::future<SetResult>> runs;
+    Candidate run_scheduled = [&](ir::InterpMode mode, const auto& in, const auto& sizes,
+                                  const auto& params) {
+      return ir::interpret(scheduled, mode, in, sizes, params);
+    };
     for (const Job& j : jobs)
       runs.push_back(std::async(std::launch::async, check_set, std::cref(original),
-                                std::cref(scheduled), std::cref(*j.sizes), std::cref(o.params),
-                                std::cref(sets[j.set]), j.exact_only, o.seed + j.set));
+                                std::cref(run_scheduled), std::string("scheduled program"),
+                                std::cref(*j.sizes), std::cref(o.params), std::cref(sets[j.set]),
+                                j.exact_only, o.seed + j.set));
     std::vector<SetResult> results;
     for (auto& r : runs) results.push_back(r.get());
     bool valid_instance =
@@ -312,6 +326,9 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
     }
     report.ran = true;
     report.shrunk = tiles;
+    report.few_rows = few;
+    report.row_tiles =
+        shrink_sizes(original, o, exponent, o.row_tile + kTail, false, AxisEnd::OneElement);
     for (const SetResult& r : results)
       if (!r.failure.empty() && report.ok) {
         report.ok = false;
@@ -319,6 +336,68 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
       }
     if (report.ok) report.failure.clear();
     break;
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+ValidationReport validate_tiles(
+    const ir::LoopProgram& scheduled,
+    const std::function<tile::TileProgram(const runtime::SizeMap&)>& tiles_at,
+    const ValidationReport& schedule_report, const runtime::ParamMap& params, uint64_t seed) {
+  auto t0 = std::chrono::steady_clock::now();
+  ValidationReport report;
+  const runtime::SizeMap* two_tiles = &schedule_report.row_tiles;
+  const runtime::SizeMap* few = &schedule_report.few_rows;
+  std::map<const runtime::SizeMap*, tile::TileProgram> tiles;
+  try {
+    for (const runtime::SizeMap* sizes : {two_tiles, few}) tiles[sizes] = tiles_at(*sizes);
+  } catch (const tile::NotTileForm& e) {
+    report.failure =
+        std::string("the program is not in tile form at the validation sizes: ") + e.what();
+    return report;
+  }
+  Candidate run_tiles = [&](ir::InterpMode mode, const auto& in, const auto& sizes,
+                            const auto& ps) {
+    const runtime::SizeMap* at = sizes == *two_tiles ? two_tiles : few;
+    return tile::interpret(tiles.at(at), mode, in, sizes, ps);
+  };
+  // What translation and the tile passes can break is structure (regions, masks, tails, grid
+  // indices, which values are rounded), not the repairs' numerics, which the schedule's
+  // validation covered: two row tiles with random values in exact arithmetic, and a few rows
+  // with random values (also rounded to the program's types), ties, and -inf and NaN.
+  const std::vector<InputSet> sets = input_sets();
+  struct Job {
+    const runtime::SizeMap* sizes;
+    const char* set;
+    bool exact_only;
+  };
+  const std::vector<Job> jobs = {{two_tiles, "random", true},
+                                 {few, "random", false},
+                                 {few, "ties", false},
+                                 {few, "-inf and NaN", false}};
+  std::vector<std::future<SetResult>> runs;
+  for (const Job& j : jobs) {
+    size_t k = 0;
+    while (std::string(sets[k].name) != j.set) ++k;
+    runs.push_back(std::async(std::launch::async, check_set, std::cref(scheduled),
+                              std::cref(run_tiles), std::string("tile program"),
+                              std::cref(*j.sizes), std::cref(params), std::cref(sets[k]),
+                              j.exact_only, seed + k));
+  }
+  report.ran = true;
+  report.shrunk = *two_tiles;
+  report.few_rows = *few;
+  report.row_tiles = *two_tiles;
+  for (auto& r : runs) {
+    SetResult result = r.get();
+    if (!result.runs && report.ran && report.ok) {
+      report.ran = false;
+      report.failure = result.failure;
+    } else if (!result.failure.empty() && report.ok && report.ran) {
+      report.ok = false;
+      report.failure = result.failure;
+    }
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

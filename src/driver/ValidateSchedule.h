@@ -1,6 +1,7 @@
 // \file ValidateSchedule.h
 // Translation validation of a schedule: the scheduled loop program and the original are run by
-// the reference interpreter on small instances of the same program and must agree.
+// the reference interpreter on small instances of the same program and must agree; and of the
+// tile program made from the scheduled program, run by the tile interpreter against it.
 //
 // The instances are shrunk from the sizes the schedule was chosen at so that every kind of tile the
 // schedule creates occurs: the fused reduction axis spans several chunks of several tiles and ends
@@ -23,11 +24,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ir/Interpreter.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
+#include "tile/TileIR.h"
 
 namespace kintsugi::driver {
 
@@ -47,14 +50,32 @@ struct ValidationOptions {
 struct ValidationReport {
   bool ran = false;  // false: no instance of the program could be run (`failure` says why)
   bool ok = true;
-  std::string failure;      // the instance, input set and output that disagreed
-  runtime::SizeMap shrunk;  // the sizes of the instance
+  std::string failure;        // the instance, input set and output that disagreed
+  runtime::SizeMap shrunk;    // the sizes of the instance with two row tiles
+  runtime::SizeMap few_rows;  // the sizes of the instance with a few rows (every input set)
+  // Two row tiles over the axis of the few rows: where the tile program is checked (the head
+  // size at its specialised value makes the instance of `shrunk` costly).
+  runtime::SizeMap row_tiles;
   double seconds = 0.0;
 };
 
 // Runs `original` and `scheduled` on the shrunk instances; ok when every output agrees.
 ValidationReport validate_schedule(const ir::LoopProgram& original,
                                    const ir::LoopProgram& scheduled, const ValidationOptions& o);
+
+// Translation validation of tile programs: the tile program of `scheduled` that `tiles_at`
+// makes at given sizes (translated and optimised as the compiler does) is run by the tile
+// interpreter on the instances of `schedule_report` (two row tiles, and a few rows with every
+// input set) against `scheduled` run by the reference interpreter; ok when every output agrees.
+// The tile program is made at each instance's sizes: a tile program is symbolic in every size
+// but the ones it is specialised for (the head size as a tile extent), which the instance
+// shrinks with the rest, so the program checked is the one that runs but for that constant (the
+// reference at a head size of 128 would cost seconds). Not run (`ran` false, `failure` says why)
+// when the program is not in tile form at those sizes.
+ValidationReport validate_tiles(
+    const ir::LoopProgram& scheduled,
+    const std::function<tile::TileProgram(const runtime::SizeMap&)>& tiles_at,
+    const ValidationReport& schedule_report, const runtime::ParamMap& params, uint64_t seed = 1);
 
 // The first disagreement of an output `got` with the reference `ref` ("" when they agree): the
 // largest error over the largest finite |reference| (an absolute error of one for integer

@@ -84,6 +84,23 @@ double dtype_epsilon(DType t) {
   }
 }
 
+double dtype_max_finite(DType t) {
+  switch (t) {
+    case DType::F16:
+      return 65504.0;
+    case DType::BF16:
+      return std::ldexp(255.0, 120);  // (2 - 2^-7) * 2^127
+    case DType::F32:
+      return std::ldexp(16777215.0, 104);  // (2 - 2^-23) * 2^127
+    case DType::F8E4M3:
+      return 448.0;
+    case DType::F8E5M2:
+      return 57344.0;
+    default:
+      return 0.0;
+  }
+}
+
 namespace {
 // Rounds |x| (finite, non-negative) to a binary float with `mant` explicit mantissa bits, minimum
 // normal exponent `emin` and maximum finite value `maxv`; returns the rounded magnitude.

@@ -38,6 +38,8 @@ int dtype_bytes(DType t);
 // Machine epsilon of a float type (2^-10 for f16, 2^-7 for bf16, 2^-23 for f32, 2^-3 for e4m3,
 // 2^-2 for e5m2).
 double dtype_epsilon(DType t);
+// The largest finite value of a float type (65504 for f16, 448 for e4m3); 0 for other types.
+double dtype_max_finite(DType t);
 
 // Bit-exact conversions. Rounding is to nearest, ties to even; overflow gives +-inf; NaN stays NaN.
 uint16_t double_to_f16_bits(double x);

@@ -76,13 +76,15 @@ class Compiler {
   Compiler(const LoopProgram& p, InterpMode mode, Frame& frame)
       : p_(p), mode_(mode), frame_(frame) {}
 
-  void declare_int(const std::string& name, int64_t value) {
+  int declare_int(const std::string& name, int64_t value) {
     scope_.push_back({name, static_cast<int>(frame_.ints.size())});
     frame_.ints.push_back(value);
+    return scope_.back().second;
   }
-  void declare_float(const std::string& name, double value) {
+  int declare_float(const std::string& name, double value) {
     float_params_[name] = static_cast<int>(frame_.floats.size());
     frame_.floats.push_back(value);
+    return float_params_[name];
   }
   void declare_buffer(Buf b) {
     buffer_index_[b.name] = static_cast<int>(frame_.bufs.size());
@@ -199,6 +201,64 @@ class Compiler {
   std::map<std::string, int> float_params_;
   std::map<std::string, int> buffer_index_;
 
+  // An integer expression built only of variables, constants, +, - and multiplication by a
+  // constant (an index such as jo * 64 + ji), as c + sum of k_i * v_i: one closure instead of
+  // one per node. Every product and partial sum is checked, so a value it returns is the exact
+  // value of the expression; an intermediate value of the tree out of the 64-bit range is
+  // reported when a term or partial sum of the flat form is too.
+  struct Affine {
+    int64_t constant = 0;
+    std::vector<std::pair<int, int64_t>> terms;  // (slot, coefficient)
+    int nodes = 0;
+  };
+  bool collect_affine(const Expr& e, int64_t scale, Affine* out) {
+    ++out->nodes;
+    int64_t product = 0;
+    switch (e->op) {
+      case Op::IntImm:
+        if (__builtin_mul_overflow(e->int_value, scale, &product) ||
+            __builtin_add_overflow(out->constant, product, &out->constant))
+          return false;
+        return true;
+      case Op::Var: {
+        if (!is_int(e->type)) return false;
+        for (auto it = scope_.rbegin(); it != scope_.rend(); ++it)
+          if (it->first == e->name) {
+            out->terms.push_back({it->second, scale});
+            return true;
+          }
+        return false;
+      }
+      case Op::Add:
+        return collect_affine(e->args[0], scale, out) && collect_affine(e->args[1], scale, out);
+      case Op::Sub:
+        return collect_affine(e->args[0], scale, out) && scale != INT64_MIN &&
+               collect_affine(e->args[1], -scale, out);
+      case Op::Mul:
+        for (int k = 0; k < 2; ++k)
+          if (e->args[k]->op == Op::IntImm) {
+            if (__builtin_mul_overflow(scale, e->args[k]->int_value, &product)) return false;
+            return collect_affine(e->args[1 - k], product, out);
+          }
+        return false;
+      default:
+        return false;
+    }
+  }
+  IFn affine_expr(const Expr& e) {
+    if (e->op != Op::Add && e->op != Op::Sub && e->op != Op::Mul) return {};
+    Affine a;
+    if (!collect_affine(e, 1, &a) || a.nodes < 3) return {};
+    return [a, e](Frame& f) {
+      int64_t sum = a.constant, term = 0;
+      for (const auto& [slot, k] : a.terms)
+        if (__builtin_mul_overflow(f.ints[slot], k, &term) ||
+            __builtin_add_overflow(sum, term, &sum))
+          throw_overflow(e);
+      return sum;
+    };
+  }
+
   int new_slot(const std::string& name) {
     int slot = static_cast<int>(frame_.ints.size());
     frame_.ints.push_back(0);
@@ -260,7 +320,10 @@ class Compiler {
     };
   }
 
+  // The compiled forms of an expression (ScalarEval compiles with these too).
+ public:
   IFn int_expr(const Expr& e) {
+    if (IFn f = affine_expr(e)) return f;
     switch (e->op) {
       case Op::IntImm:
       case Op::BoolImm: {
@@ -562,24 +625,18 @@ std::vector<int64_t> eval_shape(const std::vector<Expr>& shape, const runtime::S
   return out;
 }
 
-InterpResult interpret(const LoopProgram& p, InterpMode mode,
-                       const std::map<std::string, const runtime::Tensor*>& inputs,
-                       const runtime::SizeMap& sizes, const runtime::ParamMap& param_overrides) {
-  Frame frame;
-  Compiler c(p, mode, frame);
-  runtime::ParamMap params;
+namespace {
+
+// Declares the program's params in `c` with their values (or the overrides), checked against
+// their types.
+void declare_params(Compiler& c, const LoopProgram& p, InterpMode mode,
+                    const runtime::ParamMap& param_overrides, runtime::ParamMap* params) {
   for (const Param& q : p.params) {
     auto it = param_overrides.find(q.name);
-    params[q.name] = it != param_overrides.end() ? it->second : q.value;
-  }
-  for (const std::string& d : p.dims) {
-    auto it = sizes.find(d);
-    if (it == sizes.end())
-      arg_error << "size '" << d << "' has no value; give it with --shape " << d << "=N";
-    c.declare_int(d, it->second);
+    (*params)[q.name] = it != param_overrides.end() ? it->second : q.value;
   }
   for (const Param& q : p.params) {
-    double v = params[q.name];
+    double v = (*params)[q.name];
     // Integer params truncate; a value outside the type's range has no meaning in a kernel.
     if (std::string why = param_value_problem(q.dtype, is_int(q.dtype) ? std::trunc(v) : v);
         !why.empty())
@@ -589,6 +646,71 @@ InterpResult interpret(const LoopProgram& p, InterpMode mode,
     else
       c.declare_float(q.name, mode == InterpMode::Typed ? round_to_dtype(v, q.dtype) : v);
   }
+}
+
+}  // namespace
+
+struct ScalarEval::Impl {
+  Frame frame;
+  Compiler compiler;
+  std::vector<IFn> ints;  // by handle; empty where the expression is a float one
+  std::vector<FFn> floats;
+  Impl(const LoopProgram& p, InterpMode mode) : compiler(p, mode, frame) {}
+};
+
+ScalarEval::ScalarEval(const LoopProgram& program, InterpMode mode, const runtime::ParamMap& params)
+    : impl_(std::make_unique<Impl>(program, mode)) {
+  runtime::ParamMap values;
+  declare_params(impl_->compiler, program, mode, params, &values);
+}
+
+ScalarEval::~ScalarEval() = default;
+
+int ScalarEval::declare_int(const std::string& name) {
+  return impl_->compiler.declare_int(name, 0);
+}
+
+int ScalarEval::declare_float(const std::string& name) {
+  return impl_->compiler.declare_float(name, 0.0);
+}
+
+void ScalarEval::set_int(int slot, int64_t value) {
+  impl_->frame.ints[slot] = value;
+}
+
+void ScalarEval::set_float(int slot, double value) {
+  impl_->frame.floats[slot] = value;
+}
+
+int ScalarEval::compile(const Expr& e) {
+  if (is_float(e->type)) {
+    impl_->floats.push_back(impl_->compiler.float_expr(e));
+    impl_->ints.emplace_back();
+  } else {
+    impl_->ints.push_back(impl_->compiler.int_expr(e));
+    impl_->floats.emplace_back();
+  }
+  return static_cast<int>(impl_->ints.size()) - 1;
+}
+
+double ScalarEval::eval(int handle) {
+  if (const IFn& f = impl_->ints[handle]) return static_cast<double>(f(impl_->frame));
+  return impl_->floats[handle](impl_->frame);
+}
+
+InterpResult interpret(const LoopProgram& p, InterpMode mode,
+                       const std::map<std::string, const runtime::Tensor*>& inputs,
+                       const runtime::SizeMap& sizes, const runtime::ParamMap& param_overrides) {
+  Frame frame;
+  Compiler c(p, mode, frame);
+  for (const std::string& d : p.dims) {
+    auto it = sizes.find(d);
+    if (it == sizes.end())
+      arg_error << "size '" << d << "' has no value; give it with --shape " << d << "=N";
+    c.declare_int(d, it->second);
+  }
+  runtime::ParamMap params;
+  declare_params(c, p, mode, param_overrides, &params);
   c.freeze_globals();
   for (const Buffer& b : p.buffers) {
     Buf buf{b.name, b.dtype, eval_shape(b.shape, sizes, params), {}, {}};

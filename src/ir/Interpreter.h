@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,33 @@ struct InterpResult {
 InterpResult interpret(const LoopProgram& program, InterpMode mode,
                        const std::map<std::string, const runtime::Tensor*>& inputs,
                        const runtime::SizeMap& sizes, const runtime::ParamMap& params = {});
+
+// Scalar expressions without loads, compiled once and evaluated many times with the
+// interpreter's semantics (rounding by mode, NaN-propagating min and max, checked integer
+// arithmetic): the tile interpreter's starts, extents, fills and elementwise operations.
+// Variables are slots declared by name; the program's params take their values (or `params`'),
+// checked as `interpret` checks them.
+class ScalarEval {
+ public:
+  ScalarEval(const LoopProgram& program, InterpMode mode, const runtime::ParamMap& params);
+  ~ScalarEval();
+  ScalarEval(const ScalarEval&) = delete;
+  ScalarEval& operator=(const ScalarEval&) = delete;
+
+  // A new variable `name` (shadowing an earlier one of that name in later compiles): its slot.
+  int declare_int(const std::string& name);
+  int declare_float(const std::string& name);
+  void set_int(int slot, int64_t value);
+  void set_float(int slot, double value);
+  // Compiles `e` over the variables declared so far: a handle for `eval`.
+  int compile(const Expr& e);
+  // The value of compiled expression `handle` (an integer or bool one converted to double).
+  double eval(int handle);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Evaluates an integer expression over dims and params (shapes, extents).
 int64_t eval_int(const Expr& e, const runtime::SizeMap& sizes,

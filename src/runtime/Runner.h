@@ -60,9 +60,10 @@ struct RunReport {
   std::vector<std::string> warnings;  // a schedule rejected by validation, a slower path taken
   std::vector<driver::FusedReduction> fusion;  // every reduction and the update that fused it
   std::vector<driver::KernelPath> kernels;     // the code path of every kernel
-  double validation_seconds = 0.0;             // the schedule's validation (0 when cached or off)
-  std::string form;              // the code the kernel was generated from: "tile" or "loop"
-  std::optional<bool> verified;  // null without --verify
+  double validation_seconds = 0.0;  // the schedule's and the tile program's validation (0 when
+                                    // cached or off)
+  std::string form;                 // the code the kernel was generated from: "tile" or "loop"
+  std::optional<bool> verified;     // null without --verify
   double max_rel_err = 0.0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench
@@ -84,7 +85,9 @@ std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, cons
 // computes or stores in, and on the output type).
 double tolerance_for(const ir::LoopProgram& program, DType output);
 // Compares a computed output with the exact reference. `nonfinite_inputs`: some input holds NaN
-// or an infinity, and a NaN of the reference may be any value (docs/language.md, Semantics).
+// or an infinity, and a NaN of the reference may be any value (docs/language.md, Semantics). At
+// the output type's overflow boundary (the reference and the output both within the tolerance of
+// its largest finite value, with the same sign), its largest value and infinity agree.
 OutputCheck compare_output(const std::string& name, const Tensor& out,
                            const std::vector<double>& ref, double tolerance,
                            bool nonfinite_inputs = false);

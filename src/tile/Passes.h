@@ -40,8 +40,11 @@
 //                                              compute (double buffering)
 // Tail masking and dead-tile skipping are already explicit when translation ends (region
 // bounds checks, store masks, and the loop bounds that mask propagation narrowed).
-// Every pass keeps the program verifiable (TileIR.h's verify runs after each).
+// Every pass keeps the program verifiable (TileIR.h's verify runs after each). The driver runs
+// them after translation and checks the result by execution (driver::validate_tiles).
 #pragma once
+
+#include <vector>
 
 #include "tile/TileIR.h"
 
@@ -58,7 +61,14 @@ void hoist_invariants(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);
 
-// All of the above, in order.
+// The passes above, in order, with their names (for a validation failure that names one).
+struct NamedPass {
+  const char* name;
+  void (*run)(TileProgram&);
+};
+const std::vector<NamedPass>& passes();
+
+// All of the above, in order, verifying the program after each.
 void optimize(TileProgram& p);
 
 }  // namespace kintsugi::tile

@@ -1044,7 +1044,6 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     out.kernels.push_back(std::move(k));
   }
   verify(out);
-  optimize(out);
   return out;
 }
 

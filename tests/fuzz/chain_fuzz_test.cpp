@@ -50,6 +50,7 @@
 #include "target/cpu/CpuBackend.h"
 #include "te/Lower.h"
 #include "te/Program.h"
+#include "tile/Passes.h"
 #include "tile/Translate.h"
 
 namespace {
@@ -846,14 +847,30 @@ class Fuzzer {
   bool compare_kernel(const std::string& which, const Instance& inst,
                       const std::map<std::string, runtime::Tensor>& outputs) {
     ir::InterpResult typed = ir::interpret(program_, ir::InterpMode::Typed, inst.in(), inst.sizes);
+    // The exact reference at inputs moved by one f32 rounding (relative 2^-24, random sign): an
+    // output that this moves beyond the tolerance depends on rounding noise (a sum that cancels
+    // to a few ulps decides a select or divides), and no f32 kernel can be held to it.
+    std::map<std::string, runtime::Tensor> moved = inst.inputs;
+    std::mt19937_64 rng(seed_ * 1000003 + index_);
+    for (auto& [name, t] : moved)
+      if (is_float(t.dtype))
+        for (int64_t i = 0; i < t.numel(); ++i)
+          t.set(i, t.get(i) * (1.0 + std::ldexp(rng() % 2 ? 1.0 : -1.0, -24)));
+    std::map<std::string, const runtime::Tensor*> moved_in;
+    for (auto& [name, t] : moved) moved_in[name] = &t;
+    ir::InterpResult perturbed =
+        ir::interpret(program_, ir::InterpMode::Exact, moved_in, inst.sizes);
     bool ok = true;
     for (const ir::Buffer* b : program_.outputs()) {
       double tol = runtime::tolerance_for(program_, b->dtype);
       const std::vector<double>& ref = inst.ref.outputs.at(b->name).values;
-      runtime::Tensor t(b->dtype, inst.ref.outputs.at(b->name).shape);
-      for (size_t i = 0; i < ref.size(); ++i)
-        t.set(static_cast<int64_t>(i), typed.outputs.at(b->name).values[i]);
-      if (!runtime::compare_output(b->name, t, ref, tol).ok) {
+      auto agrees = [&](const ir::InterpResult& other) {
+        runtime::Tensor t(b->dtype, inst.ref.outputs.at(b->name).shape);
+        for (size_t i = 0; i < ref.size(); ++i)
+          t.set(static_cast<int64_t>(i), other.outputs.at(b->name).values[i]);
+        return runtime::compare_output(b->name, t, ref, tol).ok;
+      };
+      if (!agrees(typed) || !agrees(perturbed)) {
         ++stats_->ill_conditioned;
         continue;
       }
@@ -888,6 +905,7 @@ class Fuzzer {
     tile::TileProgram tiles;
     try {
       tiles = tile::translate(s.program, inst.sizes);
+      tile::optimize(tiles);
     } catch (const tile::NotTileForm&) {
       ++stats_->emu_not_tile;
       return;
@@ -1039,10 +1057,22 @@ output S[b, i]: f16 = a1[b, i]
 // mismatches): exp(x - a0) with a0 a sum, repaired through exp of its partials, which overflow or
 // underflow where the row's value does not (40036/86, 41022/67, and 31015/32 of the H200 run),
 // now refused; and the CPU tile code's exp, which flushed results below 2^-126 to zero
-// (41032/37: a sum of subnormal exponentials was 0 where the reference is not).
+// (41032/37: a sum of subnormal exponentials was 0 where the reference is not). Then 50000/32:
+// a chunk whose every key is masked through a chain (c0 = select(.., -inf), a1 = sum(exp(c0 -
+// a0))) left a1's partial at 0, and the identity guard dropped the chunk's terms of
+// sum(c0 / a1), which are -inf, not 0 (the guard now finds masks read through maps); and
+// 50015/37: a sum that cancels to rounding noise (2e-16 where its terms are near 1) decides
+// select(a1 > 0, exp(x - a1) / a1, 0): the exact reference gives 4.5e15 (inf in f16), the CPU
+// kernel's f32 order makes a1 <= 0 and gives 0. No f32 kernel can be held to that: an output
+// that one f32 rounding of the inputs moves beyond the tolerance is now ill-conditioned, not
+// compared.
 TEST(chain_fuzz, ReplayedMismatchesAgree) {
-  for (auto [seed, program] :
-       {std::pair<uint64_t, uint64_t>{40036, 86}, {41022, 67}, {31015, 32}, {41032, 37}}) {
+  for (auto [seed, program] : {std::pair<uint64_t, uint64_t>{40036, 86},
+                               {41022, 67},
+                               {31015, 32},
+                               {41032, 37},
+                               {50000, 32},
+                               {50015, 37}}) {
     SCOPED_TRACE("KINTSUGI_FUZZ_SEED=" + std::to_string(seed) +
                  " KINTSUGI_FUZZ_ONLY=" + std::to_string(program));
     Stats stats;

@@ -2,9 +2,10 @@
 // NVRTC compiles of the device header library, no GPU needed: a kernel that uses every primitive
 // compiles for sm_80 and sm_90a without spills, each primitive reaches the PTX, ptxas' resource
 // report is parsed, every header compiles on its own, spills are detected, and bad sources and
-// architectures fail with errors that say why.
+// architectures fail with errors that say why, and a compile past the time limit stops with one.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -221,4 +222,25 @@ TEST(Nvrtc, UnsupportedArchitectureIsAUserError) {
       EXPECT_NE(what.find("sm_80"), std::string::npos) << what;
     }
   }
+}
+
+// NVRTC runs in a child process under KINTSUGI_COMPILE_TIMEOUT: a limit of a millisecond cannot
+// be met (starting the compiler takes longer), so the compile stops with a user error that says
+// how to raise the limit, and the next compile under the default limit works.
+TEST(Nvrtc, CompileTimeLimitIsAUserError) {
+  setenv("KINTSUGI_COMPILE_TIMEOUT", "0.001", 1);
+  try {
+    compile_cuda("extern \"C\" __global__ void k(float* x) { x[0] = 1.f; }\n", "k.cu", "sm_90a",
+                 uncached());
+    unsetenv("KINTSUGI_COMPILE_TIMEOUT");
+    FAIL() << "a compile finished within a millisecond";
+  } catch (const RuntimeArgError& e) {
+    unsetenv("KINTSUGI_COMPILE_TIMEOUT");
+    std::string what = e.what();
+    EXPECT_NE(what.find("NVRTC exceeded the time limit of 0.001 s on 'k.cu'"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("KINTSUGI_COMPILE_TIMEOUT"), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(compile_cuda("extern \"C\" __global__ void k(float* x) { x[0] = 2.f; }\n", "k.cu",
+                               "sm_90a", uncached()));
 }

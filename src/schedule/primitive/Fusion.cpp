@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
+#include <set>
 
 #include "algebra/Eval.h"
 #include "ir/Simplify.h"
@@ -217,13 +220,22 @@ bool is_map(const ir::StmtNode& b) {
   return m;
 }
 
-// How `producer` reaches its reducer's identity: its partial (a load in the producer's value of
-// a buffer that a reduction with the producer's reducer writes) reduces select(cond, v, identity)
-// inline, or a map buffer computing it (*mask gets its name); false when neither.
-bool producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Reducer reducer,
-                   std::string* mask) {
+// How `producer` reaches its reducer's identity through a mask: its partial's term (the term of
+// a reduction with the producer's reducer whose result the producer's value loads) is
+// select(cond, v, identity) inline, or reads, directly or through maps, a map buffer
+// B = select(cond, v, K) (K a constant) such that the term is the identity wherever B is K
+// (checked numerically: attention's masked scores, and chains through them such as
+// exp(c - a) of c = select(.., -inf)).
+struct Mask {
+  bool found = false;
+  std::string buffer;  // empty: the mask is inline in the term
+  double value = 0.0;  // K
+};
+
+Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Reducer reducer) {
+  Mask out;
   auto writers = block_writers(p.body);
-  if (!writers.count(producer) || !writers.at(producer)->body) return false;
+  if (!writers.count(producer) || !writers.at(producer)->body) return out;
   ir::Expr partial_term;
   ir::visit(writers.at(producer)->body->value, [&](const ir::Expr& x) {
     if (x->op != ir::Op::Load || x->name == producer || !writers.count(x->name)) return true;
@@ -234,44 +246,73 @@ bool producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
       partial_term = g;
     return true;
   });
-  if (!partial_term) return false;
+  if (!partial_term) return out;
   const double identity = ir::reducer_identity(reducer);
-  auto masks_with_identity = [&](const ir::Expr& e) {
-    return e->op == ir::Op::Select && e->args[2]->op == ir::Op::FloatImm &&
-           e->args[2]->float_value == identity;
+  auto select_constant = [](const ir::Expr& e) -> std::optional<double> {
+    if (e->op == ir::Op::Select && e->args[2]->op == ir::Op::FloatImm)
+      return e->args[2]->float_value;
+    return std::nullopt;
   };
-  mask->clear();
-  if (masks_with_identity(partial_term)) return true;
-  if (partial_term->op != ir::Op::Load || !writers.count(partial_term->name)) return false;
-  const ir::StmtNode& m = *writers.at(partial_term->name);
-  if (!is_map(m) || !masks_with_identity(m.body->value)) return false;
-  *mask = m.body->buffer;
-  return true;
+  if (select_constant(partial_term) == identity) {
+    out.found = true;
+    return out;
+  }
+  // The map buffers the term reads through maps, nearest first.
+  std::vector<std::string> candidates;
+  std::function<void(const ir::Expr&)> reach = [&](const ir::Expr& e) {
+    ir::visit(e, [&](const ir::Expr& n) {
+      if (n->op != ir::Op::Load) return true;
+      auto w = writers.find(n->name);
+      if (w == writers.end() || !is_map(*w->second) ||
+          std::find(candidates.begin(), candidates.end(), n->name) != candidates.end())
+        return true;
+      candidates.push_back(n->name);
+      reach(w->second->body->value);
+      return true;
+    });
+  };
+  reach(partial_term);
+  for (const std::string& b : candidates) {
+    std::optional<double> k = select_constant(writers.at(b)->body->value);
+    if (!k) continue;
+    std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
+      return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+        if (n->op != ir::Op::Load) return n;
+        if (n->name == b) return ir::make_float(*k, n->type);
+        auto w = writers.find(n->name);
+        if (w == writers.end() || !is_map(*w->second)) return n;
+        return expand(w->second->body->value);
+      });
+    };
+    if (!masked_term_differs(expand(partial_term), identity)) {
+      out = {true, b, *k};
+      return out;
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer) {
-  std::string mask;
-  return producer_mask(p, producer, producer_reducer, &mask);
+  return producer_mask(p, producer, producer_reducer).found;
 }
 
 bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
                           ir::Reducer producer_reducer, const ir::Expr& term,
                           ir::Reducer target_reducer,
                           const std::map<std::string, std::string>& aliases) {
-  std::string mask;
-  if (!producer_mask(p, producer, producer_reducer, &mask)) return true;  // no mask: the data
-  if (mask.empty()) return false;  // an inline mask: no buffer the target could read
-  const double identity = ir::reducer_identity(producer_reducer);
-  std::set<std::string> hidden = {mask};
-  if (auto a = aliases.find(mask); a != aliases.end()) hidden.insert(a->second);
+  Mask mask = producer_mask(p, producer, producer_reducer);
+  if (!mask.found) return true;           // no mask: the data itself is the identity
+  if (mask.buffer.empty()) return false;  // an inline mask: no buffer the target could read
+  std::set<std::string> hidden = {mask.buffer};
+  if (auto a = aliases.find(mask.buffer); a != aliases.end()) hidden.insert(a->second);
   auto writers = block_writers(p.body);
   std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
       if (n->op != ir::Op::Load) return n;
-      if (hidden.count(n->name)) return ir::make_float(identity, n->type);
+      if (hidden.count(n->name)) return ir::make_float(mask.value, n->type);
       auto w = writers.find(n->name);
       if (w == writers.end() || !is_map(*w->second)) return n;
       return expand(w->second->body->value);

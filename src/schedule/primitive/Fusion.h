@@ -46,21 +46,23 @@ std::string repair_pole(const algebra::RepairResult& repair,
 // The identity guard (repair_annihilates_identity) drops what a tile or chunk contributed while
 // an incomplete value's producer held its reducer's identity. That is sound when the target's
 // terms are its own identity on the elements that made the producer's terms the identity: where a
-// mask did (the producer's partial reduces a map buffer B = select(cond, v, K), K the identity),
-// the target's `term` with B and its copies (`aliases`, the names B was cloned to) replaced by K,
-// everything else random finite, must give the target's identity (MaskedTerm.h; what
-// propagate_mask checks of a skipped tile). A mask written inline in the producer's term names no
-// buffer the target could read: not sound. Without a mask (the data itself is the identity: -inf
-// inputs) the guard stays. `producer` is the buffer the incomplete value reads (a scan, or the
-// result a combine writes); `p` the program that holds it, its partial and the maps.
+// mask did (the producer's partial reduces a term that reads, directly or through maps, a map
+// buffer B = select(cond, v, K) and is the identity wherever B is K), the target's `term` with B
+// and its copies (`aliases`, the names B was cloned to) replaced by K, everything else random
+// finite, must give the target's identity (MaskedTerm.h; what propagate_mask checks of a skipped
+// tile). A mask written inline in the producer's term names no buffer the target could read: not
+// sound. Without a mask (the data itself is the identity: -inf inputs) the guard stays.
+// `producer` is the buffer the incomplete value reads (a scan, or the result a combine writes);
+// `p` the program that holds it, its partial and the maps.
 bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
                           ir::Reducer producer_reducer, const ir::Expr& term,
                           ir::Reducer target_reducer,
                           const std::map<std::string, std::string>& aliases);
 
 // Whether a mask can leave `producer` (the buffer an incomplete value reads) at its reducer's
-// identity on a whole tile or chunk: its partial reduces select(cond, v, identity), inline or
-// through a map buffer. Where the repair does not annihilate such a contribution (it re-bases
+// identity on a whole tile or chunk: its partial reduces select(cond, v, identity) inline, or a
+// term that is the identity wherever a map buffer it reads (directly or through maps) holds its
+// select's constant. Where the repair does not annihilate such a contribution (it re-bases
 // t = F(g(identity, c)) from an infinite value), the update is refused.
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer);

@@ -10,17 +10,13 @@
 // still mapped in this process; run() calls the entry point only with tensors whose count, dtypes
 // and shapes match the program.
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +32,7 @@
 #include "ir/Printer.h"
 #include "support/DiskCache.h"
 #include "support/Hash.h"
+#include "support/Subprocess.h"
 #include "target/cpu/CpuBackend.h"
 
 namespace kintsugi::cpu {
@@ -58,89 +55,24 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// The host compiler's time limit in seconds: $KINTSUGI_COMPILE_TIMEOUT (0: none), default 120.
-double compile_timeout() {
-  const char* env = std::getenv("KINTSUGI_COMPILE_TIMEOUT");
-  if (!env || !*env) return 120.0;
-  std::string text = env;
-  size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used != text.size() || !std::isfinite(v) || v < 0)
-    arg_error << "KINTSUGI_COMPILE_TIMEOUT='" << text
-              << "' must be a number of seconds (0 for no limit)";
-  return v;
-}
-
-struct CommandResult {
-  int status = -1;         // exit status; 128 if killed by a signal; -1 if it could not run
-  bool timed_out = false;  // killed after `timeout` seconds
-};
+using subprocess::compile_timeout;
 
 // Runs a shell command in its own process group with TMPDIR=`tmpdir` (unless empty), collects
 // its combined output, and kills the whole group if it runs longer than `timeout` seconds (0: no
 // limit).
-CommandResult run_command(const std::string& cmd, std::string* output, double timeout,
-                          const std::string& tmpdir) {
-  output->clear();
-  CommandResult result;
+subprocess::ChildResult run_command(const std::string& cmd, std::string* output, double timeout,
+                                    const std::string& tmpdir) {
   std::string script = cmd;
   if (!tmpdir.empty()) script = "TMPDIR=" + shell_quote(tmpdir) + "; export TMPDIR; " + cmd;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return result;
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return result;
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    setpgid(0, 0);
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here: the group exists before any kill below
-  close(fds[1]);
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                           std::chrono::duration<double>(timeout));
-  char buf[4096];
-  for (;;) {
-    int wait_ms = -1;
-    if (timeout > 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-      if (left.count() <= 0) {
-        result.timed_out = true;
-        break;
-      }
-      wait_ms = static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30));
-    }
-    pollfd pfd{fds[0], POLLIN, 0};
-    int ready = poll(&pfd, 1, wait_ms);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0) break;
-    if (ready == 0) continue;  // the deadline check above ends the loop
-    ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // every process holding the pipe has exited (or closed it)
-    output->append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (result.timed_out) kill(-pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  // What the shell left behind in its group (a compiler driver's children) goes too.
-  if (result.timed_out) kill(-pid, SIGKILL);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return result;
+  return subprocess::run_in_child(
+      [&](int fd) {
+        // Only async-signal-safe calls between fork and exec.
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+      },
+      output, timeout);
 }
 
 // $TMPDIR as set (for a message), or /tmp.
@@ -222,7 +154,7 @@ const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_di
     std::string cmd = cxx;
     for (const std::string& f : flags) cmd += " " + shell_quote(f);
     cmd += " " + shell_quote(src.string()) + " -o " + shell_quote(obj.string());
-    CommandResult r = run_command(cmd, &last, timeout, scratch_dir);
+    subprocess::ChildResult r = run_command(cmd, &last, timeout, scratch_dir);
     if (r.timed_out)
       arg_error << "CPU back end: the host compiler '" << cxx << "' exceeded the time limit of "
                 << timeout << " s on a small test program (set KINTSUGI_COMPILE_TIMEOUT=SECONDS "
@@ -520,7 +452,7 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
     std::string output;
     auto c0 = std::chrono::steady_clock::now();
     const double timeout = compile_timeout();
-    CommandResult rc = run_command(cmd, &output, timeout, build_dir);
+    subprocess::ChildResult rc = run_command(cmd, &output, timeout, build_dir);
     if (rc.timed_out)
       arg_error << "CPU back end: the host compiler exceeded the time limit of " << timeout
                 << " s on the generated source of '" << program.name

@@ -20,6 +20,7 @@
 
 #include "support/DiskCache.h"
 #include "support/Hash.h"
+#include "support/Subprocess.h"
 #include "target/cuda/DeviceHeaders.h"
 
 namespace kintsugi::cuda {
@@ -45,16 +46,22 @@ void check(nvrtcResult result, const char* call) {
 }
 
 std::pair<int, int> library_version() {
-  int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion");
-  return {major, minor};
+  static const std::pair<int, int> version = [] {
+    int major = 0, minor = 0;
+    check(nvrtcVersion(&major, &minor), "nvrtcVersion");
+    return std::pair<int, int>{major, minor};
+  }();
+  return version;
 }
 
 std::vector<int> supported_archs() {
-  int n = 0;
-  check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
-  std::vector<int> archs(static_cast<size_t>(n));
-  check(nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+  static const std::vector<int> archs = [] {
+    int n = 0;
+    check(nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+    std::vector<int> list(static_cast<size_t>(n));
+    check(nvrtcGetSupportedArchs(list.data()), "nvrtcGetSupportedArchs");
+    return list;
+  }();
   return archs;
 }
 
@@ -148,16 +155,16 @@ void check_arch(const std::string& arch) {
                "and setmaxnreg on H100/H200)";
 }
 
-// Cache payload: the PTX, the cubin and the log, each as "<size>\n<bytes>".
-std::string serialize(const CompiledModule& m) {
+// Strings packed as "<size>\n<bytes>" each: the cache payload (the PTX, the cubin and the log)
+// and what the NVRTC child process sends back.
+std::string pack(std::initializer_list<const std::string*> fields) {
   std::string out;
-  for (const std::string* field : {&m.ptx, &m.cubin, &m.log})
-    out += std::to_string(field->size()) + "\n" + *field;
+  for (const std::string* field : fields) out += std::to_string(field->size()) + "\n" + *field;
   return out;
 }
 
-bool deserialize(std::string_view bytes, CompiledModule* m) {
-  for (std::string* field : {&m->ptx, &m->cubin, &m->log}) {
+bool unpack(std::string_view bytes, std::initializer_list<std::string*> fields) {
+  for (std::string* field : fields) {
     size_t size = 0;
     size_t eol = bytes.find('\n');
     if (eol == std::string_view::npos) return false;
@@ -168,6 +175,54 @@ bool deserialize(std::string_view bytes, CompiledModule* m) {
     bytes.remove_prefix(eol + 1 + size);
   }
   return bytes.empty();
+}
+
+std::string serialize(const CompiledModule& m) {
+  return pack({&m.ptx, &m.cubin, &m.log});
+}
+
+bool deserialize(std::string_view bytes, CompiledModule* m) {
+  return unpack(bytes, {&m->ptx, &m->cubin, &m->log});
+}
+
+// Runs NVRTC in a child process under the compile time limit (a library call cannot be
+// interrupted in this process). The parent never calls NVRTC's compiler itself, so no thread of
+// it can hold NVRTC's locks when another forks; check_arch's queries are answered once, before
+// the first fork (static initialisation), and never again.
+NvrtcOutput run_nvrtc_bounded(const std::string& source, const std::string& name,
+                              const std::vector<std::string>& options) {
+  const double timeout = subprocess::compile_timeout();
+  std::string bytes;
+  subprocess::ChildResult r = subprocess::run_in_child(
+      [&](int fd) {
+        std::string ok = "0", status, log, ptx, cubin;
+        try {
+          NvrtcOutput out = run_nvrtc(source, name, options);
+          ok = out.ok ? "1" : "0";
+          status = std::move(out.status);
+          log = std::move(out.log);
+          ptx = std::move(out.ptx);
+          cubin = std::move(out.cubin);
+        } catch (const std::exception& e) {
+          ok = "E";
+          status = e.what();
+        }
+        subprocess::write_all(fd, pack({&ok, &status, &log, &ptx, &cubin}));
+      },
+      &bytes, timeout);
+  if (r.timed_out)
+    arg_error << "CUDA back end: NVRTC exceeded the time limit of " << timeout << " s on '" << name
+              << "' (a very large program?); set KINTSUGI_COMPILE_TIMEOUT=SECONDS to raise the "
+                 "limit (0: no limit)";
+  std::string ok;
+  NvrtcOutput out;
+  if (r.status != 0 || !unpack(bytes, {&ok, &out.status, &out.log, &out.ptx, &out.cubin}))
+    internal_error << "CUDA back end: the NVRTC process for '" << name
+                   << (r.status < 0 ? "' could not start" : "' ended without a result")
+                   << " (exit status " << r.status << ")";
+  if (ok == "E") internal_error << "CUDA back end: in the NVRTC process: " << out.status;
+  out.ok = ok == "1";
+  return out;
 }
 
 // The number of entry functions the PTX defines (".entry" directives).
@@ -238,11 +293,7 @@ CompiledModule compile_cuda(const std::string& source, const std::string& name,
     }
   }
   if (!m.from_cache) {
-    // Unlike the CPU back end's host compiler, NVRTC runs in this process without a time limit:
-    // a library call cannot be interrupted safely, and bounding it would mean compiling in a
-    // child process (a fork of a process that may hold a CUDA context, or a helper executable).
-    // Generated kernels are small and compile in seconds; KINTSUGI_COMPILE_TIMEOUT does not apply.
-    NvrtcOutput out = run_nvrtc(source, name, flags);
+    NvrtcOutput out = run_nvrtc_bounded(source, name, flags);
     if (!out.ok)
       throw CudaCompileError("NVRTC could not compile '" + name + "' for " + arch + " (" +
                                  out.status + "):\n" + out.log,

@@ -1,6 +1,10 @@
 // \file Nvrtc.h
-// CUDA C++ -> PTX and cubin, in process, with NVRTC: the embedded device headers are handed to
-// every compile, ptxas reports its resources, and results are cached on disk.
+// CUDA C++ -> PTX and cubin with NVRTC: the embedded device headers are handed to every compile,
+// ptxas reports its resources, and results are cached on disk.
+//
+// NVRTC runs in a child process under the compile time limit, $KINTSUGI_COMPILE_TIMEOUT seconds
+// (default 120; 0: none), as the CPU back end's host compiler does: on expiry the child is killed
+// and compile_cuda throws a RuntimeArgError (exit code 1) that says how to raise the limit.
 //
 // Options always passed: -std=c++17 --gpu-architecture=<arch> --minimal --no-cache
 // --ptxas-options=-v, then --use_fast_math and -lineinfo when asked, then NvrtcOptions::extra.

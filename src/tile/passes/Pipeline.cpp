@@ -41,29 +41,28 @@ void pipeline_streams(TileProgram& p) {
   for (Kernel& k : p.kernels) mark(k.body, written_in(k.body));
 }
 
+const std::vector<NamedPass>& passes() {
+  static const std::vector<NamedPass> list = {
+      {"fuse_kernels", fuse_kernels},
+      {"cse", cse},
+      {"promote_loop_buffers", promote_loop_buffers},
+      {"forward_stores", forward_stores},
+      {"forward_registers", forward_registers},
+      {"drop_redundant_tail_selects", drop_redundant_tail_selects},
+      {"fold_permutes_into_reduces", fold_permutes_into_reduces},
+      {"cse", cse},
+      {"hoist_invariants", hoist_invariants},
+      {"eliminate_dead", eliminate_dead},
+      {"pipeline_streams", pipeline_streams},
+  };
+  return list;
+}
+
 void optimize(TileProgram& p) {
-  fuse_kernels(p);
-  verify(p);
-  cse(p);
-  verify(p);
-  promote_loop_buffers(p);
-  verify(p);
-  forward_stores(p);
-  verify(p);
-  forward_registers(p);
-  verify(p);
-  drop_redundant_tail_selects(p);
-  verify(p);
-  fold_permutes_into_reduces(p);
-  verify(p);
-  cse(p);
-  verify(p);
-  hoist_invariants(p);
-  verify(p);
-  eliminate_dead(p);
-  verify(p);
-  pipeline_streams(p);
-  verify(p);
+  for (const NamedPass& pass : passes()) {
+    pass.run(p);
+    verify(p);
+  }
 }
 
 }  // namespace kintsugi::tile

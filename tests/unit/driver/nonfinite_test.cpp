@@ -2,7 +2,8 @@
 // masks for the early rows reaches those rows of the reference only through exp(-inf) * NaN; the
 // compiled kernel skips the fully masked key tiles, so those rows stay finite. Verification
 // accepts any value where the reference is NaN only when an input is non-finite, and still
-// requires every finite reference value and every NaN of finite inputs.
+// requires every finite reference value and every NaN of finite inputs; at the overflow
+// boundary of the output type, its largest value and infinity agree.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -45,4 +46,24 @@ TEST(NonFinite, NaNAtAMaskedKeyIsPoisonTheKernelMayRefine) {
   EXPECT_TRUE(runtime::compare_output("O", O, ref, tol, runtime::has_nonfinite(in)).ok);
   // Without a non-finite input the positions of NaN must match exactly.
   EXPECT_FALSE(runtime::compare_output("O", O, ref, tol, false).ok);
+}
+
+// At the overflow boundary of the output type, an error within the tolerance decides between its
+// largest finite value and infinity: 65519 rounds to f16's 65504, 65521 to inf, and either side
+// agrees with the other. Far from the boundary, or with the other sign, they do not.
+TEST(NonFinite, LargestFiniteAndInfinityAgreeAtTheOverflowBoundary) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto agrees = [](double kernel, double reference) {
+    runtime::Tensor out(DType::F16, {2});
+    out.set(0, kernel);
+    out.set(1, 1.0);
+    return runtime::compare_output("Y", out, {reference, 1.0}, 1e-2).ok;
+  };
+  EXPECT_TRUE(agrees(inf, 65519.0));
+  EXPECT_TRUE(agrees(65504.0, 65521.0));
+  EXPECT_TRUE(agrees(-inf, -65400.0));
+  EXPECT_FALSE(agrees(inf, 60000.0));   // beyond the tolerance of the boundary
+  EXPECT_FALSE(agrees(65504.0, 1e6));   // the reference is far beyond it
+  EXPECT_FALSE(agrees(-inf, 65519.0));  // the other sign
+  EXPECT_FALSE(agrees(std::nan(""), 65519.0));
 }

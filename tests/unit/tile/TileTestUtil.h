@@ -9,6 +9,7 @@
 
 #include "../schedule/ScheduleTestUtil.h"
 #include "schedule/AutoSchedule.h"
+#include "tile/Passes.h"
 #include "tile/TileIR.h"
 #include "tile/Translate.h"
 #include "tile/passes/Walk.h"
@@ -178,13 +179,15 @@ class Builder {
   std::vector<tile::TileBody*> bodies_;
 };
 
-// An example, auto-scheduled and translated at `sizes`.
+// An example, auto-scheduled, translated at `sizes` and optimised.
 inline tile::TileProgram tiled(const std::string& example, const runtime::SizeMap& sizes) {
   ir::LoopProgram p = schedtest::example(example);
   schedule::AutoScheduleOptions o;
   o.sizes = sizes;
   std::vector<std::string> notes;
-  return tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+  tile::TileProgram tp = tile::translate(schedule::auto_schedule(p, o, &notes).program(), sizes);
+  tile::optimize(tp);
+  return tp;
 }
 
 inline const TileOp* find_def(tile::TileBody& b, int id) {

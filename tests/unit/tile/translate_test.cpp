@@ -101,6 +101,7 @@ input IDX: i32[N]
 output y[i]: f32 = sum[j](X[i, j] * X[j / 2, j] + X[j, j]) + X[i, IDX[i]]
 )");
   tile::TileProgram tp = tile::translate(p, p.size_hints);
+  tile::optimize(tp);
   int gathers = 0, loads = 0;
   for (const tile::Kernel& k : tp.kernels)
     tile::for_each_op(k.body, [&](const tile::TileOp& o) {
