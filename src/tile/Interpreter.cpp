@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "support/Error.h"
 
 namespace kintsugi::tile {
@@ -131,12 +132,59 @@ class Machine {
     return int_slots_[name] = eval_.declare_int(name);
   }
 
-  int compiled(const ir::Expr& e) {
+  [[noreturn]] void fail(const std::string& what) {
+    throw RuntimeArgError("tile program, kernel '" + (kernel_ ? kernel_->name : "") + "': " + what);
+  }
+
+  // A scalar expression compiled with each load of a buffer (a loop bound narrowed by a mask
+  // that reads LEN[b]) replaced by a variable that value_of sets first.
+  struct Scalar {
+    int handle = -1;
+    struct LoadSlot {
+      ir::Expr load;
+      int slot;
+      bool is_float;
+    };
+    std::vector<LoadSlot> loads;
+  };
+
+  const Scalar& compiled(const ir::Expr& e) {
     auto it = scalars_.find(e.get());
     if (it != scalars_.end()) return it->second;
-    return scalars_[e.get()] = eval_.compile(e);
+    Scalar sc;
+    ir::Expr body = ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (n->op != ir::Op::Load) return n;
+      std::string name = "%load" + std::to_string(next_load_++);
+      bool f = is_float(n->type);
+      sc.loads.push_back({n, f ? eval_.declare_float(name) : eval_.declare_int(name), f});
+      return ir::make_var(name, ir::VarKind::Index, n->type);
+    });
+    sc.handle = eval_.compile(body);
+    return scalars_[e.get()] = std::move(sc);
   }
-  double value_of(const ir::Expr& e) { return eval_.eval(compiled(e)); }
+
+  double value_of(const ir::Expr& e) {
+    const Scalar& sc = compiled(e);
+    for (const Scalar::LoadSlot& l : sc.loads) {
+      auto b = bufs_.find(l.load->name);
+      internal_assert(b != bufs_.end()) << "tile interpreter: scalar load of " << l.load->name;
+      const GlobalBuf& g = b->second;
+      int64_t off = 0;
+      for (size_t d = 0; d < l.load->args.size(); ++d) {
+        int64_t i = int_value(l.load->args[d]);
+        if (i < 0 || i >= g.shape[d])
+          fail("scalar load of " + l.load->name + ": dimension " + std::to_string(d) + " index " +
+               std::to_string(i) + " is outside [0, " + std::to_string(g.shape[d]) + ")");
+        off = off * g.shape[d] + i;
+      }
+      double v = g.values[static_cast<size_t>(off)];
+      if (l.is_float)
+        eval_.set_float(l.slot, v);
+      else
+        eval_.set_int(l.slot, static_cast<int64_t>(v));
+    }
+    return eval_.eval(sc.handle);
+  }
   int64_t int_value(const ir::Expr& e) { return static_cast<int64_t>(value_of(e)); }
 
   // The elementwise expression of `o` over operand variables of the given types, typed `result`.
@@ -164,10 +212,6 @@ class Machine {
       eval_.set_float(float_operand_[k], v);
     else
       eval_.set_int(int_operand_[k], static_cast<int64_t>(v));
-  }
-
-  [[noreturn]] void fail(const std::string& what) {
-    throw RuntimeArgError("tile program, kernel '" + kernel_->name + "': " + what);
   }
 
   void body(const TileBody& b) {
@@ -410,7 +454,8 @@ class Machine {
   runtime::ParamMap params_;
   std::map<std::string, int> int_slots_;
   int int_operand_[kOperands] = {}, float_operand_[kOperands] = {};
-  std::map<const ir::ExprNode*, int> scalars_;
+  std::map<const ir::ExprNode*, Scalar> scalars_;
+  int next_load_ = 0;
   std::map<const TileOp*, int> elementwise_;
   std::map<const Kernel*, std::vector<DType>> arg_types_;
   std::map<std::string, GlobalBuf> bufs_;

@@ -206,10 +206,11 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
 }
 
-// Head sizes past 128: D=192 and D=256, prefill (128-row tiles, tails in both sequence axes) and
-// decode with many rows (rolling update).
-TEST(Emulator, AttentionAtLargeHeadDims) {
-  for (int64_t d : {192, 256}) {
+// Head sizes other than the powers of two up to 128: D=48 and D=96 (rows of 6 and 12 16-byte
+// chunks, swizzled in spans of 2 and 4), D=192 and D=256, prefill (128-row tiles, tails in both
+// sequence axes) and decode with many rows (rolling update).
+TEST(Emulator, AttentionAtOtherHeadDims) {
+  for (int64_t d : {48, 96, 192, 256}) {
     verify({"attention/prefill_causal.te", {{"H", 1}, {"S", 140}, {"T", 150}, {"D", d}}, {}});
     verify({"attention/decode_causal.te", {{"B", 2}, {"H", 64}, {"T", 100}, {"D", d}}, {}});
   }

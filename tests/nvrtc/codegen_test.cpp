@@ -37,6 +37,22 @@ cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeM
 
 }  // namespace
 
+// Head sizes that are not powers of two (48, 96: rows of 6 and 12 16-byte chunks) stage their
+// operands in shared memory and run on the tensor cores like the others, prefill and decode.
+TEST(CudaCodegen, HeadSizesOtherThanPowersOfTwoUseTheTensorCores) {
+  for (int64_t d : {48, 96})
+    for (const std::string example : {"attention/prefill_causal.te", "attention/decode_gqa.te"}) {
+      runtime::SizeMap sizes = {{"D", d}, {"T", 4096}};
+      if (example.find("prefill") != std::string::npos) sizes["S"] = 4096;
+      cuda::CudaSource src = cuda_source_of(example, sizes);
+      for (const std::string primitive : {"mma_m16n8k16_f16(", "ldmatrix_x4", "cp_async_cg16"})
+        EXPECT_NE(src.code.find(primitive), std::string::npos)
+            << example << " D=" << d << ": " << primitive;
+      cuda::CompiledModule m = cuda::compile_cuda(src.code, example, "sm_90a");
+      EXPECT_NE(m.ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << example << d;
+    }
+}
+
 // The norms and every decode variant compile without spills; so does Performer except its
 // fused kernel, whose f32 dots run on the element-cyclic layout (its spills are reported).
 TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {

@@ -4,7 +4,9 @@
 // Layout assignment gives every tile value of the kernel one of these kinds, in program order:
 //   Uniform   shape []; one variable every thread holds
 //   Lazy      computable from indices alone (full, arange, and elementwise / broadcast / permute of
-//             such values): spelled at the coordinates of each use, never stored
+//             such values), or a 1-D load along an axis other than the rows (a per-key bias, a
+//             per-column weight, read from its region where it is used): spelled at the
+//             coordinates of each use, never stored
 //   Frag      [R, N] data in the accumulator layout: `T name[N / 8][4]`
 //   Row       [R] data: `T name[2]`, the two rows of the lane
 //   RowBcast  a Row broadcast along the columns: a view of the Row, no storage
@@ -71,12 +73,23 @@ std::vector<int> row_shuffle_masks() {
 
 namespace {
 
-// What a row's chunks are XORed with. Rows shorter than 128 bytes share a 128-byte bank line with
-// their neighbours: the term is the line index, so that 8 consecutive rows cover the 8 chunk
-// positions of a line.
+// What a row's chunks are XORed with: (row >> shift) & (span - 1), span = gcd(chunks a row, 8)
+// and 2^shift = 8 / span. Consecutive rows start 16-byte bank groups apart by chunks a row
+// (mod 8), which visits 8 / span distinct starts before it repeats; XORing the low chunk bits with
+// the repetition count makes 8 consecutive rows at one logical chunk cover the 8 bank groups.
+// (Rows shorter than 128 bytes: the term is the index of the 128-byte line a row is in; a head
+// size of 96, 12 chunks: rows alternate between two starts, and pairs of rows get the XOR terms
+// 0-3.)
+int swizzle_span(int chunks_per_row) {
+  return std::gcd(chunks_per_row, 8);
+}
+int swizzle_shift(int chunks_per_row) {
+  int shift = 0;
+  while ((swizzle_span(chunks_per_row) << shift) < 8) ++shift;
+  return shift;
+}
 int swizzle_term(int row, int chunks_per_row) {
-  int rows_per_line = std::max(1, 8 / chunks_per_row);
-  return (row / rows_per_line) % std::min(chunks_per_row, 8);
+  return (row >> swizzle_shift(chunks_per_row)) & (swizzle_span(chunks_per_row) - 1);
 }
 
 }  // namespace
@@ -270,11 +283,10 @@ class FragmentWriter : public KernelWriter {
       return false;
     if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
     int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
-    // Whole 16-byte chunks a row, a power of two of them or whole 8-chunk spans of the swizzle
-    // (a head size of 192: 24), split evenly over the threads.
+    // Whole 16-byte chunks a row, an even number of them (ldmatrix reads two), split evenly over
+    // the threads.
     int64_t cpr = cols / 8, threads = this->threads();
-    return rows % 16 == 0 && cols % 16 == 0 && ((cpr & (cpr - 1)) == 0 || cpr % 8 == 0) &&
-           rows * cpr % threads == 0;
+    return rows % 16 == 0 && cols % 16 == 0 && rows * cpr % threads == 0;
   }
 
   bool assign(const TileOp& o) {
@@ -320,6 +332,9 @@ class FragmentWriter : public KernelWriter {
           return true;
         }
         v.kind = data_kind(o.type.shape);
+        // A vector along another axis than the rows (a per-key bias or norm, a per-column
+        // weight) is read element by element where it is used, from its region (L1-cached).
+        if (v.kind == Kind::None && o.type.shape.size() == 1) v.kind = Kind::Lazy;
         return v.kind != Kind::None;
       }
       case OpKind::Cast: {
@@ -724,6 +739,17 @@ class FragmentWriter : public KernelWriter {
         for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = ix[k];
         return index_code(o.args[0], src, in_front);
       }
+      case OpKind::Load: {
+        if (in_front) return std::nullopt;
+        auto region = lazy_loads_.find(id);
+        internal_assert(region != lazy_loads_.end())
+            << "fragment codegen: %" << id << " is used before its region is open";
+        std::string offset, inside;
+        element(region->second, ix, &offset, &inside);
+        return "((" + inside + ") ? " +
+               load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
+               " : (" + ctype(o.type.dtype) + ")0)";
+      }
       case OpKind::Cast:
       case OpKind::Map: {
         if (o.kind == OpKind::Cast && !in_front && ix == std::vector{frag_row(), frag_col()})
@@ -924,8 +950,12 @@ class FragmentWriter : public KernelWriter {
       steady[st.op.result] = *value;
       all += " && ((" + scalar(st.op.scalar) + ") == " + (*value ? "true" : "false") + ")";
     }
+    // A comparison's limit defined inside a version is declared in that version's scope (and in
+    // the loop's): the other version, and what follows the loop, define it again.
+    const std::map<int, Comparison> outside = comparisons_;
     if (versioned.empty() && steady.empty()) {
       body(s.body);
+      comparisons_ = outside;
       return;
     }
     std::string flag = "ks_full_" + s.var;
@@ -935,12 +965,14 @@ class FragmentWriter : public KernelWriter {
     for (int id : versioned) assumed_true_.insert(id);
     for (auto [id, value] : steady) assumed_uniform_[id] = value;
     body(s.body);
+    comparisons_ = outside;
     for (int id : versioned) assumed_true_.erase(id);
     for (auto [id, value] : steady) assumed_uniform_.erase(id);
     --indent_;
     line("} else {");
     ++indent_;
     body(s.body);
+    comparisons_ = outside;
     --indent_;
     line("}");
   }
@@ -1175,15 +1207,12 @@ class FragmentWriter : public KernelWriter {
     return {};
   }
   struct Swizzle {
-    int64_t span = 8;  // rows of one XOR period (and chunk positions it permutes)
-    int shift = 0;     // rows sharing a 128-byte line: row >> shift is the line
+    int64_t span = 8;  // chunk positions the XOR permutes (gcd of the chunks a row and 8)
+    int shift = 0;     // rows sharing one XOR term: row >> shift
   };
   static Swizzle swizzle_of(const SmemTile& t) {
-    int64_t cpr = t.cols / 8, per_line = std::max<int64_t>(1, 8 / cpr);
-    Swizzle z;
-    z.span = std::min<int64_t>(cpr, 8);
-    while ((int64_t{1} << z.shift) < per_line) ++z.shift;
-    return z;
+    const int cpr = static_cast<int>(t.cols / 8);
+    return Swizzle{swizzle_span(cpr), swizzle_shift(cpr)};
   }
   // swizzle_term spelled on a non-negative int row (a shift and a mask).
   static std::string xor_term(const std::string& row, const Swizzle& z) {
@@ -1691,6 +1720,7 @@ class FragmentWriter : public KernelWriter {
     switch (v.kind) {
       case Kind::Lazy:
         if (o.kind == OpKind::Map) define_comparison(o);
+        if (o.kind == OpKind::Load) lazy_loads_[o.result] = open_region(o);
         return;  // spelled at the uses
       case Kind::RowBcast:
         return;
@@ -1858,7 +1888,8 @@ class FragmentWriter : public KernelWriter {
   std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
   std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
   std::map<int, Comparison> comparisons_;
-  std::string why_;  // why plan() failed
+  std::map<int, Region> lazy_loads_;  // the open region of each load read at its uses
+  std::string why_;                   // why plan() failed
 };
 
 }  // namespace

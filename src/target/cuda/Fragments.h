@@ -48,7 +48,7 @@ int swizzle_chunk(int row, int chunk, int chunks_per_row);
 // The per-lane part of a swizzled ldmatrix address: a lane reading row `lane_row` (its row within
 // a 16-row block, which starts at a multiple of 16) at chunk `c0 + lane_chunk` (c0 even) reads
 // physical chunk (c0 & ~(span - 1)) + swizzled_lane_chunk(lane_row, lane_chunk, c0 & (span - 1)),
-// span = min(chunks_per_row, 8): the XOR term depends on the lane only, so the writer computes
+// span = gcd(chunks_per_row, 8): the XOR term depends on the lane only, so the writer computes
 // these once per lane and even residue (FragmentCodegen.cpp, define_lane_offsets).
 int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row);
 

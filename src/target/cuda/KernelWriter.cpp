@@ -185,6 +185,23 @@ std::string KernelWriter::scalar(const Expr& e) {
       return "(-" + scalar(e->args[0]) + ")";
     case Op::Not:
       return "(!" + scalar(e->args[0]) + ")";
+    case Op::Load: {
+      // One element of a buffer in memory (a loop bound that a mask narrowed to LEN[b]): an
+      // index outside the buffer is a kernel error, as in the interpreter.
+      const std::vector<std::string>& ext = buffer_extents_.at(e->name);
+      std::string offset, inside = "true";
+      for (size_t d = 0; d < ext.size(); ++d) {
+        std::string ix = scalar(e->args[d]);
+        inside += " && (unsigned long long)" + ix + " < (unsigned long long)" + ext[d];
+        offset = d == 0 ? ix : "(" + offset + ") * " + ext[d] + " + " + ix;
+      }
+      return "((" + inside + ") ? " +
+             load_value(e->name,
+                        buffer_ids_.at(e->name) + "[" + (offset.empty() ? "0" : offset) + "]",
+                        e->type) +
+             " : (ks_fail(ks_err, " + std::to_string(site(e->name)) + "), (" + ctype(e->type) +
+             ")0))";
+    }
     default:
       break;
   }

@@ -6,7 +6,9 @@
 // offsets the writer computes once give the swizzled chunk of every block and chunk step.
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <set>
+#include <vector>
 
 #include "target/cuda/Fragments.h"
 
@@ -36,8 +38,12 @@ TEST(CudaLayout, RowPartnersAreTheQuad) {
   }
 }
 
+// Every even number of 16-byte chunks a row that a head size up to 256 gives (2: 16 columns of
+// f16; 6: 48; 12: 96; 24: 192).
+const std::vector<int> kChunksPerRow = {2, 4, 6, 8, 12, 16, 24, 32};
+
 TEST(CudaLayout, SwizzleIsConflictFreeForLdmatrixPhases) {
-  for (int chunks_per_row : {4, 8, 16, 32}) {
+  for (int chunks_per_row : kChunksPerRow) {
     // One ldmatrix phase: 8 consecutive rows (aligned to 8) at one logical chunk.
     for (int row0 = 0; row0 < 64; row0 += 8)
       for (int chunk = 0; chunk < chunks_per_row; ++chunk) {
@@ -61,8 +67,8 @@ TEST(CudaLayout, SwizzleIsConflictFreeForLdmatrixPhases) {
 }
 
 TEST(CudaLayout, LaneOffsetsGiveTheSwizzledChunkOfEveryBlock) {
-  for (int chunks_per_row : {2, 4, 8, 16, 32}) {
-    int span = std::min(chunks_per_row, 8);
+  for (int chunks_per_row : kChunksPerRow) {
+    int span = std::gcd(chunks_per_row, 8);
     for (int lane_row = 0; lane_row < 16; ++lane_row)
       for (int lane_chunk = 0; lane_chunk < 2; ++lane_chunk)
         for (int block = 0; block < 64; block += 16)
