@@ -17,10 +17,11 @@ for f in examples/attention/*.te examples/norm/*.te examples/performer.te; do
     *performer*) shape="B=1,H=8,S=4096,T=4096,D=128,R=128" ;;
     *) shape="M=4096,N=8192" ;;
   esac
-  grep -q "HQ" "$f" && shape="$shape,HQ=32,HK=8" || { [[ "$f" == *attention* || "$f" == *performer* ]] && shape="$shape,H=8"; }
-  [[ "$f" == *windowed* ]] && shape="B=1,S=4096,T=4096,D=128,HQ=32,HK=8"
+  if [[ "$f" == *attention* ]]; then
+    if grep -q "HQ" "$f"; then shape="$shape,HQ=32,HK=8"; else shape="$shape,H=8"; fi
+  fi
   KINTSUGI_CACHE_DIR="$cache" "$bin" lower "$f" --print trace --target "$target" --shape "$shape" \
-    2>/dev/null | /usr/bin/python3 -c '
+    2>/dev/null | python3 -c '
 import json, sys
 j = json.load(sys.stdin)
 s = j.get("validation", {}).get("seconds", 0.0) * 1e3

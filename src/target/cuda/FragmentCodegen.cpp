@@ -4,9 +4,10 @@
 // Layout assignment gives every tile value of the kernel one of these kinds, in program order:
 //   Uniform   shape []; one variable every thread holds
 //   Lazy      computable from indices alone (full, arange, and elementwise / broadcast / permute of
-//             such values), or a 1-D load along an axis other than the rows (a per-key bias, a
-//             per-column weight, read from its region where it is used): spelled at the
-//             coordinates of each use, never stored
+//             such values), a 1-D load along an axis other than the rows (a per-key bias, a
+//             per-column weight, read from its region where it is used), or a gather whose
+//             indices are such values (a bias table by bucket of relative position): spelled at
+//             the coordinates of each use, never stored
 //   Frag      [R, N] data in the accumulator layout: `T name[N / 8][4]`
 //   Row       [R] data: `T name[2]`, the two rows of the lane
 //   RowBcast  a Row broadcast along the columns: a view of the Row, no storage
@@ -50,6 +51,7 @@
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "target/cuda/Fragments.h"
+#include "tile/passes/Walk.h"
 
 namespace kintsugi::cuda {
 
@@ -175,7 +177,7 @@ class FragmentWriter : public KernelWriter {
         return fail("register '" + r.name + "' of " + tile::to_string(r.type) +
                     " is neither a scalar, a row nor a row tile");
     for (const TileOp* o : ops_)
-      if (o->kind == OpKind::Store) stored_.push_back(o->buffer);
+      if (o->kind == OpKind::Store) stored_.push_back(o);
     for (const TileOp* o : ops_)
       if (!assign(*o))
         return fail(why_.empty() ? "`" + tile::to_string(*o) +
@@ -311,8 +313,19 @@ class FragmentWriter : public KernelWriter {
         v.name = ident("r", o.buffer);  // reads alias the register (no use follows a write)
         return true;
       case OpKind::Load: {
-        if (std::find(stored_.begin(), stored_.end(), o.buffer) != stored_.end()) return false;
-        if (o.type.shape.size() == 2 && feeds_only_dots(o.result)) {
+        // A buffer this kernel stores is read back only where each thread stored what it
+        // reads: a row tile or a row at the region of every store to it (the layout maps each
+        // element to one thread, or a row to the four lanes of a quad, which all store it then;
+        // a tail row the stores skipped reads 0, as the region says).
+        bool stored_here = false, read_back = data_kind(o.type.shape) == Kind::Frag ||
+                                              data_kind(o.type.shape) == Kind::Row;
+        for (const TileOp* st : stored_)
+          if (st->buffer == o.buffer) {
+            stored_here = true;
+            read_back = read_back && tile::same_region(*st, o);
+          }
+        if (stored_here && !read_back) return false;
+        if (!stored_here && o.type.shape.size() == 2 && feeds_only_dots(o.result)) {
           if (!stageable(o))
             return fail("the dot operand `" + tile::to_string(o) +
                         "` is not an f16 or bf16 tile of whole 16-byte rows of its buffer's "
@@ -387,6 +400,13 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Dot:
         v.kind = Kind::Frag;
         return plan_dot(o);
+      case OpKind::Gather:
+        // Indices computable at each element (a bucket of the relative position): the element
+        // is looked up where it is used.
+        v.kind = Kind::Lazy;
+        return std::all_of(o.args.begin(), o.args.end(), [&](int a) {
+          return kind_of(a) == Kind::Lazy || kind_of(a) == Kind::Uniform;
+        });
       default:
         return false;
     }
@@ -749,6 +769,12 @@ class FragmentWriter : public KernelWriter {
         return "((" + inside + ") ? " +
                load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
                " : (" + ctype(o.type.dtype) + ")0)";
+      }
+      case OpKind::Gather: {
+        if (in_front) return std::nullopt;
+        std::vector<std::string> a;
+        for (int x : o.args) a.push_back(*index_code(x, ix, false));
+        return gather_element(o, a, o.type.dtype);  // its index checks go in front of the use
       }
       case OpKind::Cast:
       case OpKind::Map: {
@@ -1683,7 +1709,12 @@ class FragmentWriter : public KernelWriter {
     } else if (ctx == Kind::Row) {
       open_slots(Kind::Row, 0);
       ix = {row_row()};
-      guard = "(ks_lane & 3) == 0";
+      // One lane of the quad holding the row writes it, unless the kernel reads it back: then
+      // every lane does (the same value), so that each reads its own write.
+      bool read_back = false;
+      for (const TileOp* x : ops_)
+        read_back = read_back || (x->kind == OpKind::Load && x->buffer == o.buffer);
+      if (!read_back) guard = "(ks_lane & 3) == 0";
     } else {
       guard = "ks_tid == 0";
     }
@@ -1872,7 +1903,7 @@ class FragmentWriter : public KernelWriter {
   std::vector<const TileOp*> ops_;
   std::map<const TileOp*, std::string> loop_of_;
   std::map<int, std::vector<const TileOp*>> users_;
-  std::vector<std::string> stored_;
+  std::vector<const TileOp*> stored_;  // the kernel's stores
   std::vector<SmemTile> tiles_;
   std::set<std::string> lane_offsets_;          // defined at the kernel's start
   std::map<int, int> prefetched_;               // tile copied at the kernel's start -> its order
