@@ -232,7 +232,10 @@ struct Mask {
   double value = 0.0;  // K
 };
 
-Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Reducer reducer) {
+// `target`: the value the mask drives the term to (the reducer's identity, or for a maximum or
+// minimum its absorbing infinity).
+Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Reducer reducer,
+                   double target) {
   Mask out;
   auto writers = block_writers(p.body);
   if (!writers.count(producer) || !writers.at(producer)->body) return out;
@@ -247,13 +250,12 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
     return true;
   });
   if (!partial_term) return out;
-  const double identity = ir::reducer_identity(reducer);
   auto select_constant = [](const ir::Expr& e) -> std::optional<double> {
     if (e->op == ir::Op::Select && e->args[2]->op == ir::Op::FloatImm)
       return e->args[2]->float_value;
     return std::nullopt;
   };
-  if (select_constant(partial_term) == identity) {
+  if (select_constant(partial_term) == target) {
     out.found = true;
     return out;
   }
@@ -284,7 +286,7 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
         return expand(w->second->body->value);
       });
     };
-    if (!masked_term_differs(expand(partial_term), identity)) {
+    if (!masked_term_differs(expand(partial_term), target)) {
       out = {true, b, *k};
       return out;
     }
@@ -296,14 +298,21 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
 
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer) {
-  return producer_mask(p, producer, producer_reducer).found;
+  return producer_mask(p, producer, producer_reducer, ir::reducer_identity(producer_reducer)).found;
+}
+
+bool mask_makes_producer_infinite(const ir::LoopProgram& p, const std::string& producer,
+                                  ir::Reducer producer_reducer) {
+  if (producer_reducer != ir::Reducer::Max && producer_reducer != ir::Reducer::Min) return false;
+  const double absorbing = -ir::reducer_identity(producer_reducer);
+  return producer_mask(p, producer, producer_reducer, absorbing).found;
 }
 
 bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
                           ir::Reducer producer_reducer, const ir::Expr& term,
                           ir::Reducer target_reducer,
                           const std::map<std::string, std::string>& aliases) {
-  Mask mask = producer_mask(p, producer, producer_reducer);
+  Mask mask = producer_mask(p, producer, producer_reducer, ir::reducer_identity(producer_reducer));
   if (!mask.found) return true;           // no mask: the data itself is the identity
   if (mask.buffer.empty()) return false;  // an inline mask: no buffer the target could read
   std::set<std::string> hidden = {mask.buffer};

@@ -67,6 +67,15 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer);
 
+// Whether a mask drives a maximum or minimum `producer` to its absorbing infinity (+inf for a
+// maximum): its partial reduces a term that is +inf wherever a map buffer it reads holds its
+// select's constant (max[j](c * c) of c = select(.., -inf)). The row's value is then infinite
+// where every chunk's or tile's but the masked one's is finite, and a repair re-basing from a
+// finite value to an infinite one (t * F(global) / F(local)) gives inf or NaN where the program's
+// terms give 0: the update is refused.
+bool mask_makes_producer_infinite(const ir::LoopProgram& p, const std::string& producer,
+                                  ir::Reducer producer_reducer);
+
 // Refuses an augmented-state repair one of whose statistics is infinite where a mask sets values
 // to an infinity (a ScheduleError of `primitive`: `refusal` and the statistic): its summand
 // through the map blocks of `p`, every select(cond, v, K) with K infinite replaced by K, at random

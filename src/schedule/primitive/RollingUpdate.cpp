@@ -413,6 +413,11 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
                                    "': the repair exponentiates " + prod->body->buffer +
                                    ", a sum whose partials can be far from the row's (exp " +
                                    "overflows or underflows where the program's does not)");
+      if (mask_makes_producer_infinite(tmp.program_, prod->body->buffer, pr))
+        throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
+                                   "': a masked element makes " + prod->body->buffer +
+                                   " infinite, and the repair cannot re-base a tile's terms " +
+                                   "from a finite value to an infinite one");
       double id = ir::reducer_identity(pr);
       if (!repair_annihilates_identity(repair, v, id)) {
         if (pr != ir::Reducer::Sum && producer_masked(tmp.program_, prod->body->buffer, pr))

@@ -316,6 +316,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
                                    ", a sum whose partials can be far from the row's (exp " +
                                    "overflows or underflows where the program's does not)");
       if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
+      if (mask_makes_producer_infinite(tmp.program_, global, pr))
+        throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                   "': a masked element makes " + global +
+                                   " infinite, and the repair cannot re-base a chunk's terms " +
+                                   "from a finite value to an infinite one");
       double id = ir::reducer_identity(pr);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
