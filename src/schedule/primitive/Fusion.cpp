@@ -301,6 +301,24 @@ bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
   return producer_mask(p, producer, producer_reducer, ir::reducer_identity(producer_reducer)).found;
 }
 
+std::map<std::string, std::string> partial_facts(
+    const ir::LoopProgram& p, std::map<std::string, std::string> facts,
+    const std::map<std::string, std::string>& partial_of) {
+  auto writers = block_writers(p.body);
+  for (const auto& [producer, partial] : partial_of) {
+    auto f = facts.find(partial);
+    auto w = writers.find(producer);
+    if (f == facts.end() || f->second != "positive" || w == writers.end() || !w->second->body)
+      continue;
+    ir::Reducer r;
+    ir::Expr g;
+    if (match_reduction_update(*w->second->body, &r, &g) &&
+        producer_mask(p, producer, r, 0.0).found)
+      f->second = "nonnegative";
+  }
+  return facts;
+}
+
 bool mask_makes_producer_infinite(const ir::LoopProgram& p, const std::string& producer,
                                   ir::Reducer producer_reducer) {
   if (producer_reducer != ir::Reducer::Max && producer_reducer != ir::Reducer::Min) return false;

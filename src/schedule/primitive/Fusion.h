@@ -67,6 +67,14 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
 bool producer_masked(const ir::LoopProgram& p, const std::string& producer,
                      ir::Reducer producer_reducer);
 
+// The facts repair_pole may rely on for the partials (`partial_of`: producer -> its partial
+// buffer): a partial whose producer's terms a mask drives to 0 (max[j](exp(c)) of
+// c = select(.., -inf): exp(-inf) is 0) is zero on a tile or chunk that the mask hides, however
+// positive the producer's terms are elsewhere, so it is only nonnegative there.
+std::map<std::string, std::string> partial_facts(
+    const ir::LoopProgram& p, std::map<std::string, std::string> facts,
+    const std::map<std::string, std::string>& partial_of);
+
 // Whether a mask drives a maximum or minimum `producer` to its absorbing infinity (+inf for a
 // maximum): its partial reduces a term that is +inf wherever a map buffer it reads holds its
 // select's constant (max[j](c * c) of c = select(.., -inf)). The row's value is then infinite

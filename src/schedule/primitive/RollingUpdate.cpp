@@ -290,7 +290,9 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be fused under loop '" + lv + "': " + repair.reason);
-  if (std::string pole = repair_pole(repair, req.incomplete, req.facts); !pole.empty())
+  if (std::string pole =
+          repair_pole(repair, req.incomplete, partial_facts(program_, req.facts, scans));
+      !pole.empty())
     throw ScheduleError(P,
                         "block '" + block + "' cannot be fused under loop '" + lv + "': " + pole);
   // An augmented state: a running sum it re-bases about is read extrapolated to the whole axis

@@ -222,7 +222,9 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
         P, "block '" + block + "' cannot be split at loop '" + lv + "': " + repair.reason);
-  if (std::string pole = repair_pole(repair, req.incomplete, req.facts); !pole.empty())
+  if (std::string pole =
+          repair_pole(repair, req.incomplete, partial_facts(program_, req.facts, frontier));
+      !pole.empty())
     throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv + "': " + pole);
   // An augmented state: a chunk's sum it re-bases about is read extrapolated to the whole axis
   // (Fusion.h), over the chunk's own elements.
