@@ -335,26 +335,23 @@ class Machine {
         }
         break;
       }
-      case OpKind::Broadcast: {
-        const Tile& a = arg(o, 0);
-        std::vector<int64_t> a_strides = strides_of(a.shape);
-        out.v.resize(static_cast<size_t>(n));
-        each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& idx) {
-          int64_t src = 0;
-          for (size_t k = 0; k < o.dims.size(); ++k)
-            src += idx[static_cast<size_t>(o.dims[k])] * a_strides[k];
-          out.v[flat] = a.v[src];
-        });
-        break;
-      }
+      case OpKind::Broadcast:
       case OpKind::Permute: {
+        // Axis k of the operand is result axis from[k]: the broadcast's dims, or the inverse of
+        // the permutation.
         const Tile& a = arg(o, 0);
+        std::vector<size_t> from(a.shape.size());
+        for (size_t k = 0; k < from.size(); ++k) {
+          if (o.kind == OpKind::Broadcast)
+            from[k] = static_cast<size_t>(o.dims[k]);
+          else
+            from[static_cast<size_t>(o.perm[k])] = k;
+        }
         std::vector<int64_t> a_strides = strides_of(a.shape);
         out.v.resize(static_cast<size_t>(n));
         each_index(out.shape, [&](int64_t flat, const std::vector<int64_t>& idx) {
           int64_t src = 0;
-          for (size_t k = 0; k < o.perm.size(); ++k)
-            src += idx[k] * a_strides[static_cast<size_t>(o.perm[k])];
+          for (size_t k = 0; k < from.size(); ++k) src += idx[from[k]] * a_strides[k];
           out.v[flat] = a.v[src];
         });
         break;
