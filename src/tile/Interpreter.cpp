@@ -136,6 +136,21 @@ class Machine {
     throw RuntimeArgError("tile program, kernel '" + (kernel_ ? kernel_->name : "") + "': " + what);
   }
 
+  // The flat offset of the element of `g` whose index along dimension d is index(d); an index
+  // outside the buffer is an error that `what` (the access) starts.
+  template <typename Index>
+  int64_t element_offset(const GlobalBuf& g, const std::string& what, Index&& index) {
+    int64_t off = 0;
+    for (size_t d = 0; d < g.shape.size(); ++d) {
+      int64_t i = index(d);
+      if (i < 0 || i >= g.shape[d])
+        fail(what + ": dimension " + std::to_string(d) + " index " + std::to_string(i) +
+             " is outside [0, " + std::to_string(g.shape[d]) + ")");
+      off = off * g.shape[d] + i;
+    }
+    return off;
+  }
+
   // A scalar expression compiled with each load of a buffer (a loop bound narrowed by a mask
   // that reads LEN[b]) replaced by a variable that value_of sets first.
   struct Scalar {
@@ -169,14 +184,8 @@ class Machine {
       auto b = bufs_.find(l.load->name);
       internal_assert(b != bufs_.end()) << "tile interpreter: scalar load of " << l.load->name;
       const GlobalBuf& g = b->second;
-      int64_t off = 0;
-      for (size_t d = 0; d < l.load->args.size(); ++d) {
-        int64_t i = int_value(l.load->args[d]);
-        if (i < 0 || i >= g.shape[d])
-          fail("scalar load of " + l.load->name + ": dimension " + std::to_string(d) + " index " +
-               std::to_string(i) + " is outside [0, " + std::to_string(g.shape[d]) + ")");
-        off = off * g.shape[d] + i;
-      }
+      int64_t off = element_offset(g, "scalar load of " + l.load->name,
+                                   [&](size_t d) { return int_value(l.load->args[d]); });
       double v = g.values[static_cast<size_t>(off)];
       if (l.is_float)
         eval_.set_float(l.slot, v);
@@ -406,17 +415,9 @@ class Machine {
         out.v.assign(static_cast<size_t>(n), 0.0);
         for (int64_t i = 0; i < n; ++i) {
           if (mask && element(*mask, i) == 0.0) continue;
-          int64_t off = 0;
-          for (size_t d = 0; d < rank; ++d) {
-            int64_t x = static_cast<int64_t>(element(arg(o, d), i));
-            if (x < 0 || x >= g.shape[d]) {
-              std::ostringstream m;
-              m << "gather of " << o.buffer << ": dimension " << d << " index " << x
-                << " is outside [0, " << g.shape[d] << ")";
-              throw RuntimeArgError(m.str());
-            }
-            off = off * g.shape[d] + x;
-          }
+          int64_t off = element_offset(g, "gather of " + o.buffer, [&](size_t d) {
+            return static_cast<int64_t>(element(arg(o, d), i));
+          });
           out.v[i] = g.values[off];
         }
         break;
