@@ -1107,7 +1107,8 @@ TEST(chain_fuzz, ReplayedMismatchesAgree) {
                                {80069, 21},
                                {105033, 2},
                                {92022, 15},
-                               {92031, 14}}) {
+                               {92031, 14},
+                               {91036, 12}}) {
     SCOPED_TRACE("KINTSUGI_FUZZ_SEED=" + std::to_string(seed) +
                  " KINTSUGI_FUZZ_ONLY=" + std::to_string(program));
     Stats stats;
@@ -1145,6 +1146,24 @@ output S[i]: f32 = a1[i]
                           cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
                           Inputs::Random, 1,
                           "from which the repair cannot re-base");  // rolling update
+}
+
+// A mask beside an index predicate: m = max[j](select(j < N / 2, c, 0)) of a sliding window
+// c = select(.., -inf) is -inf on a whole chunk below N / 2 that the window hides, although it
+// is not -inf wherever c is. There l's chunk partial exp(X - m.rf) is infinite, and the identity
+// guard would drop the chunk although l's terms (which do not read the window) are not 0 on it.
+// The term counts as masked because one branch of its select makes it -inf; the guard then finds
+// l's terms do not read the mask, and the update is refused.
+TEST(chain_fuzz, MaskBesideAnIndexPredicateHidesAWholeChunk) {
+  expect_schedule_matches(R"(
+input X: f32[M, N]
+c[i, j] = select(j <= i && i - j < 12, X[i, j], -inf)
+m[i] = max[j](select(j < N / 2, c[i, j], 0))
+l[i] = sum[j](exp(X[i, j] - m[i]))
+output S[i]: f32 = l[i]
+)",
+                          cpu_options({{"M", 8}, {"N", 5000}}, 1), {{"M", 41}, {"N", 5000}},
+                          Inputs::Random, 1, "(they read what the mask hides from it)");
 }
 
 // The identity guard of both updates drops a tile (rolling update: the running maximum is still

@@ -255,7 +255,11 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
       return e->args[2]->float_value;
     return std::nullopt;
   };
-  if (select_constant(partial_term) == target) {
+  // A select in the term itself, or one the mask's constant passes through, can hold a whole
+  // chunk on one branch (max[j](select(j < N / 2, c, 0)) of c = select(.., -inf) is -inf on a
+  // chunk below N / 2 that c hides): the term counts as masked where some choice of its selects'
+  // branches makes it the target.
+  if (masked_term_can_be(partial_term, target)) {
     out.found = true;
     return out;
   }
@@ -286,7 +290,7 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
         return expand(w->second->body->value);
       });
     };
-    if (!masked_term_differs(expand(partial_term), target)) {
+    if (masked_term_can_be(expand(partial_term), target)) {
       out = {true, b, *k};
       return out;
     }

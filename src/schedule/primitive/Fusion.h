@@ -51,7 +51,9 @@ std::string repair_pole(const algebra::RepairResult& repair,
 // and its copies (`aliases`, the names B was cloned to) replaced by K, everything else random
 // finite, must give the target's identity (MaskedTerm.h; what propagate_mask checks of a skipped
 // tile). A mask written inline in the producer's term names no buffer the target could read: not
-// sound. Without a mask (the data itself is the identity: -inf inputs) the guard stays.
+// sound. A term counts as masked when some choice of its selects' branches makes it the identity
+// (MaskedTerm.h masked_term_can_be): an index predicate beside the mask can hold on a whole chunk.
+// Without a mask (the data itself is the identity: -inf inputs) the guard stays.
 // `producer` is the buffer the incomplete value reads (a scan, or the result a combine writes);
 // `p` the program that holds it, its partial and the maps.
 bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,

@@ -2,6 +2,7 @@
 // The value of a reduction's term on masked elements (see MaskedTerm.h).
 #include "schedule/primitive/MaskedTerm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 
 namespace kintsugi::schedule {
 
@@ -39,6 +41,26 @@ std::optional<double> first_trial(const ir::Expr& term, const algebra::LeafFn& f
 std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
                                           const algebra::LeafFn& fixed) {
   return first_trial(term, fixed, [&](double v) { return !(v == expected); });
+}
+
+bool masked_term_can_be(const ir::Expr& term, double expected) {
+  int selects = 0;
+  ir::visit(term, [&](const ir::Expr& n) {
+    selects += n->op == ir::Op::Select;
+    return true;
+  });
+  const int free = std::min(selects, 8);
+  for (unsigned choice = 0; choice < (1u << free); ++choice) {
+    int index = 0;  // selects in the post-order mutate visits them, the same for every choice
+    ir::Expr branch = ir::mutate(term, [&](const ir::Expr& n) {
+      if (n->op != ir::Op::Select) return n;
+      int i = index++;
+      if (i >= free) return n;
+      return (choice >> i) & 1u ? n->args[2] : n->args[1];
+    });
+    if (!masked_term_differs(branch, expected)) return true;
+  }
+  return false;
 }
 
 std::optional<double> masked_term_nonfinite(const ir::Expr& term) {

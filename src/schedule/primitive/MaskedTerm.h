@@ -19,6 +19,11 @@ namespace kintsugi::schedule {
 std::optional<double> masked_term_differs(const ir::Expr& term, double expected,
                                           const algebra::LeafFn& fixed = nullptr);
 
+// Whether some choice of branch at each select of `term` (conditions taken as free: index
+// predicates a chunk can satisfy throughout) makes every trial of masked_term_differs give
+// `expected`. Up to 8 selects are chosen freely; the rest keep their conditions.
+bool masked_term_can_be(const ir::Expr& term, double expected);
+
 // The same trials: the first value of `term` that is infinite or NaN, or nullopt.
 std::optional<double> masked_term_nonfinite(const ir::Expr& term);
 
