@@ -1108,7 +1108,8 @@ TEST(chain_fuzz, ReplayedMismatchesAgree) {
                                {105033, 2},
                                {92022, 15},
                                {92031, 14},
-                               {91036, 12}}) {
+                               {91036, 12},
+                               {141007, 49}}) {
     SCOPED_TRACE("KINTSUGI_FUZZ_SEED=" + std::to_string(seed) +
                  " KINTSUGI_FUZZ_ONLY=" + std::to_string(program));
     Stats stats;
@@ -1146,6 +1147,25 @@ output S[i]: f32 = a1[i]
                           cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 200}},
                           Inputs::Random, 1,
                           "from which the repair cannot re-base");  // rolling update
+}
+
+// A repair that scales a partial up by an exponential: min[j](exp(X - r)) with r a rsqrt of a
+// maximum (not monotone in it) is repaired with t * exp(r.rf - r), which exceeds 1 where a
+// chunk's r is above the row's. The chunk's terms exp(X - r.rf) are then smaller than the
+// program's by that factor and can underflow to 0 where the program's are subnormal or even
+// normal; the factor cannot restore them (log of it is -inf where the reference is about -100).
+// Such updates are refused; a ratio that exceeds 1 (t * s / s') keeps its zero guard.
+TEST(chain_fuzz, ExponentialRepairThatScalesAPartialUp) {
+  const char* src = R"(
+input X: f32[M, N]
+a[i] = max[j](X[i, j])
+l[i] = log(min[j](exp(X[i, j] - rsqrt(abs(a[i]) / f32(N) + 0.00001))))
+output S[i]: f32 = l[i]
+)";
+  expect_schedule_matches(src, cpu_options({{"M", 8}, {"N", 5000}}, 1), {{"M", 3}, {"N", 5000}},
+                          Inputs::Random, 1, "a partial that underflowed cannot be restored");
+  expect_schedule_matches(src, cpu_options({{"M", 4096}, {"N", 1000}}), {{"M", 2}, {"N", 300}},
+                          Inputs::Random, 1, "a partial that underflowed cannot be restored");
 }
 
 // A mask beside an index predicate: m = max[j](select(j < N / 2, c, 0)) of a sliding window
@@ -1310,7 +1330,7 @@ input X: f32[M, N]
 input V: f32[N, E]
 a0[i] = max[j](X[i, j]) - 1
 a1[i] = a0[i] + log(max[j](exp(X[i, j] - a0[i])))
-a2[i] = min[j](exp(X[i, j] - a0[i]) * X[i, j])
+a2[i] = max[j](exp(X[i, j] - a0[i]) * X[i, j])
 d2[i] = a2[i]
 o[i, e] = sum[j](f32(f16(exp(X[i, j] - d2[i]))) * V[j, e])
 output O[i, e]: f32 = o[i, e]

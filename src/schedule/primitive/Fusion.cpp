@@ -395,9 +395,13 @@ bool repair_scale_may_overflow(const algebra::RepairResult& repair,
       return true;
     });
   };
+  // A sum of nonnegative terms is never negative.
+  const bool nonnegative = std::any_of(moves.begin(), moves.end(),
+                                       [](const auto& m) { return m.second == ir::Reducer::Sum; });
   for (double old_value : olds)
     for (double step : steps)
       for (int sign : {1, -1}) {
+        if (nonnegative && old_value < 0) continue;
         double zero = h_at(0.0, old_value, step, sign);
         if (std::isnan(zero)) continue;  // outside the repair's domain
         if (zero != 0.0) return false;   // not a rescaling
@@ -408,6 +412,12 @@ bool repair_scale_may_overflow(const algebra::RepairResult& repair,
 
 ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h) {
   return ir::make_select(ir::make_binary(ir::Op::Eq, t, ir::make_float(0.0, t->type)), t, h);
+}
+
+bool repair_scales_exponentially(const algebra::RepairResult& repair) {
+  return std::any_of(
+      repair.values.begin(), repair.values.end(),
+      [&](const algebra::IncompleteValue& v) { return repair_exponentiates(repair, v); });
 }
 
 std::map<std::string, Range> axis_box(const std::map<std::string, AxisIteration>& axis_iter,

@@ -98,12 +98,18 @@ void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
 // True when the repair rescales its partial (h(0, x, x') == 0: h = t * k) by a factor k that can
 // exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old
 // variable to its producer's reducer (the new value of a max is at least the old one, of a min at
-// most; a value missing there, a sum, moves either way). Checked numerically. Such a partial may
-// underflow to 0 while k overflows to infinity, and 0 * inf is NaN where the real product is 0 (a
-// chunk whose local value is far from the global one); the caller then keeps a zero partial as
-// it is (guard_zero_partial).
+// most; Sum stands for a sum of nonnegative terms, which only grows and is never negative; a value
+// missing there moves either way). Checked numerically. A partial computed at a base where it is
+// smaller than the program's terms may underflow (to 0, or lose its subnormal digits) where the
+// program's terms do not, and k > 1 cannot restore it (log(min[j](exp(x - r))) is -inf where the
+// reference is -100). Where k exponentiates an incomplete value (repair_scales_exponentially) a
+// modest move of it spans the whole float range, and the callers refuse the update; a ratio k
+// (t * s / s') is kept, with a zero partial kept as it is (guard_zero_partial: 0 * inf is NaN).
 bool repair_scale_may_overflow(const algebra::RepairResult& repair,
                                const std::map<std::string, ir::Reducer>& moves);
+
+// Whether the repair exponentiates one of its incomplete values (repair_exponentiates).
+bool repair_scales_exponentially(const algebra::RepairResult& repair);
 
 // `h` (the repair applied to partial `t`) with a zero partial kept as it is: select(t == 0, t, h).
 ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h);

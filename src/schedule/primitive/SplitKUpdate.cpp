@@ -318,6 +318,7 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
                                    ", a sum whose partials can be far from the row's (exp " +
                                    "overflows or underflows where the program's does not)");
       if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
+      if (pr == ir::Reducer::Sum && req.facts.count(global)) moves[v.old_var] = pr;
       if (mask_makes_producer_infinite(tmp.program_, global, pr))
         throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
                                    "': a masked element makes " + global +
@@ -354,7 +355,13 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       sub[stat] = ir::make_load(rf, self->type, idx);
     }
     ir::Expr h = ir::substitute(repair.h, sub);
-    partial = repair_scale_may_overflow(repair, moves) ? guard_zero_partial(partial, h) : h;
+    const bool scales_up = repair_scale_may_overflow(repair, moves);
+    if (scales_up && repair_scales_exponentially(repair))
+      throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
+                                 "': the repair scales a chunk's partial up (" +
+                                 algebra::to_math(repair.h) +
+                                 "), and a partial that underflowed cannot be restored");
+    partial = scales_up ? guard_zero_partial(partial, h) : h;
     if (at_identity)
       partial =
           ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);
