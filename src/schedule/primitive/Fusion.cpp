@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -325,6 +326,10 @@ std::map<std::string, std::string> partial_facts(
 
 bool mask_makes_producer_infinite(const ir::LoopProgram& p, const std::string& producer,
                                   ir::Reducer producer_reducer) {
+  const double inf = std::numeric_limits<double>::infinity();
+  if (producer_reducer == ir::Reducer::Sum)  // either infinity absorbs a sum of finite terms
+    return producer_mask(p, producer, producer_reducer, inf).found ||
+           producer_mask(p, producer, producer_reducer, -inf).found;
   if (producer_reducer != ir::Reducer::Max && producer_reducer != ir::Reducer::Min) return false;
   const double absorbing = -ir::reducer_identity(producer_reducer);
   return producer_mask(p, producer, producer_reducer, absorbing).found;

@@ -78,8 +78,9 @@ std::map<std::string, std::string> partial_facts(
     const std::map<std::string, std::string>& partial_of);
 
 // Whether a mask drives a maximum or minimum `producer` to its absorbing infinity (+inf for a
-// maximum): its partial reduces a term that is +inf wherever a map buffer it reads holds its
-// select's constant (max[j](c * c) of c = select(.., -inf)). The row's value is then infinite
+// maximum), or a sum to either infinity: its partial reduces a term that is that infinity
+// wherever a map buffer it reads holds its select's constant (max[j](c * c) of
+// c = select(.., -inf); sum[j](c)). The row's value is then infinite
 // where every chunk's or tile's but the masked one's is finite, and a repair re-basing from a
 // finite value to an infinite one (t * F(global) / F(local)) gives inf or NaN where the program's
 // terms give 0: the update is refused.
@@ -99,7 +100,9 @@ void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
 // exceed 1 where the incomplete values move as their producers can: `moves` maps a value's old
 // variable to its producer's reducer (the new value of a max is at least the old one, of a min at
 // most; Sum stands for a sum of nonnegative terms, which only grows and is never negative; a value
-// missing there moves either way). Checked numerically. A partial computed at a base where it is
+// missing there moves either way, as does a producer repaired itself: its chunk partial
+// sits on a base of its own, max[j](exp(x - a0.rf)) over the chunk's a0, and is not bounded
+// by its final value). Checked numerically. A partial computed at a base where it is
 // smaller than the program's terms may underflow (to 0, or lose its subnormal digits) where the
 // program's terms do not, and k > 1 cannot restore it (log(min[j](exp(x - r))) is -inf where the
 // reference is -100). Where k exponentiates an incomplete value (repair_scales_exponentially) a

@@ -317,8 +317,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
                                    "': the repair exponentiates " + global +
                                    ", a sum whose partials can be far from the row's (exp " +
                                    "overflows or underflows where the program's does not)");
-      if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
-      if (pr == ir::Reducer::Sum && req.facts.count(global)) moves[v.old_var] = pr;
+      // A producer repaired itself (its combine reads more than its partial) moves either way.
+      if (pg->op == ir::Op::Load && pg->name == rf_name) {
+        if (pr == ir::Reducer::Max || pr == ir::Reducer::Min) moves[v.old_var] = pr;
+        if (pr == ir::Reducer::Sum && req.facts.count(global)) moves[v.old_var] = pr;
+      }
       if (mask_makes_producer_infinite(tmp.program_, global, pr))
         throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
                                    "': a masked element makes " + global +
