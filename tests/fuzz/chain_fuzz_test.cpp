@@ -884,11 +884,14 @@ class Fuzzer {
     for (const ir::Buffer* b : program_.outputs()) {
       double tol = runtime::tolerance_for(program_, b->dtype);
       const std::vector<double>& ref = inst.ref.outputs.at(b->name).values;
+      // The program rounded to its own types must keep within half the tolerance: a kernel
+      // rounds the same operations in another order (a tree of partial sums, f32 registers), and
+      // where one order of them spends most of the tolerance, another may exceed it.
       auto agrees = [&](const ir::InterpResult& other) {
         runtime::Tensor t(b->dtype, inst.ref.outputs.at(b->name).shape);
         for (size_t i = 0; i < ref.size(); ++i)
           t.set(static_cast<int64_t>(i), other.outputs.at(b->name).values[i]);
-        return runtime::compare_output(b->name, t, ref, tol).ok;
+        return runtime::compare_output(b->name, t, ref, tol / 2).ok;
       };
       if (!agrees(typed) || moved_by_rounding(inst, b->name, tol)) {
         ++stats_->ill_conditioned;

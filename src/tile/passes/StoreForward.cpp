@@ -64,7 +64,7 @@ class StoreForwarding {
         o.axis_of_dim.clear();
         o.bounds_checked.clear();
         o.stream_loop.clear();
-        zeros_.push_back({&o, std::move(zero)});
+        zeros_.push_back({o.result, std::move(zero)});
       }
     }
   }
@@ -76,8 +76,9 @@ class StoreForwarding {
         place_zeros(body[i].body);
         continue;
       }
+      // By the select's result: inserting into a body moves its ops.
       for (auto& [select, zero] : zeros_)
-        if (select == &body[i].op) {
+        if (select == body[i].op.result && body[i].op.kind == OpKind::Map) {
           TileStmt z;
           z.op = zero;
           body.insert(body.begin() + static_cast<std::ptrdiff_t>(i), std::move(z));
@@ -105,8 +106,8 @@ class StoreForwarding {
 
   const ir::LoopProgram& source_;
   Kernel& k_;
-  std::map<int, int> forwarded_;                         // load result -> the stored value
-  std::vector<std::pair<const TileOp*, TileOp>> zeros_;  // masked forward -> its zero
+  std::map<int, int> forwarded_;               // load result -> the stored value
+  std::vector<std::pair<int, TileOp>> zeros_;  // masked forward (its result) -> its zero
 };
 
 }  // namespace
