@@ -33,6 +33,29 @@ Expr substitute(const Expr& e, const std::map<std::string, Expr>& vars) {
   });
 }
 
+Expr widen_to_f32(const Expr& e) {
+  auto narrow = [](DType t) { return is_float(t) && t != DType::F32; };
+  return mutate(e, [&](const Expr& n) -> Expr {
+    switch (n->op) {
+      case Op::Load:
+      case Op::Cast:
+      case Op::Var:
+        return narrow(n->type) ? make_cast(DType::F32, n) : n;
+      case Op::FloatImm:
+        return narrow(n->type) ? make_float(n->float_value, DType::F32) : n;
+      case Op::Call:
+        return narrow(n->type) ? make_call(n->fn, n->args) : n;
+      case Op::Select:
+        return narrow(n->type) ? make_select(n->args[0], n->args[1], n->args[2]) : n;
+      default:
+        if (!narrow(n->type)) return n;
+        if (n->args.size() == 1) return make_unary(n->op, n->args[0]);
+        if (n->args.size() == 2) return make_binary(n->op, n->args[0], n->args[1]);
+        return n;
+    }
+  });
+}
+
 bool uses_var(const Expr& e, const std::string& name) {
   bool found = false;
   visit(e, [&](const Expr& n) {

@@ -18,6 +18,10 @@ void visit(const Expr& e, const std::function<bool(const Expr&)>& f);
 Expr mutate(const Expr& e, const std::function<Expr(const Expr&)>& f);
 // Replaces variables by name.
 Expr substitute(const Expr& e, const std::map<std::string, Expr>& vars);
+// e computed in f32 where it computes in a narrower float type (f16, bf16, fp8): loads and
+// literals of such types are read as f32, an explicit cast to one still rounds and its result is
+// read as f32, and arithmetic is rebuilt so that it takes its operands' f32 type.
+Expr widen_to_f32(const Expr& e);
 // True when e mentions the variable `name`.
 bool uses_var(const Expr& e, const std::string& name);
 // True when e is an integer made of literals and dims only (a value fixed for a whole run).

@@ -1125,7 +1125,10 @@ TEST(chain_fuzz, ReplayedMismatchesAgree) {
                                {91036, 12},
                                {141007, 49},
                                {166039, 20},
-                               {163036, 27}}) {
+                               {163036, 27},
+                               {161002, 12},
+                               {163015, 49},
+                               {200007, 49}}) {
     SCOPED_TRACE("KINTSUGI_FUZZ_SEED=" + std::to_string(seed) +
                  " KINTSUGI_FUZZ_ONLY=" + std::to_string(program));
     Stats stats;

@@ -97,11 +97,16 @@ std::string Schedule::rfactor(const std::string& block, const LoopRef& loop, int
   size_t at = factor_axis < 0 ? st.indices.size() : static_cast<size_t>(factor_axis);
   std::vector<ir::Expr> rf_idx = st.indices;
   rf_idx.insert(rf_idx.begin() + static_cast<long>(at), lv);
-  DType t = term->type;
+  // A reduction of a narrower float type keeps its partials, and computes their terms, in f32:
+  // a partial can exceed the type's range where the whole reduction does not (a chunk's terms
+  // on the chunk's own base, before a repair re-bases them).
+  const bool widened = is_float(buf->dtype) && buf->dtype != DType::F32;
+  const DType rf_type = widened ? DType::F32 : buf->dtype;
   ir::Expr g = ir::substitute(term, sub);
+  if (widened) g = ir::widen_to_f32(g);
+  const DType t = widened ? DType::F32 : term->type;
   ir::Expr acc = ir::make_load(
-      rf_buf, buf->dtype == DType::I32 || buf->dtype == DType::I8 ? DType::Int : buf->dtype,
-      rf_idx);
+      rf_buf, rf_type == DType::I32 || rf_type == DType::I8 ? DType::Int : rf_type, rf_idx);
   ir::Stmt rf = ir::make_block(
       rf_block, rf_iters, ir::make_store(rf_buf, rf_idx, reducer_identity_expr(reducer, t)),
       ir::make_store(rf_buf, rf_idx, combine(reducer, acc, g)), r.predicate);
@@ -127,7 +132,7 @@ std::string Schedule::rfactor(const std::string& block, const LoopRef& loop, int
     if (!uses_inner) wb_pred = wb_pred ? ir::make_binary(ir::Op::And, wb_pred, c) : c;
   }
   ir::Expr rf_load = ir::make_load(rf_buf, acc->type, rf_idx);
-  ir::Expr self = ir::make_load(st.buffer, acc->type, st.indices);
+  ir::Expr self = ir::make_load(st.buffer, st.value->args[0]->type, st.indices);
   ir::Stmt wb = ir::make_block(
       block, wb_iters, r.init,
       ir::make_store(st.buffer, st.indices, combine(reducer, self, rf_load)), wb_pred);
@@ -137,7 +142,7 @@ std::string Schedule::rfactor(const std::string& block, const LoopRef& loop, int
   // Place: the rf block where the block was, the write-back block after the statement of the
   // loop's body that holds it.
   ir::LoopProgram p = program_;
-  p.buffers.push_back(ir::Buffer{rf_buf, buf->dtype,
+  p.buffers.push_back(ir::Buffer{rf_buf, rf_type,
                                  [&] {
                                    auto s = buf->shape;
                                    s.insert(s.begin() + static_cast<long>(at), ext);

@@ -357,7 +357,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
       idx.insert(idx.begin() + kChunkAxis, var(lv));
       sub[stat] = ir::make_load(rf, self->type, idx);
     }
-    ir::Expr h = ir::substitute(repair.h, sub);
+    // In f32 where the block's type is narrower, as its partials are (rfactor).
+    ir::Expr h = ir::widen_to_f32(ir::substitute(repair.h, sub));
     const bool scales_up = repair_scale_may_overflow(repair, moves);
     if (scales_up && repair_scales_exponentially(repair))
       throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
