@@ -415,14 +415,17 @@ bool repair_scale_may_overflow(const algebra::RepairResult& repair,
   return false;
 }
 
-ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h) {
+ir::Expr guard_scaled_partial(const algebra::RepairResult& repair,
+                              const std::map<std::string, ir::Reducer>& moves, const ir::Expr& t,
+                              const ir::Expr& h, const std::string& primitive,
+                              const std::string& refusal) {
+  if (!repair_scale_may_overflow(repair, moves)) return h;
+  for (const algebra::IncompleteValue& v : repair.values)
+    if (repair_exponentiates(repair, v))
+      throw ScheduleError(primitive, refusal + ": the repair scales a partial up (" +
+                                         algebra::to_math(repair.h) +
+                                         "), and a partial that underflowed cannot be restored");
   return ir::make_select(ir::make_binary(ir::Op::Eq, t, ir::make_float(0.0, t->type)), t, h);
-}
-
-bool repair_scales_exponentially(const algebra::RepairResult& repair) {
-  return std::any_of(
-      repair.values.begin(), repair.values.end(),
-      [&](const algebra::IncompleteValue& v) { return repair_exponentiates(repair, v); });
 }
 
 std::map<std::string, Range> axis_box(const std::map<std::string, AxisIteration>& axis_iter,

@@ -105,17 +105,20 @@ void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
 // by its final value). Checked numerically. A partial computed at a base where it is
 // smaller than the program's terms may underflow (to 0, or lose its subnormal digits) where the
 // program's terms do not, and k > 1 cannot restore it (log(min[j](exp(x - r))) is -inf where the
-// reference is -100). Where k exponentiates an incomplete value (repair_scales_exponentially) a
+// reference is -100). Where k exponentiates an incomplete value a
 // modest move of it spans the whole float range, and the callers refuse the update; a ratio k
-// (t * s / s') is kept, with a zero partial kept as it is (guard_zero_partial: 0 * inf is NaN).
+// (t * s / s') is kept, with a zero partial kept as it is (guard_scaled_partial: 0 * inf is NaN).
 bool repair_scale_may_overflow(const algebra::RepairResult& repair,
                                const std::map<std::string, ir::Reducer>& moves);
 
-// Whether the repair exponentiates one of its incomplete values (repair_exponentiates).
-bool repair_scales_exponentially(const algebra::RepairResult& repair);
-
-// `h` (the repair applied to partial `t`) with a zero partial kept as it is: select(t == 0, t, h).
-ir::Expr guard_zero_partial(const ir::Expr& t, const ir::Expr& h);
+// `h` (the repair applied to partial `t`) as the update may use it, given how its incomplete
+// values move (`moves`, as for repair_scale_may_overflow): h itself where the repair never scales
+// t up; select(t == 0, t, h) where a ratio can (a zero partial kept as it is: 0 * inf is NaN);
+// a ScheduleError of `primitive` (`refusal`, then why) where an exponential can.
+ir::Expr guard_scaled_partial(const algebra::RepairResult& repair,
+                              const std::map<std::string, ir::Reducer>& moves, const ir::Expr& t,
+                              const ir::Expr& h, const std::string& primitive,
+                              const std::string& refusal);
 
 // Augmented-state repairs re-base an accumulator about the old value of a producer, and a partial
 // sum (a fraction of the whole: a mean is the whole axis' sum over its extent) is far from the

@@ -384,13 +384,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       if (value && value->op == ir::Op::Add && req.facts.count(prod->body->buffer))
         moves[v.old_var] = ir::Reducer::Sum;
     }
-    const bool scales_up = repair_scale_may_overflow(repair, moves);
-    if (scales_up && repair_scales_exponentially(repair))
-      throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
-                                 "': the repair scales the running partial up (" +
-                                 algebra::to_math(repair.h) +
-                                 "), and a partial that underflowed cannot be restored");
-    if (scales_up) h = guard_zero_partial(self, h);
+    h = guard_scaled_partial(repair, moves, self, h, P,
+                             "block '" + block + "' cannot be fused under loop '" + lv + "'");
     // Leading tiles where a producer still holds its reducer's identity (a max of nothing but
     // -inf: fully masked tiles) give terms such as exp(-inf - -inf) = NaN. When the repair maps
     // every such contribution to zero once the producer moves on (h(1, identity, r') = 0, checked

@@ -359,13 +359,8 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     }
     // In f32 where the block's type is narrower, as its partials are (rfactor).
     ir::Expr h = ir::widen_to_f32(ir::substitute(repair.h, sub));
-    const bool scales_up = repair_scale_may_overflow(repair, moves);
-    if (scales_up && repair_scales_exponentially(repair))
-      throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
-                                 "': the repair scales a chunk's partial up (" +
-                                 algebra::to_math(repair.h) +
-                                 "), and a partial that underflowed cannot be restored");
-    partial = scales_up ? guard_zero_partial(partial, h) : h;
+    partial = guard_scaled_partial(repair, moves, partial, h, P,
+                                   "block '" + block + "' cannot be split at loop '" + lv + "'");
     if (at_identity)
       partial =
           ir::make_select(at_identity, reducer_identity_expr(reducer, partial->type), partial);
