@@ -44,6 +44,7 @@
 #include "driver/Driver.h"
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "runtime/Runner.h"
 #include "schedule/AutoSchedule.h"
 #include "support/Error.h"
@@ -798,6 +799,75 @@ class Fuzzer {
     return false;
   }
 
+  // The original program with, beside each sum, the sum of its terms' magnitudes and their
+  // count (buffers `<sum>.abs` and `<sum>.n`); the sums and their shadows are outputs.
+  ir::LoopProgram with_sum_magnitudes() const {
+    ir::LoopProgram p = program_;
+    std::set<std::string> sums;
+    p.body = ir::mutate(p.body, [&](const ir::Stmt& s) -> ir::Stmt {
+      if (s->kind != ir::StmtKind::Block || !s->body || s->body->kind != ir::StmtKind::Store)
+        return s;
+      const ir::StmtNode& st = *s->body;
+      const ir::Expr& v = st.value;
+      if (!is_float(v->type) || v->op != ir::Op::Add) return s;
+      ir::Expr acc = ir::make_load(st.buffer, v->type, st.indices);
+      int term = ir::equal(v->args[0], acc) ? 1 : ir::equal(v->args[1], acc) ? 0 : -1;
+      if (term < 0) return s;
+      sums.insert(st.buffer);
+      auto shadow = [&](const std::string& suffix, const ir::Expr& step) {
+        ir::Expr prev = ir::make_load(st.buffer + suffix, v->type, st.indices);
+        return ir::make_store(st.buffer + suffix, st.indices,
+                              ir::make_binary(ir::Op::Add, prev, step));
+      };
+      auto zero = [&](const std::string& suffix) {
+        return ir::make_store(st.buffer + suffix, st.indices, ir::make_float(0.0, v->type));
+      };
+      ir::StmtNode n = *s;
+      n.body =
+          ir::make_seq({s->body, shadow(".abs", ir::make_call(ir::MathFn::Abs, {v->args[term]})),
+                        shadow(".n", ir::make_float(1.0, v->type))});
+      n.init = ir::make_seq({s->init ? s->init : ir::make_seq({}), zero(".abs"), zero(".n")});
+      return std::make_shared<const ir::StmtNode>(std::move(n));
+    });
+    std::vector<ir::Buffer> shadows;
+    for (ir::Buffer& b : p.buffers) {
+      if (!sums.count(b.name)) continue;
+      b.role = ir::BufferRole::Output;
+      for (const char* suffix : {".abs", ".n"}) {
+        ir::Buffer c = b;
+        c.name += suffix;
+        shadows.push_back(c);
+      }
+    }
+    p.buffers.insert(p.buffers.end(), shadows.begin(), shadows.end());
+    return p;
+  }
+
+  // The name and element of a sum of the program that cancels, at this instance, to within the
+  // rounding of its terms and of an f32 sum of them, or "" when none does: |sum| <= (n * 2^-23 +
+  // eps) * sum of |terms|, eps the machine epsilon of the sum's type (a term computed in that type
+  // carries its rounding; each f32 addition, and the term's f32 arithmetic, a unit). A kernel
+  // computes the terms in its own precision and sums them in its own order; such a sum is noise
+  // there (it can be exactly 0 where the exact one is not), and so is what divides by it. The noise
+  // test on the outputs does not see it where the output does not show the sum (a2 / TEMP - a2 /
+  // TEMP with a2 a sum over 1 / a1).
+  std::string sum_cancelling_in_f32(const Instance& inst) const {
+    ir::LoopProgram p = with_sum_magnitudes();
+    ir::InterpResult r = ir::interpret(p, ir::InterpMode::Exact, inst.in(), inst.sizes);
+    for (const auto& [name, sum] : r.outputs) {
+      auto abs = r.outputs.find(name + ".abs"), n = r.outputs.find(name + ".n");
+      if (abs == r.outputs.end()) continue;
+      double unit = dtype_epsilon(program_.find_buffer(name)->dtype);
+      for (size_t i = 0; i < sum.values.size(); ++i) {
+        double bound = (n->second.values[i] * std::ldexp(1.0, -23) + unit) * abs->second.values[i];
+        if (std::isfinite(bound) && bound > 0 && std::fabs(sum.values[i]) <= bound)
+          return name + "[" + std::to_string(i) + "] = " + std::to_string(sum.values[i]) +
+                 " of terms summing to " + std::to_string(abs->second.values[i]) + " in magnitude";
+      }
+    }
+    return "";
+  }
+
   // Check 1 of one schedule, and its validation; false when Check 1 fails.
   bool compare_schedule(const std::string& which, const ir::LoopProgram& scheduled,
                         const nlohmann::json& trace, const driver::ValidationOptions& v) {
@@ -900,6 +970,14 @@ class Fuzzer {
       const runtime::Tensor& got = outputs.at(b->name);
       runtime::OutputCheck c = runtime::compare_output(b->name, got, ref, tol);
       if (!c.ok) {
+        if (std::string sum = sum_cancelling_in_f32(inst); !sum.empty()) {
+          ++stats_->ill_conditioned;
+          std::cerr << "chain_fuzz: " << which << ", output " << b->name << " at "
+                    << sizes_text(inst.sizes) << " is not compared: the sum " << sum
+                    << " cancels within the rounding of its terms\n"
+                    << repro() << "\n";
+          continue;
+        }
         ok = false;
         std::ostringstream where;  // the first element whose finiteness differs
         for (size_t i = 0; i < ref.size() && !c.special_values_match; ++i) {
@@ -1109,7 +1187,11 @@ output S[b, i]: f16 = a1[b, i]
 // terms give 0): such an update is now refused; 92031/14 (H200 host): the repair t * a0' / a0
 // divided by the chunk's max[j](exp(c)) of c = select(.., -inf), which is 0 on a chunk the mask
 // hides (exp(-inf) is 0), though exp is positive: such a partial now counts as nonnegative only,
-// and the division is refused.
+// and the division is refused. 115005/49 (H200 host): a1 = sum(bf16(x) * y / a0) cancels to 2.4e-3
+// of terms of magnitude 9.3, within their bf16 rounding; the emulated kernel's a1 is exactly 0 and
+// a2 = sum(.. / a1) NaN, where the output a2 / TEMP - a2 / TEMP is 0 in the reference. The output
+// does not show the cancelling sum, so the noise test on outputs missed it; a kernel's mismatch
+// over a sum that cancels within the rounding of its terms is now not compared.
 TEST(chain_fuzz, ReplayedMismatchesAgree) {
   for (auto [seed, program] : {std::pair<uint64_t, uint64_t>{40036, 86},
                                {41022, 67},
@@ -1128,7 +1210,8 @@ TEST(chain_fuzz, ReplayedMismatchesAgree) {
                                {163036, 27},
                                {161002, 12},
                                {163015, 49},
-                               {200007, 49}}) {
+                               {200007, 49},
+                               {115005, 49}}) {
     SCOPED_TRACE("KINTSUGI_FUZZ_SEED=" + std::to_string(seed) +
                  " KINTSUGI_FUZZ_ONLY=" + std::to_string(program));
     Stats stats;
