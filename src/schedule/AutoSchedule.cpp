@@ -491,7 +491,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
 
 AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
-  if (target == "cuda") o.row_tile = 128;
+  if (target == "cuda") o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024;
   return o;
 }

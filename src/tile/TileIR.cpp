@@ -43,6 +43,17 @@ void check_specialised(const std::map<std::string, Specialisation>& specialised,
   }
 }
 
+void check_divisible(const std::map<std::string, Divisibility>& divisible,
+                     const std::string& kernel, const std::map<std::string, int64_t>& sizes) {
+  for (const auto& [text, d] : divisible) {
+    int64_t value = ir::eval_int(d.extent, sizes);
+    if (value % d.divisor != 0)
+      arg_error << "kernel " << kernel << " was generated for " << text << " divisible by "
+                << d.divisor << " (vector loads), got " << value
+                << "; compile it again for these sizes";
+  }
+}
+
 int64_t TileType::elements() const {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
@@ -209,6 +220,7 @@ std::string to_string(const TileProgram& p) {
     }
     os << ")";
   }
+  for (const auto& [text, d] : p.divisible) os << " (" << text << " % " << d.divisor << " == 0)";
   os << "\n";
   Printer printer(os);
   for (const Kernel& k : p.kernels) {

@@ -125,9 +125,18 @@ struct Specialisation {
   int64_t value = 0;
 };
 
+// A size expression that is the innermost extent of a buffer in memory, and the largest power of
+// two up to 16 that divides it at the sizes the kernels were generated for: a back end may read
+// and write that dimension in aligned runs of that many elements (vector loads).
+struct Divisibility {
+  ir::Expr extent;
+  int64_t divisor = 1;
+};
+
 struct TileProgram {
   ir::LoopProgram source;                             // buffers, dims and params come from here
   std::map<std::string, Specialisation> specialised;  // by the extent's printed form
+  std::map<std::string, Divisibility> divisible;      // by the extent's printed form
   std::vector<Kernel> kernels;                        // run in order
 };
 
@@ -139,6 +148,11 @@ bool is_register(const TileProgram& p, const std::string& name);
 // at the run's sizes (`sizes` holds every dim).
 void check_specialised(const std::map<std::string, Specialisation>& specialised,
                        const std::string& kernel, const std::map<std::string, int64_t>& sizes);
+
+// Throws RuntimeArgError when a size expression that the kernels take to be divisible by a power
+// of two is not at the run's sizes.
+void check_divisible(const std::map<std::string, Divisibility>& divisible,
+                     const std::string& kernel, const std::map<std::string, int64_t>& sizes);
 
 std::string to_string(const TileType& t);
 std::string to_string(const TileOp& o);  // one line of the printed form

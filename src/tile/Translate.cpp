@@ -1020,6 +1020,26 @@ std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   return out;
 }
 
+// TileProgram::divisible: the innermost extent of every buffer in memory that is a size
+// expression, with the power of two (2 to 16) that divides it at `sizes`.
+void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>& sizes) {
+  for (const ir::Buffer& b : out.source.buffers) {
+    if (b.shape.empty() || b.shape.back()->op == Op::IntImm || is_register(out, b.name)) continue;
+    const Expr& extent = b.shape.back();
+    std::string text = ir::to_string(extent);
+    if (out.specialised.count(text)) continue;
+    int64_t value = 0;
+    try {
+      value = ir::eval_int(extent, sizes);
+    } catch (const UserError&) {
+      continue;  // a size not given
+    }
+    if (value <= 0) continue;
+    int64_t divisor = std::min<int64_t>(16, value & -value);
+    if (divisor >= 2) out.divisible[text] = Divisibility{extent, divisor};
+  }
+}
+
 }  // namespace
 
 TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes) {
@@ -1043,6 +1063,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     t.stmt(body);
     out.kernels.push_back(std::move(k));
   }
+  record_divisibility(out, sizes);
   verify(out);
   return out;
 }

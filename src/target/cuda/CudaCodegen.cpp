@@ -322,6 +322,10 @@ class CyclicWriter : public KernelWriter {
              "] = " + store_value(o.buffer, at(o.args[0])) + ";");
         return;
       }
+      if (!vector_type(o).empty()) {
+        store_chunks(o, reg, shape_of);
+        return;
+      }
       std::vector<std::string> ix = open_elements(shape_of);
       element(reg, ix, &offset, &inside);
       std::string cond = inside + (o.args.size() > 1 ? " && " + at(o.args[1]) : "");
@@ -360,6 +364,52 @@ class CyclicWriter : public KernelWriter {
     element(reg, ix, &offset, &inside);
     line(v.name + "[ks_i] = (" + inside + ") ? " +
          load_value(o.buffer, buf + "[" + offset + "]", v.dtype) + " : " + zero + ";");
+    close_elements();
+  }
+
+  // Store `o` of a tile whose chunks are aligned runs of the buffer (vector_type): a chunk the
+  // mask keeps whole is written by vector stores, one the mask cuts element by element; a chunk
+  // outside the buffer not at all (its first element decides, see innermost_chunks).
+  void store_chunks(const TileOp& o, const Region& reg, const Value& shape_of) {
+    const std::string& buf = buffer_ids_.at(o.buffer);
+    std::string vt = vector_type(o), w = std::to_string(shape_of.width());
+    auto element_of = [&](int id) {
+      const Value& e = val(id);
+      return e.scalar() ? e.name : e.name + "[ks_i + ks_c]";
+    };
+    std::string offset, inside;
+    std::vector<std::string> ix = open_elements(shape_of, true);
+    element(reg, ix, &offset, &inside);
+    line("if (" + inside + ") {");
+    ++indent_;
+    std::string whole = "true";
+    if (o.args.size() > 1) {
+      line("bool ks_whole = true;");
+      line("#pragma unroll");
+      line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) ks_whole = ks_whole && " +
+           element_of(o.args[1]) + ";");
+      whole = "ks_whole";
+    }
+    line("if (" + whole + ") {");
+    ++indent_;
+    line(storage(buffer_dtype(o.buffer)) + " ks_raw[" + w + "];");
+    line("#pragma unroll");
+    line("for (int ks_c = 0; ks_c < " + w +
+         "; ++ks_c) ks_raw[ks_c] = " + store_value(o.buffer, element_of(o.args[0])) + ";");
+    for (int64_t k = 0; k < std::max<int64_t>(1, chunk_bytes(o) / 16); ++k)
+      line("((" + vt + "*)(" + buf + " + " + offset + "))[" + std::to_string(k) + "] = ((const " +
+           vt + "*)ks_raw)[" + std::to_string(k) + "];");
+    --indent_;
+    if (o.args.size() > 1) {
+      line("} else {");
+      line("  #pragma unroll");
+      line("  for (int ks_c = 0; ks_c < " + w + "; ++ks_c)");
+      line("    if (" + element_of(o.args[1]) + ") " + buf + "[" + offset +
+           " + ks_c] = " + store_value(o.buffer, element_of(o.args[0])) + ";");
+    }
+    line("}");
+    --indent_;
+    line("}");
     close_elements();
   }
 

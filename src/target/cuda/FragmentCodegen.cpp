@@ -279,11 +279,13 @@ class FragmentWriter : public KernelWriter {
   }
 
   // A 2-D f16 or bf16 load whose rows are whole 16-byte chunks of the buffer's innermost
-  // dimension.
+  // dimension, all inside the buffer (copy_tile tests rows only).
   bool stageable(const TileOp& o) const {
     if ((o.type.dtype != DType::F16 && o.type.dtype != DType::BF16) || o.type.shape.size() != 2)
       return false;
-    if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
+    if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8) ||
+        o.bounds_checked.back())
+      return false;
     int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
     // Whole 16-byte chunks a row, an even number of them (ldmatrix reads two), split evenly over
     // the threads.

@@ -386,14 +386,16 @@ bool multiple_of(const ir::Expr& e, int64_t n) {
 bool KernelWriter::innermost_chunks(const tile::TileOp& o, int64_t width) const {
   if (o.type.shape.empty() || o.starts.empty()) return false;
   size_t last = o.starts.size() - 1;
-  if (o.axis_of_dim[last] != static_cast<int>(o.type.shape.size()) - 1 || o.bounds_checked[last])
-    return false;
+  if (o.axis_of_dim[last] != static_cast<int>(o.type.shape.size()) - 1) return false;
   if (!multiple_of(o.starts[last], width)) return false;
   const ir::Expr& extent = p_.source.find_buffer(o.buffer)->shape[last];
+  // A multiple of n that is a multiple of width: n itself, or the power of two that divides it.
   int64_t n = -1;
   if (extent->op == Op::IntImm) n = extent->int_value;
   if (auto sp = p_.specialised.find(ir::to_string(extent)); sp != p_.specialised.end())
     n = sp->second.value;
+  if (auto d = p_.divisible.find(ir::to_string(extent)); d != p_.divisible.end())
+    n = d->second.divisor;
   return n > 0 && n % width == 0 && o.type.shape.back() % width == 0;
 }
 

@@ -88,11 +88,12 @@ class KernelWriter {
                std::string* inside) const;
   DType buffer_dtype(const std::string& name) const;
   // Whether the innermost tile axis of load or store `o` spans its buffer's innermost dimension
-  // in aligned runs of `width` elements: without a bounds check there, from a constant start that
-  // is a multiple of `width`, in a dimension whose extent (a constant or a specialised size) is a
-  // multiple of `width` too. Then every run of `width` tile elements along that axis that starts
-  // at a multiple of `width` is `width` consecutive, `width`-aligned buffer elements, all inside
-  // the buffer or none.
+  // in aligned runs of `width` elements: from a start that is a multiple of `width`, in a
+  // dimension whose extent (a constant, a specialised size, or a size divisible by a power of two,
+  // TileProgram::divisible) is a multiple of `width` too. Then every run of `width` tile elements
+  // along that axis that starts at a multiple of `width` is `width` consecutive, `width`-aligned
+  // buffer elements, all inside the buffer or none (a bounds check of its first element decides
+  // for the run).
   bool innermost_chunks(const tile::TileOp& o, int64_t width) const;
   std::string load_value(const std::string& buffer, const std::string& raw, DType to) const;
   // One element of gather `o` whose operands' values are `args` (the indices, then the mask if

@@ -30,6 +30,7 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap&
     l.args.sizes[d] = it->second;
   }
   tile::check_specialised(program.specialised, p.name, sizes);
+  tile::check_divisible(program.divisible, p.name, sizes);
   runtime::ParamMap values;
   for (size_t q = 0; q < p.params.size(); ++q) {
     auto it = params.find(p.params[q].name);

@@ -141,3 +141,24 @@ TEST(TileVerify, RegisterReadUsedAfterWrite) {
     EXPECT_NE(std::string(e.what()).find("used after a write"), std::string::npos) << e.what();
   }
 }
+
+// A size that is a buffer's innermost extent is recorded with the power of two (up to 16) that
+// divides it at the translation's sizes, for vector loads; a launch at a size it does not divide
+// is refused.
+TEST(TileTranslate, InnermostSizesRecordTheirPowerOfTwo) {
+  runtime::SizeMap sizes = {{"M", 4096}, {"N", 8200}};
+  tile::TileProgram tp = tiled("norm/layernorm.te", sizes);
+  ASSERT_TRUE(tp.divisible.count("N"));
+  EXPECT_EQ(tp.divisible.at("N").divisor, 8);
+  EXPECT_FALSE(tp.divisible.count("M"));  // no buffer's innermost extent
+  tile::check_divisible(tp.divisible, "layernorm", {{"M", 3}, {"N", 16}});
+  try {
+    tile::check_divisible(tp.divisible, "layernorm", {{"M", 4096}, {"N", 8196}});
+    FAIL();
+  } catch (const RuntimeArgError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "kernel layernorm was generated for N divisible by 8 (vector loads), got 8196; "
+              "compile it again for these sizes");
+  }
+  EXPECT_TRUE(tiled("norm/layernorm.te", {{"M", 4096}, {"N", 8191}}).divisible.empty());
+}
