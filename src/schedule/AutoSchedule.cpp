@@ -491,7 +491,9 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
 
 AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
-  if (target == "cuda") o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024;
+  if (target == "cuda")
+    o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_elements = 8192,
+    o.whole_wide_rows_below = 128;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024;
   return o;
 }
@@ -651,24 +653,78 @@ std::vector<std::vector<std::string>> fusion_groups(
   return groups;
 }
 
+// Whether a group is a row reduction: no block of the chain (`members`) or of its producers
+// (`closure`) reduces along an axis other than the chain's, of extent `axis`: softmax and norms,
+// not attention, whose scores reduce along the head dimension.
 // The options a group is scheduled with: `given`, with tiles of strip_rows x strip_tile when the
-// target asks for strips and the group is a row reduction (no block of the chain or of its
-// producers reduces along an axis other than the chain's, of extent `axis`: softmax and norms,
-// not attention, whose scores reduce along the head dimension).
-AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::LoopProgram& program,
-                                  const std::set<std::string>& closure,
-                                  const std::vector<std::string>& members, const ir::Expr& axis) {
-  if (given.strip_rows <= 0 || !axis) return given;
+// target asks for strips and the group is a row reduction.
+bool row_reduction(const ir::LoopProgram& program, const std::set<std::string>& closure,
+                   const std::vector<std::string>& members, const ir::Expr& axis) {
+  if (!axis) return false;
   std::set<std::string> blocks = closure;
   blocks.insert(members.begin(), members.end());
   for (const std::string& name : blocks)
     for (const ir::IterVar& iv : find_block(program.body, name, "auto").back()->iters)
       if (iv.kind != ir::IterKind::Spatial && ir::to_string(iv.extent) != ir::to_string(axis))
-        return given;
+        return false;
+  return true;
+}
+
+AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::LoopProgram& program,
+                                  const std::set<std::string>& closure,
+                                  const std::vector<std::string>& members, const ir::Expr& axis) {
+  if (given.strip_rows <= 0 || !row_reduction(program, closure, members, axis)) return given;
   AutoScheduleOptions strips = given;
   strips.row_tile = given.strip_rows;
   strips.tile = given.strip_tile;
   return strips;
+}
+
+// Whether group `members` is a row reduction whose row, at the sizes decided with, has at most
+// options.whole_row_elements elements (and, where the chain reads 4-byte inputs, that has fewer
+// than options.whole_wide_rows_below rows): then it is left unfused (notes why), and translation
+// computes each of its reductions over the whole row in one tile, reading the row once.
+bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::string>& members,
+                    const AutoScheduleOptions& options,
+                    const std::function<void(const std::string&)>& note) {
+  if (options.whole_row_elements <= 0) return false;
+  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+  ir::Expr extent;
+  for (const ir::IterVar& iv : first.iters)
+    if (iv.kind != ir::IterKind::Spatial) extent = iv.extent;
+  std::set<std::string> blocks = producer_closure(program, first);
+  if (!row_reduction(program, blocks, members, extent)) return false;
+  std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
+  int64_t n = 0, rows = 1;
+  try {
+    n = ir::eval_int(extent, sizes);
+    for (const ir::IterVar& iv : first.iters)
+      if (iv.kind == ir::IterKind::Spatial) rows *= ir::eval_int(iv.extent, sizes);
+  } catch (const UserError&) {
+    return false;
+  }
+  if (n > options.whole_row_elements) return false;
+  // The widest element of the inputs the chain reads.
+  int bytes = 0;
+  blocks.insert(members.begin(), members.end());
+  for (const std::string& name : blocks)
+    ir::visit_exprs(find_block(program.body, name, "auto").back()->body, [&](const ir::Expr& e) {
+      ir::visit(e, [&](const ir::Expr& x) {
+        if (x->op != ir::Op::Load) return true;
+        const ir::Buffer* b = program.find_buffer(x->name);
+        if (b && b->role == ir::BufferRole::Input) bytes = std::max(bytes, dtype_bytes(b->dtype));
+        return true;
+      });
+    });
+  if (bytes >= 4 && options.whole_wide_rows_below > 0 && rows >= options.whole_wide_rows_below)
+    return false;
+  std::string names;
+  for (const std::string& m : members) names += (names.empty() ? "'" : ", '") + m + "'";
+  note(kChainComputedWhole + names + " is not fused: its row fits in one tile (" +
+       ir::to_string(extent) + " = " + std::to_string(n) + ", at most " +
+       std::to_string(options.whole_row_elements) +
+       " elements), so each reduction runs over the whole row, which is read once");
+  return true;
 }
 
 // Steps 2 to 4 (see AutoSchedule.h) for one group: `members`, its reductions in program order,
@@ -853,6 +909,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   Schedule s = normal;
   bool fused = false;
   for (const std::vector<std::string>& members : groups) {
+    if (row_fits_whole(normal.program(), members, options, note)) continue;
     Schedule next = s;
     try {
       fuse_group(next, members, options, note, costs);

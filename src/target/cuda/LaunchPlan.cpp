@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "ir/IndexBounds.h"
 #include "ir/Interpreter.h"
 #include "ir/Limits.h"
 #include "ir/Printer.h"
+#include "tile/passes/Walk.h"
 
 namespace kintsugi::cuda {
 
@@ -43,11 +45,19 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap&
     values[p.params[q].name] = v;
   }
   ir::check_integer_ranges(p, sizes, values, p.name);
+  // Intermediates no kernel touches (their stores were dead) get no memory; their pointer is 0.
+  std::set<std::string> touched;
+  for (const tile::Kernel& k : program.kernels)
+    tile::for_each_op(k.body, [&](const tile::TileOp& o) { touched.insert(o.buffer); });
   size_t index = 0;
   for (const ir::Buffer& b : p.buffers) {
     if (tile::is_register(program, b.name)) continue;
     if (index >= static_cast<size_t>(kMaxBuffers))
       arg_error << "kernel " << p.name << " has more buffers than the CUDA back end passes";
+    if (b.role == ir::BufferRole::Intermediate && !touched.count(b.name)) {
+      ++index;
+      continue;
+    }
     std::vector<int64_t> shape = ir::eval_shape(b.shape, sizes, params);
     int64_t n = runtime::checked_bytes(shape, dtype_bytes(b.dtype), "buffer " + b.name);
     size_t bytes = static_cast<size_t>(std::max<int64_t>(n, dtype_bytes(b.dtype)));
