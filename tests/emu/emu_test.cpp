@@ -7,6 +7,8 @@
 // the emulator cannot complete fails the test with its reason.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +39,7 @@ struct Case {
   bool from_root = false;
   // Fallbacks a `# GAP:` line of a corpus program records: their warnings are not failures.
   std::set<driver::Requirement> gaps = {};
+  double tolerance = 0;  // of every output's max relative error; 0: the output type's
 };
 
 std::string describe(const Case& c) {
@@ -114,9 +117,9 @@ std::string check(const Case& c) {
   for (auto& [name, t] : inputs) in[name] = &t;
   ir::InterpResult ref = ir::interpret(p, ir::InterpMode::Exact, in, sizes, params);
   for (const ir::Buffer* b : p.outputs()) {
-    runtime::OutputCheck result =
-        runtime::compare_output(b->name, outputs.at(b->name), ref.outputs.at(b->name).values,
-                                runtime::tolerance_for(p, b->dtype));
+    runtime::OutputCheck result = runtime::compare_output(
+        b->name, outputs.at(b->name), ref.outputs.at(b->name).values,
+        c.tolerance > 0 ? c.tolerance : runtime::tolerance_for(p, b->dtype));
     if (!result.ok)
       failures.push_back(b->name + ": max rel err " + std::to_string(result.max_rel_err) +
                          " (tolerance " + std::to_string(result.tolerance) + ")" +
@@ -170,12 +173,35 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
   }
 }
 
-// Many rows (rolling update, 128-row strips): the output nests walk each row in column tiles,
+// Many rows: a row that fits in one tile computed whole (300 columns), and a longer one fused by
+// the rolling update in strips of 1024 columns (8300), or for 4-byte rows at 128 rows or more,
 // with tails in both axes.
 TEST(Emulator, NormsAtManyRows) {
   for (const char* name :
-       {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
+       {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"}) {
     verify({name, {{"M", 200}, {"N", 300}}, {}});
+    verify({name, {{"M", 130}, {"N", 8300}}, {}});
+  }
+}
+
+// Layer norm on rows far from zero (1000 + N(0, 1): f16 resolves no more) and on constant rows,
+// under split-K (8 rows), the rolling update (130 rows) and whole rows (1000 columns): within
+// 1e-3 of the exact result on the same f16 inputs.
+TEST(Emulator, StableLayerNormUnderEveryUpdate) {
+  for (double offset : {1000.0, 100.0})
+    for (int64_t rows : {8, 130})
+      for (int64_t cols : {1000, 9000}) {
+        Case c{"norm/layernorm.te", {{"M", rows}, {"N", cols}}, {}};
+        c.tolerance = 1e-3;
+        c.adjust_inputs = [offset](std::map<std::string, runtime::Tensor>& in) {
+          runtime::Tensor& x = in.at("X");
+          std::mt19937_64 rng(11);
+          std::normal_distribution<double> noise(0.0, 1.0);
+          for (int64_t e = 0; e < x.numel(); ++e)  // offset 100: constant rows
+            x.set(e, offset + (offset == 100.0 ? 0.0 : noise(rng)));
+        };
+        verify(c);
+      }
 }
 
 // The activations sigmoid and erf in the epilogue of a fused tensor-core kernel.

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Layer norm on rows far from zero, on the GPU: the example (f16 input) and the same program with
-# an f32 input, under split-K (M=8) and the rolling update (M=4096), for |mean| / std of 0, 1e2,
-# 1e3 (f16 resolves no more) and 1e4 (f32), and constant rows. Each run is verified against the
-# exact interpreter on the same inputs (kintsugi run --inputs DIR --verify); the line prints the
-# max relative error, and the script fails when one exceeds 1e-3 or does not verify.
+# an f32 input, under split-K (M=8) and the rolling update (M=4096) at N=10000, and computed whole
+# at N=1024, for |mean| / std of 0, 1e2, 1e3 (f16 resolves no more) and 1e4 (f32), and constant
+# rows. Each run is verified against the exact interpreter on the same inputs (kintsugi run
+# --inputs DIR --verify); the line prints the max relative error, and the script fails when one
+# exceeds 1e-3 or does not verify.
 #   tests/gpu/stable_variance.sh [KINTSUGI_BINARY] [--target cuda|cpu]
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -16,11 +17,12 @@ fail=0
 for x in f16 f32; do
   te="$root/examples/norm/layernorm.te"
   [ "$x" = f32 ] && te="$work/layernorm_f32.te"
-  for m in 8 4096; do
-    n=1024
+  # 1024 columns: a row computed whole on CUDA; 10000: fused in strips.
+  for mn in 8:1024 4096:1024 8:10000 4096:10000; do
+    m="${mn%:*}" n="${mn#*:}"
     for ratio in 0 100 1000 10000 const100 const10000; do
       [ "$x" = f16 ] && [ "$ratio" = 10000 ] && continue
-      dir="$work/in_${x}_${m}_${ratio}"
+      dir="$work/in_${x}_${m}_${n}_${ratio}"
       mkdir -p "$dir"
       python3 - "$dir" "$x" "$m" "$n" "$ratio" <<'EOF'
 import sys
