@@ -3,7 +3,9 @@
 # (M x N in {64, 4096} x {8192}, softmax also 4096 x 4096), with --target cuda --bench (verified
 # against the fp64 reference in the same run), then the copy of the same bytes by PyTorch as the
 # roof. One line per run: example, sizes, milliseconds, GB/s (bytes read and written once).
-#   tests/gpu/rows_check.sh [KINTSUGI_BINARY]
+# --full runs issue 24's grid instead: M in {1, 64, 4096, 32768} x N in {1024, 8192, 131072} for
+# every example, and N = 32000 for softmax.
+#   tests/gpu/rows_check.sh [KINTSUGI_BINARY] [--full]
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bin="$(realpath -m -- "${1:-$root/build/bin/kintsugi}")"
@@ -21,6 +23,17 @@ runs=(
   "softmax|M=4096,N=4096|$((4096 * 4096 * 8))"
   "softmax|M=4096,N=8192|$((4096 * 8192 * 8))"
 )
+if [ "${2:-}" = --full ]; then
+  runs=()
+  # bytes an element: inputs read and outputs written once (f16 in and out: 4; f32: 8; f16 -> i8: 3)
+  for ex in layernorm:4 l2norm:4 rmsnorm_quant:3 softmax:8; do
+    for m in 1 64 4096 32768; do
+      ns="1024 8192 131072"
+      [ "${ex%:*}" = softmax ] && ns="$ns 32000"
+      for n in $ns; do runs+=("${ex%:*}|M=$m,N=$n|$((m * n * ${ex#*:}))"); done
+    done
+  done
+fi
 for r in "${runs[@]}"; do
   IFS='|' read -r ex shape bytes <<<"$r"
   out="$("$bin" run "$root/examples/norm/$ex.te" --target cuda --shape "$shape" --bench 2>&1)"
