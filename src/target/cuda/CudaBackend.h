@@ -45,10 +45,16 @@ struct KernelLaunch {
   std::string not_tensor_cores;
 };
 
+// Where a buffer of the program is at a launch, by declaration order: a register of its kernel
+// (no argument), memory, or an argument slot left 0 (an intermediate no kernel touches: its
+// stores were dead).
+enum class BufferSlot : uint8_t { Register, Memory, Unused };
+
 struct CudaSource {
   std::string code;
   std::vector<KernelLaunch> launches;
-  std::vector<std::string> sites;  // error site texts
+  std::vector<std::string> sites;   // error site texts
+  std::vector<BufferSlot> buffers;  // by the program's buffer order (KsArgs::bufs skips registers)
 };
 
 CudaSource generate_cuda_source(const tile::TileProgram& program);

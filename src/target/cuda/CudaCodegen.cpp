@@ -130,13 +130,14 @@ class CyclicWriter : public KernelWriter {
 
   // --- kernels
   int threads() const override { return threads_; }
-  int64_t widest(const std::vector<int64_t>& shape) const {
-    auto it = widest_.find(shape);
-    return it == widest_.end() ? 8 : it->second;
+  // A value named `name` of type `t` in this kernel's layout of its shape.
+  Value laid_out(const std::string& name, const tile::TileType& t) const {
+    auto it = widest_.find(t.shape);
+    return Value{name, t.dtype, t.shape, threads_, it == widest_.end() ? 8 : it->second};
   }
 
   void declare_register(const tile::Register& r) override {
-    Value v{ident("r", r.name), r.type.dtype, r.type.shape, threads_, widest(r.type.shape)};
+    Value v = laid_out(ident("r", r.name), r.type);
     registers_[r.name] = v;
     if (v.scalar())
       line(std::string(ctype(v.dtype)) + " " + v.name + " = 0;");
@@ -263,8 +264,7 @@ class CyclicWriter : public KernelWriter {
     if (values_.size() <= static_cast<size_t>(o.result))
       values_.resize(static_cast<size_t>(o.result) + 1);
     Value& v = values_[static_cast<size_t>(o.result)];
-    v = Value{"t" + std::to_string(o.result), o.type.dtype, o.type.shape, threads_,
-              widest(o.type.shape)};
+    v = laid_out("t" + std::to_string(o.result), o.type);
     v.exact_f16 = holds_values_of(DType::F16, o, [&](int id) { return val(id).exact_f16; });
     return v;
   }
@@ -341,7 +341,7 @@ class CyclicWriter : public KernelWriter {
 
   void region(const TileOp& o, bool is_store) {
     Region reg = open_region(o);
-    Value shape_of{"", o.type.dtype, o.type.shape, threads_, widest(o.type.shape)};
+    Value shape_of = laid_out("", o.type);
     const std::string& buf = buffer_ids_.at(o.buffer);
     std::string offset, inside;
     if (is_store) {
@@ -462,7 +462,7 @@ class CyclicWriter : public KernelWriter {
   // shorter than 4 bytes.
   std::string vector_type(const TileOp& o) const {
     DType bt = buffer_dtype(o.buffer);
-    int64_t w = chunk_width(o.type.shape, threads_, widest(o.type.shape));
+    int64_t w = laid_out("", o.type).width();
     if (w == 1 || (bt != DType::F16 && bt != DType::BF16 && bt != DType::F32) ||
         !innermost_chunks(o, w))
       return "";
@@ -563,8 +563,7 @@ class CyclicWriter : public KernelWriter {
 
   // Bytes of a load's slot, rounded up to 16 so that every slot starts 16-byte aligned.
   int64_t slot_bytes(const TileOp& o) const {
-    int64_t bytes = o.type.elements() *
-                    (chunk_bytes(o) / chunk_width(o.type.shape, threads_, widest(o.type.shape)));
+    int64_t bytes = o.type.elements() * (chunk_bytes(o) / laid_out("", o.type).width());
     return (bytes + 15) / 16 * 16;
   }
 
@@ -575,7 +574,7 @@ class CyclicWriter : public KernelWriter {
     line("{");
     ++indent_;
     Region reg = open_region(o);
-    Value shape_of{"", o.type.dtype, o.type.shape, threads_, widest(o.type.shape)};
+    Value shape_of = laid_out("", o.type);
     bool by_element = copied_by_element(o);
     std::vector<std::string> ix = open_elements(shape_of, !by_element);
     std::string offset, inside;
@@ -628,8 +627,7 @@ class CyclicWriter : public KernelWriter {
 
   // Bytes of one chunk of load `o`'s buffer elements.
   int64_t chunk_bytes(const TileOp& o) const {
-    return chunk_width(o.type.shape, threads_, widest(o.type.shape)) *
-           (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2);
+    return laid_out("", o.type).width() * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2);
   }
 
   // The value of a staged load: this thread's chunks, read back from its slot once its group
@@ -986,6 +984,14 @@ class CyclicWriter : public KernelWriter {
 
 CudaSource generate_cuda_source(const tile::TileProgram& program) {
   CudaSource out;
+  std::set<std::string> touched;
+  for (const tile::Kernel& k : program.kernels)
+    tile::for_each_op(k.body, [&](const TileOp& o) { touched.insert(o.buffer); });
+  for (const ir::Buffer& b : program.source.buffers)
+    out.buffers.push_back(tile::is_register(program, b.name) ? BufferSlot::Register
+                          : b.role == ir::BufferRole::Intermediate && !touched.count(b.name)
+                              ? BufferSlot::Unused
+                              : BufferSlot::Memory);
   std::string code = program_preamble(program);
   for (const tile::Kernel& k : program.kernels) {
     KernelLaunch launch;

@@ -88,7 +88,7 @@ double CudaKernel::launch_all(LaunchPlan& l, const runtime::SizeMap& sizes, void
 
 double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
                        const runtime::ParamMap& params) {
-  LaunchPlan l = plan_launch(program_, sizes, params, args.size());
+  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size());
   for (size_t i = 0; i < args.size(); ++i)
     check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
   // Device storage for the caller's tensors: inputs uploaded, outputs poisoned.
@@ -114,7 +114,7 @@ double CudaKernel::run_device(const std::vector<DeviceTensorRef>& args,
                               const runtime::SizeMap& sizes, const runtime::ParamMap& params,
                               void* stream) {
   const std::string& name = program_.source.name;
-  LaunchPlan l = plan_launch(program_, sizes, params, args.size());
+  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size());
   int ordinal = device().ordinal;
   for (size_t i = 0; i < args.size(); ++i) {
     const DeviceTensorRef& t = args[i];

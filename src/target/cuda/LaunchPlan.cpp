@@ -4,13 +4,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <set>
 
 #include "ir/IndexBounds.h"
 #include "ir/Interpreter.h"
 #include "ir/Limits.h"
 #include "ir/Printer.h"
-#include "tile/passes/Walk.h"
 
 namespace kintsugi::cuda {
 
@@ -18,8 +16,9 @@ std::string buffer_text(const ir::Buffer& b) {
   return (b.role == ir::BufferRole::Input ? "input " : "output ") + b.name;
 }
 
-LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap& sizes,
-                       const runtime::ParamMap& params, size_t given) {
+LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& source,
+                       const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+                       size_t given) {
   const ir::LoopProgram& p = program.source;
   LaunchPlan l;
   std::memset(&l.args, 0, sizeof(l.args));
@@ -45,16 +44,13 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap&
     values[p.params[q].name] = v;
   }
   ir::check_integer_ranges(p, sizes, values, p.name);
-  // Intermediates no kernel touches (their stores were dead) get no memory; their pointer is 0.
-  std::set<std::string> touched;
-  for (const tile::Kernel& k : program.kernels)
-    tile::for_each_op(k.body, [&](const tile::TileOp& o) { touched.insert(o.buffer); });
   size_t index = 0;
-  for (const ir::Buffer& b : p.buffers) {
-    if (tile::is_register(program, b.name)) continue;
+  for (size_t k = 0; k < p.buffers.size(); ++k) {
+    const ir::Buffer& b = p.buffers[k];
+    if (source.buffers[k] == BufferSlot::Register) continue;
     if (index >= static_cast<size_t>(kMaxBuffers))
       arg_error << "kernel " << p.name << " has more buffers than the CUDA back end passes";
-    if (b.role == ir::BufferRole::Intermediate && !touched.count(b.name)) {
+    if (source.buffers[k] == BufferSlot::Unused) {  // its pointer stays 0
       ++index;
       continue;
     }

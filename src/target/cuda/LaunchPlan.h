@@ -38,10 +38,12 @@ struct LaunchPlan {
 // "input Q" / "output O": how messages name a caller's buffer.
 std::string buffer_text(const ir::Buffer& b);
 
-// The plan of one run; throws RuntimeArgError unless `given` tensors are exactly the inputs and
-// outputs, or a size is missing or outside a specialisation.
-LaunchPlan plan_launch(const tile::TileProgram& program, const runtime::SizeMap& sizes,
-                       const runtime::ParamMap& params, size_t given);
+// The plan of one run of `source` (generated from `program`); throws RuntimeArgError unless
+// `given` tensors are exactly the inputs and outputs, or a size is missing or outside a
+// specialisation.
+LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& source,
+                       const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+                       size_t given);
 // Throws RuntimeArgError unless a caller's tensor has the dtype and shape of operand `i`.
 void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, size_t i, DType dtype,
                    const std::vector<int64_t>& shape);
