@@ -98,9 +98,9 @@ struct ScheduleOptions {
   runtime::SizeMap sizes;         // the sizes the schedule and tile extents are chosen for
   runtime::ParamMap params;       // param values (the program's own where absent)
   int64_t chunk_tiles = 0;        // split-K: key tiles a chunk walks; 0 chooses
-  // Row reductions whose row has at most this many elements run unfused, the row one tile
-  // (AutoScheduleOptions::whole_row_elements); -1 takes the target's, 0 fuses them all.
-  int64_t whole_row_elements = -1;
+  // Row reductions whose row has at most this many bytes run unfused, the row one tile
+  // (AutoScheduleOptions::whole_row_bytes); -1 takes the target's, 0 fuses them all.
+  int64_t whole_row_bytes = -1;
   bool validate = true;           // false only for a trusted, already validated record
   std::set<Requirement> require;  // shortfalls that are errors (`who` names the option)
   std::string require_who = "--require";

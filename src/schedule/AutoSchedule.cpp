@@ -492,8 +492,7 @@ Schedule schedule_chain(const ir::LoopProgram& program, const AutoScheduleOption
 AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda")
-    o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_elements = 8192,
-    o.whole_wide_rows_below = 128;
+    o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024;
   return o;
 }
@@ -681,13 +680,13 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
 }
 
 // Whether group `members` is a row reduction whose row, at the sizes decided with, has at most
-// options.whole_row_elements elements (and, where the chain reads 4-byte inputs, that has fewer
-// than options.whole_wide_rows_below rows): then it is left unfused (notes why), and translation
-// computes each of its reductions over the whole row in one tile, reading the row once.
+// options.whole_row_bytes bytes of the widest input element the chain reads: then it is left
+// unfused (notes why), and translation computes each of its reductions over the whole row in one
+// tile, reading the row once.
 bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::string>& members,
                     const AutoScheduleOptions& options,
                     const std::function<void(const std::string&)>& note) {
-  if (options.whole_row_elements <= 0) return false;
+  if (options.whole_row_bytes <= 0) return false;
   const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
   ir::Expr extent;
   for (const ir::IterVar& iv : first.iters)
@@ -695,15 +694,12 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
   std::set<std::string> blocks = producer_closure(program, first);
   if (!row_reduction(program, blocks, members, extent)) return false;
   std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
-  int64_t n = 0, rows = 1;
+  int64_t n = 0;
   try {
     n = ir::eval_int(extent, sizes);
-    for (const ir::IterVar& iv : first.iters)
-      if (iv.kind == ir::IterKind::Spatial) rows *= ir::eval_int(iv.extent, sizes);
   } catch (const UserError&) {
     return false;
   }
-  if (n > options.whole_row_elements) return false;
   // The widest element of the inputs the chain reads.
   int bytes = 0;
   blocks.insert(members.begin(), members.end());
@@ -716,14 +712,14 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
         return true;
       });
     });
-  if (bytes >= 4 && options.whole_wide_rows_below > 0 && rows >= options.whole_wide_rows_below)
-    return false;
+  if (n * std::max(bytes, 1) > options.whole_row_bytes) return false;
   std::string names;
   for (const std::string& m : members) names += (names.empty() ? "'" : ", '") + m + "'";
   note(kChainComputedWhole + names + " is not fused: its row fits in one tile (" +
-       ir::to_string(extent) + " = " + std::to_string(n) + ", at most " +
-       std::to_string(options.whole_row_elements) +
-       " elements), so each reduction runs over the whole row, which is read once");
+       ir::to_string(extent) + " = " + std::to_string(n) + " elements of " +
+       std::to_string(std::max(bytes, 1)) + " bytes, at most " +
+       std::to_string(options.whole_row_bytes) +
+       " bytes), so each reduction runs over the whole row, which is read once");
   return true;
 }
 

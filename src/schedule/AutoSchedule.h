@@ -83,15 +83,13 @@ struct AutoScheduleOptions {
   // 0.185, 4096: 0.207).
   int64_t strip_rows = 0;
   int64_t strip_tile = 0;
-  // A row reduction whose row has at most this many elements at the sizes decided with is not
-  // fused: each of its reductions runs over the whole row in one tile, and the row is read once
-  // (on CUDA, one row a CTA held in registers). 0 fuses every row reduction. Measured on the
-  // H200 (docs/perf.md), 8192 columns: layer norm f16 at 4096 rows 0.039 ms whole against 0.131
-  // in strips, f32 softmax at 64 rows 0.008 against 0.021 (split-K); but f32 softmax at 4096 rows
-  // 0.160 against 0.111 in strips: a chain reading 4-byte inputs is computed whole only below
-  // whole_wide_rows_below rows (0: at any count).
-  int64_t whole_row_elements = 0;
-  int64_t whole_wide_rows_below = 0;
+  // A row reduction whose row has at most this many bytes at the sizes decided with (its length
+  // times the widest element of the inputs the chain reads) is not fused: each of its reductions
+  // runs over the whole row in one tile, and the row is read once (on CUDA, one row a CTA held in
+  // registers). 0 fuses every row reduction. Measured on the H200 (docs/perf.md), at 4096 rows:
+  // layer norm f16 x 8192 0.039 ms whole against 0.131 in strips, f16 x 16384 0.079 against
+  // 0.256, softmax f32 x 8192 0.093 against 0.111; f32 x 16384 0.264 against 0.218.
+  int64_t whole_row_bytes = 0;
   // Elements of a row a grid instance of a map nest outside the fused ones takes (step 5); 0
   // leaves one element an instance.
   int64_t map_tile = 1024;

@@ -214,6 +214,16 @@ TEST(Emulator, ActivationsInAFusedKernel) {
   }
 }
 
+// Float to i8 and i32 casts saturate to the type's range, whether the value is stored or kept.
+TEST(Emulator, SaturatingCasts) {
+  for (const runtime::SizeMap& sizes :
+       {runtime::SizeMap{}, runtime::SizeMap{{"M", 130}, {"N", 4100}}}) {
+    Case c{"tests/emu/saturating_casts.te", sizes, {}};
+    c.from_root = true;
+    verify(c);
+  }
+}
+
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {
   verify({"performer.te", {}, {}});
   verify({"performer.te", {{"S", 300}, {"T", 300}}, {}});

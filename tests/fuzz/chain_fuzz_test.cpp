@@ -686,7 +686,7 @@ class Fuzzer {
     // The fuzzer's rows are short: most CUDA schedules fuse them anyway, so that the fused
     // chains' kernels are emulated, and some compute them whole, as a user's short rows are
     // (chosen by the program's index, which leaves the draws of earlier reproducers as they were).
-    o.whole_row_elements = index_ % 4 == 3 ? -1 : 0;
+    o.whole_row_bytes = index_ % 4 == 3 ? -1 : 0;
     o.validate = !unvalidated();
     stage_ = "driver schedule";
     driver::Scheduled s = driver::schedule_program(program_, o);
@@ -1392,7 +1392,7 @@ TEST(chain_fuzz, FullyMaskedRowLosesItsNaN) {
   schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
   o.sizes = {{"E", 64}, {"M", 4}, {"N", 200}};
   o.chunk_tiles = 1;
-  o.whole_row_elements = 0;  // fused although the row fits in one tile
+  o.whole_row_bytes = 0;  // fused although the row fits in one tile
   expect_schedule_matches(R"(
 param TEMP: f32 = 2.0
 param WIN: i32 = 34
@@ -1444,7 +1444,7 @@ output Z[i, j]: bf16 = select(a3[i] > 0, t0[i, j] / a3[i], 0)
   o.target = driver::Target::parse("cuda");
   o.sizes = {{"M", 65}, {"N", 65}};
   o.chunk_tiles = 1;
-  o.whole_row_elements = 0;  // fused although the row fits in one tile
+  o.whole_row_bytes = 0;  // fused although the row fits in one tile
   driver::Scheduled s = driver::schedule_program(p, o);
   ASSERT_EQ(s.warnings.size(), 1u);
   EXPECT_NE(s.warnings.front().find("the repair exponentiates a1.sum0"), std::string::npos)
@@ -1537,7 +1537,7 @@ TEST(chain_fuzz, AugmentedStateOverAMaskedMinimum) {
   schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
   o.sizes = {{"M", 67}, {"N", 65}};
   o.chunk_tiles = 1;
-  o.whole_row_elements = 0;  // fused although the row fits in one tile
+  o.whole_row_bytes = 0;  // fused although the row fits in one tile
   expect_schedule_matches(R"(
 param EPS: f32 = 1e-5
 input X: f32[M, N]

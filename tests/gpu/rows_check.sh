@@ -1,57 +1,92 @@
 #!/usr/bin/env bash
-# Row reductions on the GPU: every norm example and softmax at the sizes of issue 24's table
-# (M x N in {64, 4096} x {8192}, softmax also 4096 x 4096), with --target cuda --bench (verified
-# against the fp64 reference in the same run), then the copy of the same bytes by PyTorch as the
-# roof. One line per run: example, sizes, milliseconds, GB/s (bytes read and written once).
+# Row reductions on the GPU: every norm example, softmax and the corpus's cross-entropy at the
+# sizes of issue 24's table, with --target cuda --bench (verified against the fp64 reference in
+# the same run), then PyTorch's eager and torch.compile times and the copy of the same bytes
+# (bench/rows_torch.py) in the same process tree. Prints one line per Kintsugi run as it goes,
+# then a Markdown table: milliseconds, Kintsugi's GB/s (bytes read and written once), its
+# fraction of the copy's bandwidth, and its speed against torch.compile.
 # --full runs issue 24's grid instead: M in {1, 64, 4096, 32768} x N in {1024, 8192, 131072} for
-# every example, and N = 32000 for softmax.
-#   tests/gpu/rows_check.sh [KINTSUGI_BINARY] [--full]
+# every example, and N = 32000 for softmax and cross-entropy; --only CASE,... keeps the grid's rows
+# of those examples; --cases CASE:M:N,... runs those.
+#   tests/gpu/rows_check.sh [KINTSUGI_BINARY] [--full] [--only CASE,...] [--cases C:M:N,...]
+#                           [--no-torch]
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bin="$(realpath -m -- "${1:-$root/build/bin/kintsugi}")"
 export KINTSUGI_CACHE_DIR="${KINTSUGI_CACHE_DIR:-$(mktemp -d)}"
+full=0 torch=1 only="" given=""
+args=("$@")
+for ((k = 1; k < ${#args[@]}; ++k)); do
+  case "${args[k]}" in
+    --full) full=1 ;;
+    --no-torch) torch=0 ;;
+    --only) only="${args[k + 1]}" ;;
+    --cases) given="${args[k + 1]}" ;;
+  esac
+done
 status=0
-# example | shape | bytes read and written (inputs once, outputs once)
-runs=(
-  "layernorm|M=64,N=8192|$((64 * 8192 * 4))"
-  "layernorm|M=4096,N=8192|$((4096 * 8192 * 4))"
-  "l2norm|M=64,N=8192|$((64 * 8192 * 4))"
-  "l2norm|M=4096,N=8192|$((4096 * 8192 * 4))"
-  "rmsnorm_quant|M=64,N=8192|$((64 * 8192 * 3))"
-  "rmsnorm_quant|M=4096,N=8192|$((4096 * 8192 * 3))"
-  "softmax|M=64,N=8192|$((64 * 8192 * 8))"
-  "softmax|M=4096,N=4096|$((4096 * 4096 * 8))"
-  "softmax|M=4096,N=8192|$((4096 * 8192 * 8))"
-)
-if [ "${2:-}" = --full ]; then
-  runs=()
-  # bytes an element: inputs read and outputs written once (f16 in and out: 4; f32: 8; f16 -> i8: 3)
-  for ex in layernorm:4 l2norm:4 rmsnorm_quant:3 softmax:8; do
+# bytes an element: inputs read and outputs written once (f16 in and out: 4; f32: 8; f16 -> i8: 3;
+# cross-entropy reads an f32 row and writes one number)
+declare -A per_element=([layernorm]=4 [l2norm]=4 [rmsnorm_quant]=3 [softmax]=8 [cross_entropy]=4)
+te_of() {
+  if [ "$1" = cross_entropy ]; then echo "$root/tests/generality/cross_entropy.te"; else
+    echo "$root/examples/norm/$1.te"; fi
+}
+cases=(layernorm:64:8192 layernorm:4096:8192 l2norm:64:8192 l2norm:4096:8192
+  rmsnorm_quant:64:8192 rmsnorm_quant:4096:8192 softmax:64:8192 softmax:4096:4096
+  softmax:4096:8192 cross_entropy:4096:32000)
+if [ $full = 1 ]; then
+  cases=()
+  for ex in layernorm l2norm rmsnorm_quant softmax cross_entropy; do
     for m in 1 64 4096 32768; do
       ns="1024 8192 131072"
-      [ "${ex%:*}" = softmax ] && ns="$ns 32000"
-      for n in $ns; do runs+=("${ex%:*}|M=$m,N=$n|$((m * n * ${ex#*:}))"); done
+      case $ex in softmax | cross_entropy) ns="$ns 32000" ;; esac
+      for n in $ns; do cases+=("$ex:$m:$n"); done
     done
   done
 fi
-for r in "${runs[@]}"; do
-  IFS='|' read -r ex shape bytes <<<"$r"
-  out="$("$bin" run "$root/examples/norm/$ex.te" --target cuda --shape "$shape" --bench 2>&1)"
+if [ -n "$only" ]; then
+  kept=()
+  for c in "${cases[@]}"; do [[ ",$only," == *",${c%%:*},"* ]] && kept+=("$c"); done
+  cases=("${kept[@]}")
+fi
+[ -n "$given" ] && IFS=, read -r -a cases <<<"$given"
+results="$(mktemp)"
+for c in "${cases[@]}"; do
+  IFS=: read -r ex m n <<<"$c"
+  out="$("$bin" run "$(te_of "$ex")" --target cuda --shape "M=$m,N=$n" --bench 2>&1)"
   if ! grep -q "verified against the exact reference" <<<"$out"; then
-    echo "$ex $shape: FAILED"
+    echo "$ex M=$m,N=$n: FAILED"
     echo "$out" | tail -5
     status=1
     continue
   fi
   ms="$(grep -oP 'time: \K[0-9.e+-]+' <<<"$out")"
   warn="$(grep -c '^warning' <<<"$out")"
-  echo "$ex $shape: $ms ms, $(python3 -c "print(round($bytes / $ms / 1e6, 1))") GB/s ($warn warnings)"
+  echo "$ex M=$m,N=$n: $ms ms ($warn warnings)"
+  echo "$ex $m $n $ms $((m * n * ${per_element[$ex]}))" >>"$results"
 done
-python3 - <<'EOF'
-import torch, triton.testing as tt
-for n in (64 * 8192 * 2, 4096 * 8192 * 2, 4096 * 8192 * 4):
-    x = torch.empty(n, dtype=torch.uint8, device="cuda")
-    ms = tt.do_bench(lambda: x.clone(), warmup=25, rep=100, return_mode="median")
-    print(f"copy of {2 * n} bytes (read + write): {ms:.4f} ms, {2 * n / ms / 1e6:.1f} GB/s")
+peers="$(mktemp)"
+if [ $torch = 1 ]; then
+  python3 "$root/bench/rows_torch.py" "${cases[@]}" >"$peers" || status=1
+fi
+python3 - "$results" "$peers" <<'EOF'
+import json, sys
+peers = {}
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    peers[(r["case"], r["M"], r["N"])] = r
+print("| case | M x N | Kintsugi ms | GB/s | of copy | torch.compile ms | eager ms | copy ms | compile / Kintsugi |")
+print("|---|---|---|---|---|---|---|---|---|")
+for line in open(sys.argv[1]):
+    ex, m, n, ms, nbytes = line.split()
+    m, n, ms, nbytes = int(m), int(n), float(ms), int(nbytes)
+    p = peers.get((ex, m, n))
+    f = lambda v: f"{v:.4f}" if p else "-"
+    cells = [ex, f"{m} x {n}", f"{ms:.4f}", f"{nbytes / ms / 1e6:.0f}",
+             f"{p['copy_ms'] / ms:.2f}" if p else "-", f(p and p["compile_ms"]),
+             f(p and p["eager_ms"]), f(p and p["copy_ms"]),
+             f"{p['compile_ms'] / ms:.2f}" if p else "-"]
+    print("| " + " | ".join(cells) + " |")
 EOF
 exit $status

@@ -463,10 +463,8 @@ class CyclicWriter : public KernelWriter {
   std::string vector_type(const TileOp& o) const {
     DType bt = buffer_dtype(o.buffer);
     int64_t w = laid_out("", o.type).width();
-    if (w == 1 || (bt != DType::F16 && bt != DType::BF16 && bt != DType::F32) ||
-        !innermost_chunks(o, w))
-      return "";
-    switch (std::min<int64_t>(16, w * (bt == DType::F32 ? 4 : 2))) {
+    if (w == 1 || bt == DType::Bool || bt == DType::Int || !innermost_chunks(o, w)) return "";
+    switch (std::min<int64_t>(16, chunk_bytes(o))) {
       case 16:
         return "uint4";
       case 8:
@@ -487,7 +485,8 @@ class CyclicWriter : public KernelWriter {
   //     decode chunk's K and V tiles: V arrives while the scores are computed).
   //   - The stream loads of a pipelined loop (pipeline_stages 2) have two slots each: the first
   //     iteration's tiles are issued before the loop, and each iteration issues the next one's
-  //     into the other slot before it waits for its own (a split-K combine's partials).
+  //     into the other slot before it waits for its own (a split-K combine's partials). (A ring
+  //     of four slots, three iterations ahead, measured no faster on the H200: docs/perf.md.)
   // The slots come first in shared memory; the scratch space of the other operations follows.
 
   struct Staged {
@@ -627,7 +626,7 @@ class CyclicWriter : public KernelWriter {
 
   // Bytes of one chunk of load `o`'s buffer elements.
   int64_t chunk_bytes(const TileOp& o) const {
-    return laid_out("", o.type).width() * (buffer_dtype(o.buffer) == DType::F32 ? 4 : 2);
+    return laid_out("", o.type).width() * dtype_bytes(buffer_dtype(o.buffer));
   }
 
   // The value of a staged load: this thread's chunks, read back from its slot once its group
@@ -777,6 +776,12 @@ class CyclicWriter : public KernelWriter {
 
   std::string map_code(const TileOp& o, const std::vector<std::string>& a) {
     if (o.is_call) return call(o.fn, a, is_float(o.type.dtype));
+    // A tile divided by a value every thread holds: one reciprocal and a multiply an element (1.5
+    // ulp), as the tensor-core writer does. An IEEE division an element (a correction sequence
+    // with a slow-path branch) made f32 softmax 4096 x 8192 take 0.159 ms rather than 0.074.
+    if (o.op == Op::Div && o.type.dtype == DType::F32 && !o.type.shape.empty() &&
+        val(o.args[1]).scalar())
+      return "(" + a[0] + " * (1.0f / " + a[1] + "))";
     bool fl = false;
     for (int id : o.args) fl = fl || is_float(val(id).dtype);
     return spell(o.op, a, fl);
@@ -834,8 +839,8 @@ class CyclicWriter : public KernelWriter {
       case OpKind::Cast: {
         std::vector<std::string> a;
         for (int id : o.args) a.push_back(at(id));
-        std::string code = o.kind == OpKind::Map ? map_code(o, a) : "(" + ty + ")(" + a[0] + ")";
-        if (is_float(v.dtype)) code = round_to(code, v.dtype);
+        std::string code = o.kind == OpKind::Map ? round_to(map_code(o, a), v.dtype)
+                                                 : cast_to(a[0], val(o.args[0]).dtype, v.dtype);
         if (v.scalar()) {
           line("const " + ty + " " + v.name + " = " + code + ";");
           return;

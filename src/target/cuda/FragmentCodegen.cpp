@@ -822,7 +822,8 @@ class FragmentWriter : public KernelWriter {
   std::string elementwise(const TileOp& o, const std::vector<std::string>& a) {
     std::string code;
     if (o.kind == OpKind::Cast) {
-      code = "(" + std::string(ctype(o.type.dtype)) + ")(" + a[0] + ")";
+      const Val& from = val(o.args[0]);
+      return cast_to(a[0], from.def ? from.def->type.dtype : DType::F32, o.type.dtype);
     } else if (o.is_call) {
       code = call(o.fn, a, is_float(o.type.dtype));
     } else if (o.op == Op::Div && o.type.dtype == DType::F32) {

@@ -71,6 +71,18 @@ std::string round_to(const std::string& code, DType t) {
   return code;
 }
 
+std::string cast_to(const std::string& code, DType from, DType to) {
+  if (is_float(to)) return round_to("((float)" + code + ")", to);
+  if (to == DType::Bool) return "(" + code + " != 0)";
+  if (to != DType::I8 && to != DType::I32) return "((long long)" + code + ")";
+  // Saturate in int (floats: the conversion instruction does it) and then to i8's range.
+  std::string v = is_float(from)
+                      ? "f32_to_s32_sat(" + code + ")"
+                      : "(int)max(-2147483648LL, min(2147483647LL, (long long)(" + code + ")))";
+  if (to == DType::I8) v = "max(-128, min(127, " + v + "))";
+  return "((long long)" + v + ")";
+}
+
 std::string combine(ir::Reducer r, DType t, const std::string& acc, const std::string& x) {
   switch (r) {
     case ir::Reducer::Sum:
@@ -167,12 +179,8 @@ std::string KernelWriter::scalar(const Expr& e) {
       if (e->var_kind == ir::VarKind::Dim) return ident("d", e->name);
       if (e->var_kind == ir::VarKind::Param) return ident("p", e->name);
       return ident("v", e->name);
-    case Op::Cast: {
-      std::string a = scalar(e->args[0]);
-      if (is_float(e->type)) return round_to("((float)" + a + ")", e->type);
-      if (e->type == DType::Bool) return "(" + a + " != 0)";
-      return "((long long)" + a + ")";
-    }
+    case Op::Cast:
+      return cast_to(scalar(e->args[0]), e->args[0]->type, e->type);
     case Op::Select:
       return "(" + scalar(e->args[0]) + " ? " + scalar(e->args[1]) + " : " + scalar(e->args[2]) +
              ")";

@@ -28,6 +28,9 @@ int64_t element_bytes(DType t);  // bytes of ctype(t)
 std::string ident(const std::string& prefix, const std::string& name);  // a C identifier
 std::string float_lit(double v);
 std::string round_to(const std::string& code, DType t);  // float code rounded to what t holds
+// Code of dtype `from` converted to dtype `to` as the reference interpreter's cast does: floats
+// rounded to what `to` holds; i8 and i32 truncated toward zero and saturated, NaN to 0.
+std::string cast_to(const std::string& code, DType from, DType to);
 // `acc` combined with `x` by a reducer, in dtype t.
 std::string combine(ir::Reducer r, DType t, const std::string& acc, const std::string& x);
 

@@ -1,12 +1,16 @@
 // \file math.cuh
 // Scalar float instructions the generated code needs in a specific form: fast exp2 and
 // reciprocal, NaN-propagating max and min, and conversions between f32 and f16 / bf16 bit
-// patterns (single values and packed pairs) (sm_80 and later).
+// patterns (single values and packed pairs), and the saturating float to integer conversion (sm_80
+// and later).
 //
 // Accuracy: ex2_approx and rcp_approx are the hardware approximations (a few ulp; the gpu tests
 // hold them to a relative error of 2^-21), flushing subnormal inputs and results to zero.
 // Conversions to f16 / bf16 round to nearest even. fmax_nan and fmin_nan return NaN if either input
 // is NaN, as the reference interpreter's max and min do (fmaxf would drop the NaN).
+//
+// f32_to_s32_sat truncates toward zero and clamps to the int range, NaN to 0, as the reference
+// interpreter's cast to i32 does (a C++ cast of an out-of-range float is undefined).
 //
 // Invariant established: each function is one instruction (or one register move), nothing else.
 #pragma once
@@ -81,6 +85,13 @@ __device__ __forceinline__ float f16_to_f32(u16 h) {
 // The bf16 value with bit pattern h (exact: bf16 is the upper half of an f32).
 __device__ __forceinline__ float bf16_to_f32(u16 h) {
   return __uint_as_float(static_cast<u32>(h) << 16);
+}
+
+// x truncated toward zero, clamped to [-2^31, 2^31 - 1]; NaN gives 0 (cvt.rzi.sat.s32.f32).
+__device__ __forceinline__ int f32_to_s32_sat(float x) {
+  int d;
+  asm("cvt.rzi.sat.s32.f32 %0, %1;" : "=r"(d) : "f"(x));
+  return d;
 }
 
 // The two halves of a packed pair (mov.b32 {lo, hi}).

@@ -1,6 +1,6 @@
 // \file math.cuh
 // exp2 and reciprocal (exact here), NaN-propagating max and min, f16 / bf16 conversions
-// rounding to nearest even.
+// rounding to nearest even, the saturating float to int conversion.
 // Emulated for tests/emu (kintsugi_emu.h): the functions of src/target/cuda/device/math.cuh, same
 // signatures, computing what the instructions compute.
 #pragma once
@@ -32,6 +32,12 @@ inline float f16_to_f32(u16 h) {
 }
 inline float bf16_to_f32(u16 h) {
   return ks_b2f(h);
+}
+inline int f32_to_s32_sat(float x) {
+  if (std::isnan(x)) return 0;
+  if (x <= -2147483648.0f) return INT32_MIN;
+  if (x >= 2147483648.0f) return INT32_MAX;
+  return int(std::trunc(x));
 }
 inline u32 pack_f16x2(float lo, float hi) {
   return u32(f32_to_f16(lo)) | (u32(f32_to_f16(hi)) << 16);
