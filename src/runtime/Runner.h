@@ -1,6 +1,7 @@
 // \file Runner.h
 // The end-to-end driver behind `kintsugi run`: binds sizes, draws seeded random inputs, compiles
-// and runs the program on a target, verifies it against the exact reference interpreter, and
+// and runs the program on a target, verifies it against the exact reference interpreter (on a
+// sample of rows when the instance is too large for it and its rows are independent), and
 // times it. Shared by the CLI and the C++ API so that both report the same numbers.
 #pragma once
 
@@ -65,6 +66,10 @@ struct RunReport {
   std::string form;                 // the code the kernel was generated from: "tile" or "loop"
   std::optional<bool> verified;     // null without --verify
   double max_rel_err = 0.0;
+  // Set when the instance was verified on a sample of its rows (RowSample.h): the size sampled
+  // along, and how many of its rows were checked.
+  std::string sampled_size;
+  int64_t sampled_rows = 0;
   std::vector<OutputCheck> checks;
   std::optional<double> time_ms;  // median, with --bench
   int bench_runs = 0;

@@ -256,6 +256,10 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
     j["program"] = r.program;
     j["verified"] = r.verified ? nlohmann::json(*r.verified) : nlohmann::json(nullptr);
     j["max_rel_err"] = r.verified ? nlohmann::json(r.max_rel_err) : nlohmann::json(nullptr);
+    j["verified_rows"] = r.sampled_rows ? nlohmann::json{{"size", r.sampled_size},
+                                                         {"rows", r.sampled_rows},
+                                                         {"of", r.shape.at(r.sampled_size)}}
+                                        : nlohmann::json(nullptr);
     j["time_ms"] = r.time_ms ? nlohmann::json(*r.time_ms) : nlohmann::json(nullptr);
     j["target"] = r.target;
     j["arch"] = r.arch;
@@ -301,10 +305,15 @@ int cmd_run(const std::string& file, const runtime::RunOptions& o, bool json) {
                 << c.max_rel_err << " (tolerance " << c.tolerance << ")"
                 << (c.special_values_match ? "" : ", NaN/Inf positions differ")
                 << (c.ok ? "  ok" : "  FAILED") << "\n";
+    std::string sampled;
+    if (r.sampled_rows)
+      sampled = " on " + std::to_string(r.sampled_rows) + " of the " +
+                std::to_string(r.shape.at(r.sampled_size)) + " rows along " + r.sampled_size +
+                " (sampled: the program computes each row from its own rows)";
     if (r.verified)
       std::cout << (*r.verified
                         ? (o.reference_dir.empty()
-                               ? std::string("verified against the exact reference\n")
+                               ? "verified against the exact reference" + sampled + "\n"
                                : "verified against the reference in " + o.reference_dir + "\n")
                         : std::string("VERIFICATION FAILED\n"));
     if (r.time_ms)
