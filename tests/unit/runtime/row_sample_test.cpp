@@ -3,22 +3,14 @@
 // instance.
 #include <gtest/gtest.h>
 
+#include "../schedule/ScheduleTestUtil.h"
 #include "driver/Driver.h"
-#include "ir/Interpreter.h"
 #include "runtime/RowSample.h"
-#include "runtime/Runner.h"
-#include "te/Lower.h"
-#include "te/Program.h"
 
 using namespace kintsugi;
+using schedtest::lowered;
 
 namespace {
-
-ir::LoopProgram lowered(const std::string& src) {
-  te::Program p = te::parse("t.te", src);
-  te::check(p);
-  return te::lower(p);
-}
 
 ir::LoopProgram example(const std::string& name) {
   return driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/" + name);
