@@ -193,6 +193,7 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   o.sizes = sizes;
   o.params = params_;
   o.chunk_tiles = options_.chunk_tiles;
+  o.whole_row_bytes = options_.whole_row_bytes;
   o.require = require_;
   o.require_who = "require";
   driver::Scheduled s = driver::schedule_program(program_, o);

@@ -85,6 +85,7 @@ struct KernelOptions {
   runtime::ParamMap params;       // param overrides
   std::string name;               // program name for source text (default "program")
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
+  int64_t whole_row_bytes = -1;      // rows up to this many bytes computed whole; -1: the target's
   std::vector<std::string> require;  // require=[...]: fused, tile, tensor-core (driver/Driver.h)
 };
 

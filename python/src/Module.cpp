@@ -206,7 +206,8 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
                                 const std::optional<std::map<std::string, double>>& params,
                                 const std::string& schedule, const std::optional<std::string>& name,
                                 const std::optional<std::string>& arch,
-                                std::optional<int64_t> chunk_tiles, const py::object& require) {
+                                std::optional<int64_t> chunk_tiles, const py::object& require,
+                                std::optional<int64_t> whole_row_bytes) {
   std::string text;
   bool is_source = false;
   if (py::isinstance<py::str>(path_or_source)) {
@@ -233,6 +234,12 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
         "count, not " +
         std::to_string(*chunk_tiles));
   options.chunk_tiles = chunk_tiles.value_or(0);
+  if (whole_row_bytes && *whole_row_bytes < 0)
+    throw py::value_error(
+        "kintsugi.compile: whole_row_bytes takes None (the target's) or a byte count (0 streams "
+        "every row), not " +
+        std::to_string(*whole_row_bytes));
+  options.whole_row_bytes = whole_row_bytes.value_or(-1);
   if (py::isinstance<py::str>(require)) {
     std::string names = require.cast<std::string>();
     for (size_t start = 0; start <= names.size();) {
@@ -469,7 +476,8 @@ call returns when the kernels have finished, so the results can be used on any s
 
   m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
         "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(),
-        "arch"_a = py::none(), "chunk_tiles"_a = py::none(), "require"_a = py::none(), R"doc(
+        "arch"_a = py::none(), "chunk_tiles"_a = py::none(), "require"_a = py::none(),
+        "whole_row_bytes"_a = py::none(), R"doc(
 Compiles a tensor-expression program. path_or_source is .te source text when it contains a
 newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
 target: "cpu" (the default) or "cuda" (an NVIDIA GPU, device 0; tile programs with
@@ -483,7 +491,10 @@ that many key tiles, each walked with the rolling update (the CLI's --chunk-tile
 default) chooses it at the sizes of the run. require: code paths that must be taken, a list of
 'fused' (fusion not abandoned), 'tile' (tile code, not scalar loops), 'tensor-core' (dots on the
 tensor cores) or a comma-separated str; a fallback of one of those kinds raises ValueError
-instead of issuing a kintsugi.CompileWarning.
+instead of issuing a kintsugi.CompileWarning. whole_row_bytes: a row reduction (softmax, a norm)
+whose row has at most that many bytes of its widest input is computed whole, one row a tile,
+rather than streamed with its fused update (the CLI's --whole-row-bytes); 0 streams every row;
+None (the default) takes the target's (1 MiB on the CPU, 32 KiB on CUDA).
 
 Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
 arguments, RuntimeError for target="cuda" where no GPU can be used (see cuda_available()).)doc");

@@ -359,6 +359,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   so.sizes = r.shape;
   so.params = params;
   so.chunk_tiles = o.chunk_tiles;
+  so.whole_row_bytes = o.whole_row_bytes;
   so.validate = o.validate;
   so.require = o.require;
   driver::Scheduled sched = driver::schedule_program(p, so);

@@ -34,7 +34,10 @@ struct RunOptions {
   // inputs_dir: the reference must come from the same inputs). Implies verification.
   std::string reference_dir;
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
-  bool validate = true;     // validate the schedule against the program (driver/ValidateSchedule.h)
+  // Row reductions whose row has at most this many bytes are computed whole (driver's option);
+  // -1: the target's, 0: every row streamed.
+  int64_t whole_row_bytes = -1;
+  bool validate = true;  // validate the schedule against the program (driver/ValidateSchedule.h)
   // Code paths that must be taken (--require): a warning of one of these kinds is an error.
   std::set<driver::Requirement> require;
   int bench_min_runs = 10;

@@ -63,7 +63,7 @@ Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_, const std::string& wha
   internal_assert(is_storage(dtype)) << "tensor of non-storage type " << dtype_name(dtype);
   int64_t bytes = checked_bytes(shape, dtype_bytes(dtype), what);
   try {
-    data.assign(static_cast<size_t>(bytes), 0);
+    data = Storage(static_cast<size_t>(bytes));  // zero as allocated: not written here
   } catch (const std::bad_alloc&) {
     arg_error << "cannot allocate " << what << " " << dtype_name(dtype) << shape_string(shape)
               << ": " << bytes << " bytes of memory are not available";

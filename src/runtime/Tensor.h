@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "ir/DType.h"
+#include "runtime/HostStorage.h"
 
 namespace kintsugi::runtime {
 
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> data;
+  Storage data;  // zero when allocated, 64-byte aligned (HostStorage.h)
 
   Tensor() = default;
   Tensor(DType dtype, std::vector<int64_t> shape);  // zero-filled

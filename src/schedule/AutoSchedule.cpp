@@ -493,7 +493,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda")
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
-  if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024;
+  if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
   return o;
 }
 

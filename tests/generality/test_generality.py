@@ -61,7 +61,8 @@ def _materialised(variant):
     no single input or output spans (the S x T matrix of unfused attention). Split-K partials
     (NAME.rf, one value a chunk and row) are part of a fused schedule."""
     proc = subprocess.run([str(kintsugi_binary()), "lower", str(variant.path), "--print",
-                           "scheduled"], capture_output=True, text=True, timeout=600, check=True)
+                           "scheduled", "--whole-row-bytes", "0"], capture_output=True, text=True,
+                          timeout=600, check=True)
     head, _, body = proc.stdout.partition("body:")
 
     def dims(text):
@@ -84,8 +85,10 @@ def _requirement_holds(variant, requirement):
         if proc.returncode != 0:
             return False, f"lower --target cuda fails: {proc.stderr.strip()}"
         return "mma_" in proc.stdout, "the CUDA source has no mma"
-    proc = subprocess.run([binary, "run", str(variant.path), "--json"], capture_output=True,
-                          text=True, timeout=600)
+    # Rows are streamed (--whole-row-bytes 0): a row reduction computed whole has nothing to fuse
+    # at the file's short rows, and `fused` asks for the fusion that long rows need.
+    proc = subprocess.run([binary, "run", str(variant.path), "--json", "--whole-row-bytes", "0"],
+                          capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         return False, f"run fails: {proc.stderr.strip()}"
     report = json.loads(proc.stdout)

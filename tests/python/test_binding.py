@@ -69,8 +69,11 @@ def test_softmax_matches_reference(softmax):
     assert softmax.sizes == {"M": 7, "N": 45}
     assert softmax.program == "softmax"
     assert softmax.form in ("tile", "loop")
-    assert softmax.schedule and all(isinstance(p, str) for p in softmax.schedule)
+    assert softmax.schedule == []  # a row this short is computed whole: nothing to fuse
     assert "kintsugi_entry" in softmax.source
+    streamed = kintsugi.compile(str(EXAMPLES / "norm" / "softmax.te"), whole_row_bytes=0)
+    assert rel_err(np.from_dlpack(streamed(x)), softmax_ref(x)) <= F32_TOL
+    assert streamed.schedule and all(isinstance(p, str) for p in streamed.schedule)
 
 
 def test_new_sizes_recompile_transparently(softmax):
@@ -482,17 +485,25 @@ def test_examples_meet_every_requirement_without_warnings(recwarn):
 
 def test_fusion_and_kernels_report(softmax):
     softmax(np.zeros((4, 50), np.float32))
-    assert softmax.fusion == [
+    assert softmax.fusion == [  # computed whole
+        {"reduction": "m", "axis": "j", "reads": [], "update": "none"},
+        {"reduction": "l", "axis": "j", "reads": ["m"], "update": "none"},
+    ]
+    streamed = kintsugi.compile(str(EXAMPLES / "norm" / "softmax.te"), whole_row_bytes=0)
+    streamed(np.zeros((4, 50), np.float32))
+    assert streamed.fusion == [
         {"reduction": "m", "axis": "j", "reads": [], "update": "split-k"},
         {"reduction": "l", "axis": "j", "reads": ["m"], "update": "split-k"},
     ]
-    assert softmax.kernels and all(k["path"] == "tile" and k["reason"] == ""
-                                   for k in softmax.kernels)
+    for k in (softmax, streamed):
+        assert k.kernels and all(k["path"] == "tile" and k["reason"] == "" for k in k.kernels)
+    with pytest.raises(ValueError, match="whole_row_bytes takes None"):
+        kintsugi.compile(SOFTMAX_SRC, whole_row_bytes=-1)
 
 
 def test_fallback_is_a_compile_warning_once_per_binding():
     with pytest.warns(kintsugi.CompileWarning, match=r"fusion abandoned: .*reduction 'l' runs unfused"):
-        kernel = kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100})
+        kernel = kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, whole_row_bytes=0)
     assert kernel.warnings and kernel.warnings[0].startswith("fusion abandoned: ")
     assert [f["update"] for f in kernel.fusion] == ["none", "none"]
     x = np.random.default_rng(9).standard_normal((8, 100)).astype(np.float32)
@@ -507,12 +518,15 @@ def test_fallback_is_a_compile_warning_once_per_binding():
 
 def test_require_turns_the_warning_into_an_error():
     with pytest.raises(ValueError, match=r"require fused does not hold: fusion abandoned: "):
-        kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, require=["fused"])
-    kernel = kintsugi.compile(ABANDONED_SRC, require="fused,tile")  # compiled at the first call
+        kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, whole_row_bytes=0,
+                         require=["fused"])
+    # compiled at the first call; streamed, as a row this short is otherwise computed whole
+    kernel = kintsugi.compile(ABANDONED_SRC, require="fused,tile", whole_row_bytes=0)
     with pytest.raises(ValueError, match=r"require fused does not hold"):
         kernel(np.zeros((8, 100), np.float32))
     with pytest.warns(kintsugi.CompileWarning):  # another kind required: still a warning
-        kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, require=["tile", "tensor-core"])
+        kintsugi.compile(ABANDONED_SRC, shape={"M": 8, "N": 100}, whole_row_bytes=0,
+                         require=["tile", "tensor-core"])
 
 
 def test_require_errors():

@@ -113,6 +113,16 @@ int64_t parse_chunk_tiles(const std::string& text) {
   return *v;
 }
 
+// --whole-row-bytes: "auto" (-1: the target's) or a byte count (0: every row streamed).
+int64_t parse_whole_row_bytes(const std::string& text) {
+  if (text == "auto") return -1;
+  std::optional<long long> v = parse_integer(text);
+  if (!v || *v < 0)
+    arg_error << "--whole-row-bytes takes auto or a byte count (0 streams every row), not '" << text
+              << "'";
+  return *v;
+}
+
 // --require: a comma-separated list of fused, tile, tensor-core.
 std::set<driver::Requirement> parse_require_arg(const std::string& text) {
   std::vector<std::string> names;
@@ -129,9 +139,10 @@ void print_warnings(const std::vector<std::string>& warnings) {
 // What `kintsugi lower` schedules with.
 struct LowerOptions {
   std::string schedule, target, arch;
-  runtime::SizeMap sizes;   // what the auto-scheduler decides with (split-K or rolling update,
-                            // tile extents)
-  int64_t chunk_tiles = 0;  // split-K chunks of that many key tiles (0: chosen)
+  runtime::SizeMap sizes;        // what the auto-scheduler decides with (split-K or rolling update,
+                                 // tile extents)
+  int64_t chunk_tiles = 0;       // split-K chunks of that many key tiles (0: chosen)
+  int64_t whole_row_bytes = -1;  // rows up to this many bytes computed whole (-1: the target's)
   bool validate = true;
   std::set<driver::Requirement> require;
 };
@@ -144,6 +155,7 @@ driver::Scheduled apply_schedule(const ir::LoopProgram& lp, const LowerOptions& 
   o.schedule = l.schedule;
   o.sizes = l.sizes;
   o.chunk_tiles = l.chunk_tiles;
+  o.whole_row_bytes = l.whole_row_bytes;
   o.validate = l.validate;
   o.require = l.require;
   driver::Scheduled s = driver::schedule_program(lp, o);
@@ -330,7 +342,10 @@ int main(int argc, char** argv) {
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
   std::string save_io, inputs_dir, reference_dir, param_arg, require;
   bool verify = false, bench = false, json = false, force = false, no_validate = false;
-  std::string chunk_tiles = "auto";
+  std::string chunk_tiles = "auto", whole_row_bytes = "auto";
+  const char* whole_row_help =
+      "auto|N: a row reduction whose row has at most N bytes is computed whole, one row a tile, "
+      "rather than streamed with its fused update (0 streams every row)";
 
   auto* check = app.add_subcommand("check", "parse and type-check a .te file");
   check->add_option("file", file, ".te source")->required();
@@ -344,6 +359,7 @@ int main(int argc, char** argv) {
   lower->add_option("--shape", shape, "N=V,... sizes the schedule and tile extents are chosen for");
   lower->add_option("--chunk-tiles", chunk_tiles,
                     "auto|N: key tiles a split-K chunk walks with the rolling update");
+  lower->add_option("--whole-row-bytes", whole_row_bytes, whole_row_help);
   lower->add_flag("--no-validate", no_validate,
                   "use the schedule without validating it against the program (trusted only)");
   lower->add_option("--require", require,
@@ -357,6 +373,7 @@ int main(int argc, char** argv) {
   run->add_option("--seed", seed, "random input seed");
   run->add_option("--chunk-tiles", chunk_tiles,
                   "auto|N: key tiles a split-K chunk walks with the rolling update");
+  run->add_option("--whole-row-bytes", whole_row_bytes, whole_row_help);
   run->add_flag("--no-validate", no_validate,
                 "use the schedule without validating it against the program (trusted only)");
   run->add_option("--require", require,
@@ -394,6 +411,7 @@ int main(int argc, char** argv) {
       l.target = target;
       l.arch = arch;
       l.chunk_tiles = parse_chunk_tiles(chunk_tiles);
+      l.whole_row_bytes = parse_whole_row_bytes(whole_row_bytes);
       l.validate = !no_validate;
       l.require = parse_require_arg(require);
       return cmd_lower(file, print, l, parse_shape_arg(shape));
@@ -413,6 +431,7 @@ int main(int argc, char** argv) {
       o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
       o.chunk_tiles = parse_chunk_tiles(chunk_tiles);
+      o.whole_row_bytes = parse_whole_row_bytes(whole_row_bytes);
       o.validate = !no_validate;
       o.require = parse_require_arg(require);
       return cmd_run(file, o, json);

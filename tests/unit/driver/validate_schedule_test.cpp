@@ -24,11 +24,13 @@ namespace {
 using schedtest::example;
 using schedtest::lowered;
 
+// Rows on the CPU are streamed (not computed whole) so that the fused updates are validated.
 driver::Scheduled schedule_at(const ir::LoopProgram& p, const runtime::SizeMap& sizes,
                               const std::string& target = "cpu") {
   driver::ScheduleOptions o;
   o.target = driver::Target::parse(target);
   o.sizes = sizes;
+  if (target == "cpu") o.whole_row_bytes = 0;
   return driver::schedule_program(p, o);
 }
 
@@ -85,6 +87,22 @@ TEST(ValidateSchedule, ExamplesPassAtTheirSizes) {
     ASSERT_TRUE(strips.validation.has_value());
     EXPECT_TRUE(strips.validation->ok) << strips.validation->failure;
     EXPECT_FALSE(strips.primitives.empty());
+  }
+  // On the CPU by default: whole up to a row of 1 MiB, streamed beyond.
+  for (const char* e : {"norm/softmax.te", "norm/layernorm.te"}) {
+    SCOPED_TRACE(e);
+    ir::LoopProgram p = example(e);
+    driver::ScheduleOptions o;
+    o.sizes = {{"M", 8}, {"N", 262144}};  // f32: 1 MiB, f16: 512 KiB
+    driver::Scheduled whole = driver::schedule_program(p, o);
+    EXPECT_TRUE(whole.warnings.empty()) << whole.warnings.front();
+    EXPECT_TRUE(whole.primitives.empty());
+    o.sizes = {{"M", 8}, {"N", 600000}};
+    driver::Scheduled streamed = driver::schedule_program(p, o);
+    EXPECT_TRUE(streamed.warnings.empty()) << streamed.warnings.front();
+    ASSERT_TRUE(streamed.validation.has_value());
+    EXPECT_TRUE(streamed.validation->ok) << streamed.validation->failure;
+    EXPECT_FALSE(streamed.primitives.empty());
   }
   // Nothing to fuse (one reduction): nothing scheduled, nothing to validate.
   driver::Scheduled l2 = schedule_at(example("norm/l2norm.te"), {});
