@@ -14,7 +14,9 @@ namespace {
 constexpr size_t kMappedBytes = size_t{2} << 20;  // a huge page: below it the C library's heap
 constexpr size_t kPageBytes = 4096;
 
-size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t round_up(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 }  // namespace
 

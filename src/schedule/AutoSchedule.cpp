@@ -584,9 +584,12 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::string& target,
 // two softmaxes of the same rows is one, its last reduction reading both). A reduction with
 // nothing to repair is a group of its own when its term reads a reduction that runs along its
 // axis and every row (chain_head): fused with the identity repair, that producer (the score dot
-// of an attention without a normaliser) is never materialised whole.
+// of an attention without a normaliser) is never materialised whole; so is one for which
+// `streamed_alone` holds (a row reduction whose row is too long to hold whole: an L2 norm of 131072
+// columns sums its squares strip by strip, with nothing to repair).
 std::vector<std::vector<std::string>> fusion_groups(
-    const ir::LoopProgram& program, const std::function<void(const std::string&)>& note) {
+    const ir::LoopProgram& program, const std::function<void(const std::string&)>& note,
+    const std::function<bool(const std::string&)>& streamed_alone) {
   std::vector<ReductionChain> chains = find_reduction_chains(program);
   std::vector<std::set<std::string>> sets;
   for (const ReductionChain& c : chains) {
@@ -611,7 +614,9 @@ std::vector<std::vector<std::string>> fusion_groups(
       continue;
     const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
     std::optional<ChainHead> head = chain_head(program, b, c.axis, producer_closure(program, b));
-    if (head && private_reduction_head(program, c.target, head->block)) sets.push_back({c.target});
+    if ((head && private_reduction_head(program, c.target, head->block)) ||
+        streamed_alone(c.target))
+      sets.push_back({c.target});
   }
   std::vector<std::vector<std::string>> groups(sets.size());
   for (const ir::StmtNode* b : ordered_blocks(program))
@@ -655,8 +660,6 @@ std::vector<std::vector<std::string>> fusion_groups(
 // Whether a group is a row reduction: no block of the chain (`members`) or of its producers
 // (`closure`) reduces along an axis other than the chain's, of extent `axis`: softmax and norms,
 // not attention, whose scores reduce along the head dimension.
-// The options a group is scheduled with: `given`, with tiles of strip_rows x strip_tile when the
-// target asks for strips and the group is a row reduction.
 bool row_reduction(const ir::LoopProgram& program, const std::set<std::string>& closure,
                    const std::vector<std::string>& members, const ir::Expr& axis) {
   if (!axis) return false;
@@ -669,6 +672,8 @@ bool row_reduction(const ir::LoopProgram& program, const std::set<std::string>& 
   return true;
 }
 
+// The options a group is scheduled with: `given`, with tiles of strip_rows x strip_tile when the
+// target asks for strips and the group is a row reduction.
 AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::LoopProgram& program,
                                   const std::set<std::string>& closure,
                                   const std::vector<std::string>& members, const ir::Expr& axis) {
@@ -679,6 +684,44 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
   return strips;
 }
 
+// The row of group `members` when the group is a row reduction and the sizes decided with give its
+// length: the axis, its length and the widest element of the inputs the chain reads.
+struct RowSize {
+  ir::Expr extent;
+  int64_t length = 0;
+  int elem_bytes = 1;
+  int64_t bytes() const { return length * elem_bytes; }
+};
+
+std::optional<RowSize> row_size(const ir::LoopProgram& program,
+                                const std::vector<std::string>& members,
+                                const AutoScheduleOptions& options) {
+  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+  RowSize row;
+  for (const ir::IterVar& iv : first.iters)
+    if (iv.kind != ir::IterKind::Spatial) row.extent = iv.extent;
+  std::set<std::string> blocks = producer_closure(program, first);
+  if (!row_reduction(program, blocks, members, row.extent)) return std::nullopt;
+  std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
+  try {
+    row.length = ir::eval_int(row.extent, sizes);
+  } catch (const UserError&) {
+    return std::nullopt;
+  }
+  blocks.insert(members.begin(), members.end());
+  for (const std::string& name : blocks)
+    ir::visit_exprs(find_block(program.body, name, "auto").back()->body, [&](const ir::Expr& e) {
+      ir::visit(e, [&](const ir::Expr& x) {
+        if (x->op != ir::Op::Load) return true;
+        const ir::Buffer* b = program.find_buffer(x->name);
+        if (b && b->role == ir::BufferRole::Input)
+          row.elem_bytes = std::max(row.elem_bytes, dtype_bytes(b->dtype));
+        return true;
+      });
+    });
+  return row;
+}
+
 // Whether group `members` is a row reduction whose row, at the sizes decided with, has at most
 // options.whole_row_bytes bytes of the widest input element the chain reads: then it is left
 // unfused (notes why), and translation computes each of its reductions over the whole row in one
@@ -687,37 +730,13 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
                     const AutoScheduleOptions& options,
                     const std::function<void(const std::string&)>& note) {
   if (options.whole_row_bytes <= 0) return false;
-  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
-  ir::Expr extent;
-  for (const ir::IterVar& iv : first.iters)
-    if (iv.kind != ir::IterKind::Spatial) extent = iv.extent;
-  std::set<std::string> blocks = producer_closure(program, first);
-  if (!row_reduction(program, blocks, members, extent)) return false;
-  std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
-  int64_t n = 0;
-  try {
-    n = ir::eval_int(extent, sizes);
-  } catch (const UserError&) {
-    return false;
-  }
-  // The widest element of the inputs the chain reads.
-  int bytes = 0;
-  blocks.insert(members.begin(), members.end());
-  for (const std::string& name : blocks)
-    ir::visit_exprs(find_block(program.body, name, "auto").back()->body, [&](const ir::Expr& e) {
-      ir::visit(e, [&](const ir::Expr& x) {
-        if (x->op != ir::Op::Load) return true;
-        const ir::Buffer* b = program.find_buffer(x->name);
-        if (b && b->role == ir::BufferRole::Input) bytes = std::max(bytes, dtype_bytes(b->dtype));
-        return true;
-      });
-    });
-  if (n * std::max(bytes, 1) > options.whole_row_bytes) return false;
+  std::optional<RowSize> row = row_size(program, members, options);
+  if (!row || row->bytes() > options.whole_row_bytes) return false;
   std::string names;
   for (const std::string& m : members) names += (names.empty() ? "'" : ", '") + m + "'";
   note(kChainComputedWhole + names + " is not fused: its row fits in one tile (" +
-       ir::to_string(extent) + " = " + std::to_string(n) + " elements of " +
-       std::to_string(std::max(bytes, 1)) + " bytes, at most " +
+       ir::to_string(row->extent) + " = " + std::to_string(row->length) + " elements of " +
+       std::to_string(row->elem_bytes) + " bytes, at most " +
        std::to_string(options.whole_row_bytes) +
        " bytes), so each reduction runs over the whole row, which is read once");
   return true;
@@ -897,7 +916,15 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   };
   const Schedule normal = normal_form(original, note);
   // 1. The groups to fuse, each under its own tile loop.
-  std::vector<std::vector<std::string>> groups = fusion_groups(normal.program(), note);
+  // A lone row reduction is streamed where the target holds rows whole up to a bound its row
+  // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers).
+  auto streamed_alone = [&](const std::string& reduction) {
+    if (options.whole_row_bytes <= 0) return false;
+    std::optional<RowSize> row = row_size(normal.program(), {reduction}, options);
+    return row && row->bytes() > options.whole_row_bytes;
+  };
+  std::vector<std::vector<std::string>> groups =
+      fusion_groups(normal.program(), note, streamed_alone);
   if (groups.empty()) {
     note("no reduction reads another reduction over the same axis: nothing to fuse");
     return unscheduled;

@@ -159,10 +159,14 @@ TEST(Emulator, AttentionAtOddSizes) {
 }
 
 // Long reductions split into chunks whose combine walks wide tiles on 256 or 512 threads (decode
-// over 32768 keys, norms over 65536 columns).
+// over 32768 keys, norms over 65536 columns). A lone reduction over a row longer than CUDA holds
+// whole (l2norm's sum of squares, 33000 bytes of f16) is streamed too: split into chunks at 4
+// rows, in strips at 130.
 TEST(Emulator, SplitKAtLongLengths) {
   verify({"attention/decode_causal.te", {{"T", 32768}}, {}});
   verify({"norm/layernorm.te", {{"M", 4}, {"N", 65536}}, {}});
+  verify({"norm/l2norm.te", {{"M", 4}, {"N", 20000}}, {}});
+  verify({"norm/l2norm.te", {{"M", 130}, {"N", 16500}}, {}});
 }
 
 TEST(Emulator, NormsAtDefaultAndOddSizes) {

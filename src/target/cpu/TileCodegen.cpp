@@ -132,6 +132,7 @@ class TileEmitter : public Codegen {
   void kernel(const tile::Kernel& k) {
     values_.assign(static_cast<size_t>(k.num_values), Value{});
     op_types_.assign(static_cast<size_t>(k.num_values), DType::F32);
+    op_shapes_.assign(static_cast<size_t>(k.num_values), {});
     inline_.assign(static_cast<size_t>(k.num_values), false);
     record_types(k.body);
     {
@@ -140,6 +141,9 @@ class TileEmitter : public Codegen {
       count_uses(k.body, uses);
       plan_inlining(k.body, uses, eval_pos);
     }
+    reduced_with_.assign(static_cast<size_t>(k.num_values), nullptr);
+    reduced_early_.assign(static_cast<size_t>(k.num_values), false);
+    plan_reductions_in_producers(k.body);
     registers_.clear();
     ws_bytes_ = 0;
     std::ostringstream* saved = out_;
@@ -280,19 +284,53 @@ class TileEmitter : public Codegen {
       return;
     }
     declare_array(v);
+    if (const TileOp* r = reduced_with_[static_cast<size_t>(o.result)]) {
+      reduce_along_rows(*r, [&](const Index& x) { return element(x); }, v.name);
+      return;
+    }
     auto [x, loops] = open_elementwise(v.shape, by_axes);
     line(v.name + "[i] = " + element(x) + ";");
     close_loops(loops);
   }
 
-  // The axes of the element of a reduction's operand `a` (rank 1 or 2) at `along` on the reduced
-  // axis `axis` and `other` on the other one; empty for higher ranks (their operands are stored,
-  // see reads_elementwise).
-  static std::vector<std::string> reduce_axes(const Value& a, size_t axis, const std::string& along,
-                                              const std::string& other) {
-    if (a.shape.size() == 1) return {along};
-    if (a.shape.size() == 2)
-      return axis == 0 ? std::vector{along, other} : std::vector{other, along};
+  // A reduction along the contiguous last axis of a stored elementwise value, later in the same
+  // body, runs in the loop that stores the value: each element is computed, stored and combined
+  // once, rather than stored by one pass and read back by another (softmax's sum of the
+  // exponentials it keeps for the output). The reduction reads nothing else, and the stored tile
+  // does not change, so its result is the same wherever it is computed.
+  void plan_reductions_in_producers(const tile::TileBody& b) {
+    for (size_t q = 0; q < b.size(); ++q) {
+      if (b[q].kind == tile::StmtKind::For) {
+        plan_reductions_in_producers(b[q].body);
+        continue;
+      }
+      const TileOp& r = b[q].op;
+      if (r.kind != OpKind::Reduce || !reduces_by_lanes(r)) continue;
+      const int a = r.args[0];
+      if (inline_[static_cast<size_t>(a)] || reduced_with_[static_cast<size_t>(a)]) continue;
+      for (size_t p = 0; p < q; ++p) {
+        const TileOp& o = b[p].op;
+        if (b[p].kind != tile::StmtKind::Op || o.result != a) continue;
+        bool elementwise =
+            o.kind == OpKind::Map ||
+            (o.kind == OpKind::Cast && !cast_reuses_storage(o) && !cast_rounds_row(o)) ||
+            (o.kind == OpKind::Broadcast && !o.args.empty());
+        if (elementwise && o.type.shape.size() <= 2 &&
+            op_types_[static_cast<size_t>(a)] == r.type.dtype) {
+          reduced_with_[static_cast<size_t>(a)] = &r;
+          reduced_early_[static_cast<size_t>(r.result)] = true;
+        }
+      }
+    }
+  }
+
+  // The axes of the element of a reduction's operand of `shape` (rank 1 or 2) at `along` on the
+  // reduced axis `axis` and `other` on the other one; empty for higher ranks (their operands are
+  // stored, see reads_elementwise).
+  static std::vector<std::string> reduce_axes(const std::vector<int64_t>& shape, size_t axis,
+                                              const std::string& along, const std::string& other) {
+    if (shape.size() == 1) return {along};
+    if (shape.size() == 2) return axis == 0 ? std::vector{along, other} : std::vector{other, along};
     return {};
   }
 
@@ -385,8 +423,10 @@ class TileEmitter : public Codegen {
     for (const tile::TileStmt& st : b) {
       if (st.kind == tile::StmtKind::For)
         record_types(st.body);
-      else if (st.op.result >= 0)
+      else if (st.op.result >= 0) {
         op_types_[static_cast<size_t>(st.op.result)] = st.op.type.dtype;
+        op_shapes_[static_cast<size_t>(st.op.result)] = st.op.type.shape;
+      }
     }
   }
 
@@ -450,8 +490,10 @@ class TileEmitter : public Codegen {
 
   // Buffer access helpers: the C++ names of a buffer's extents, and whether a region dimension
   // index is inside the buffer.
-  void region(const TileOp& o, bool is_store) {
-    const BufInfo& b = buffer(o.buffer, o.starts.size());
+  // The start of region `o` in every buffer dimension, defined; and the condition that its
+  // squeezed indices (dimensions without a tile axis) lie inside buffer `b` (reported if not).
+  std::pair<std::vector<std::string>, std::string> region_starts(const TileOp& o,
+                                                                 const BufInfo& b) {
     std::vector<std::string> starts;
     std::string squeezed_ok;
     for (size_t d = 0; d < o.starts.size(); ++d) {
@@ -462,6 +504,40 @@ class TileEmitter : public Codegen {
                        starts.back() + ", " + b.shape[d] + ", " + std::to_string(site(o.buffer)) +
                        ", " + std::to_string(d) + ")";
     }
+    return {starts, squeezed_ok};
+  }
+
+  // Whether load `o` can read its input in place: one f32 row of an f32 input along its last
+  // dimension, inside the buffer along it (no tail). An input is never written by the kernel,
+  // so the row holds the loaded values wherever they are read.
+  bool reads_in_place(const TileOp& o) {
+    const BufInfo& b = buffer(o.buffer, o.starts.size());
+    return o.type.shape.size() == 1 && o.type.dtype == DType::F32 && b.buf->dtype == DType::F32 &&
+           b.buf->role == ir::BufferRole::Input && o.axis_of_dim.back() == 0 &&
+           !o.bounds_checked.back();
+  }
+
+  // Tile value `v` of load `o` (reads_in_place) as a pointer into the input; where a squeezed
+  // index is out of range (reported), a workspace slot instead.
+  void load_in_place(const TileOp& o, const Value& v) {
+    const BufInfo& b = buffer(o.buffer, o.starts.size());
+    auto [starts, squeezed_ok] = region_starts(o, b);
+    std::string offset;
+    for (size_t d = 0; d < starts.size(); ++d)
+      offset = d == 0 ? "(" + starts[d] + ")"
+                      : "(" + offset + ") * " + b.shape[d] + " + (" + starts[d] + ")";
+    std::string at_input = b.id + " + " + offset;
+    if (squeezed_ok.empty()) {
+      line("float* __restrict__ " + v.name + " = " + at_input + ";");
+      return;
+    }
+    line("float* __restrict__ " + v.name + " = (" + squeezed_ok + ") ? " + at_input +
+         " : (float*)(ks_ws + " + std::to_string(slot(v.elements() * 4)) + ");");
+  }
+
+  void region(const TileOp& o, bool is_store) {
+    const BufInfo& b = buffer(o.buffer, o.starts.size());
+    auto [starts, squeezed_ok] = region_starts(o, b);
     const std::vector<int64_t>& shape = o.type.shape;
     if (!squeezed_ok.empty()) {
       line("if (" + squeezed_ok + ") {");
@@ -526,6 +602,90 @@ class TileEmitter : public Codegen {
     }
   }
 
+  std::string reduction_identity(const TileOp& o) {
+    return convert(expr(reducer_identity_expr(o.reducer, o.type.dtype)), ct_of(o.type.dtype));
+  }
+
+  std::string combine(const TileOp& o, const std::string& x, const std::string& y) const {
+    const bool fl = is_float(o.type.dtype);
+    switch (o.reducer) {
+      case Reducer::Sum:
+        return x + " + " + y;
+      case Reducer::Prod:
+        return x + " * " + y;
+      case Reducer::Max:
+        return std::string(fl ? "ks_fmax(" : "ks_imax(") + x + ", " + y + ")";
+      case Reducer::Min:
+        return std::string(fl ? "ks_fmin(" : "ks_imin(") + x + ", " + y + ")";
+    }
+    internal_error << "tile codegen: unknown reducer";
+    return std::string();
+  }
+
+  // Whether reduction `o` runs along a contiguous row with running partials (reduce_along_rows):
+  // along the last axis, a row length with lanes, and an f32 (or integer) result. f16/bf16
+  // results, rounded every step, keep the in-order loop.
+  bool reduces_by_lanes(const TileOp& o) const {
+    const std::vector<int64_t>& shape = op_shapes_[static_cast<size_t>(o.args[0])];
+    return !shape.empty() && static_cast<size_t>(o.axis) + 1 == shape.size() &&
+           reduce_lanes(shape.back()) > 0 &&
+           (o.type.dtype == DType::F32 || !is_float(o.type.dtype));
+  }
+
+  // The result array of reduction `o` (a one-element array for a scalar), declared.
+  std::string declare_reduction(const TileOp& o) {
+    Value& v = define(o);
+    if (!v.scalar()) {
+      declare_array(v);
+      return v.name;
+    }
+    std::string acc = tmp();
+    line(std::string(elem_type(v.dtype)) + " " + acc + "[1];");
+    return acc;
+  }
+  void finish_reduction(const TileOp& o, const std::string& acc) {
+    Value& v = values_[static_cast<size_t>(o.result)];
+    if (!v.scalar()) return;
+    v.cvar = true;
+    line("const " + std::string(elem_type(v.dtype)) + " " + v.name + " = " + acc + "[0];");
+  }
+
+  // Reduction `o` along contiguous rows (reduces_by_lanes) of the elements `element` spells: a
+  // row's lanes running partials, one vector register's worth per group of lanes, combined as a
+  // tree at the end, so that the loop vectorises instead of waiting on one accumulator. With
+  // `store` the loop also stores each element there (the reduction runs in its operand's loop).
+  void reduce_along_rows(const TileOp& o, const std::function<std::string(const Index&)>& element,
+                         const std::string& store) {
+    const std::vector<int64_t>& shape = op_shapes_[static_cast<size_t>(o.args[0])];
+    const int64_t len = shape.back(), outer = elements_of(shape) / len;
+    const std::string acc = declare_reduction(o), ty = elem_type(o.type.dtype);
+    const std::string lanes = std::to_string(reduce_lanes(len));
+    const std::string flat = "ks_o * " + std::to_string(len) + " + ks_r + ks_k";
+    const std::string e =
+        element(Index{flat, reduce_axes(shape, shape.size() - 1, "ks_r + ks_k", "ks_o")});
+    line("for (int64_t ks_o = 0; ks_o < " + std::to_string(outer) + "; ++ks_o) {");
+    line("  " + ty + " ks_p[" + lanes + "];");
+    line("  for (int ks_k = 0; ks_k < " + lanes +
+         "; ++ks_k) ks_p[ks_k] = " + reduction_identity(o) + ";");
+    line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ks_r += " + lanes + ")");
+    if (store.empty()) {
+      line("    for (int ks_k = 0; ks_k < " + lanes +
+           "; ++ks_k) ks_p[ks_k] = " + combine(o, "ks_p[ks_k]", e) + ";");
+    } else {
+      line("    for (int ks_k = 0; ks_k < " + lanes + "; ++ks_k) {");
+      line("      const " + ty + " ks_e = " + e + ";");
+      line("      " + store + "[" + flat + "] = ks_e;");
+      line("      ks_p[ks_k] = " + combine(o, "ks_p[ks_k]", "ks_e") + ";");
+      line("    }");
+    }
+    line("  for (int ks_w = " + std::to_string(reduce_lanes(len) / 2) + "; ks_w > 0; ks_w /= 2)");
+    line("    for (int ks_k = 0; ks_k < ks_w; ++ks_k) ks_p[ks_k] = " +
+         combine(o, "ks_p[ks_k]", "ks_p[ks_k + ks_w]") + ";");
+    line("  " + acc + "[ks_o] = ks_p[0];");
+    line("}");
+    finish_reduction(o, acc);
+  }
+
   void op(const TileOp& o) {
     if (o.kind == OpKind::Store) {
       line("{  // store " + o.buffer);
@@ -547,6 +707,8 @@ class TileEmitter : public Codegen {
       }
       return;
     }
+    if (o.kind == OpKind::Reduce && reduced_early_[static_cast<size_t>(o.result)])
+      return;  // computed with its operand
     Value& v = define(o);
     const std::string ty = elem_type(v.dtype);
     switch (o.kind) {
@@ -653,70 +815,29 @@ class TileEmitter : public Codegen {
       }
       case OpKind::Reduce: {
         const Value& a = val(o.args[0]);
+        if (reduces_by_lanes(o)) {
+          reduce_along_rows(o, [&](const Index& x) { return at(o.args[0], x); }, "");
+          return;
+        }
         size_t ax = static_cast<size_t>(o.axis);
         int64_t outer = 1, inner = 1, len = a.shape[ax];
         for (size_t k = 0; k < ax; ++k) outer *= a.shape[k];
         for (size_t k = ax + 1; k < a.shape.size(); ++k) inner *= a.shape[k];
-        Expr id = reducer_identity_expr(o.reducer, v.dtype);
-        std::string identity = convert(expr(id), ct_of(v.dtype));
-        std::string acc = v.scalar() ? tmp() : v.name;
-        if (v.scalar())
-          line(ty + " " + acc + "[1];");
-        else
-          declare_array(v);
-        bool fl = is_float(v.dtype);
-        auto combine = [&](const std::string& x, const std::string& y) {
-          switch (o.reducer) {
-            case Reducer::Sum:
-              return x + " + " + y;
-            case Reducer::Prod:
-              return x + " * " + y;
-            case Reducer::Max:
-              return std::string(fl ? "ks_fmax(" : "ks_imax(") + x + ", " + y + ")";
-            case Reducer::Min:
-              return std::string(fl ? "ks_fmin(" : "ks_imin(") + x + ", " + y + ")";
-          }
-          internal_error << "tile codegen: unknown reducer";
-          return std::string();
-        };
+        const std::string acc = declare_reduction(o);
+        std::string x = "ks_o * " + std::to_string(inner) + " + ks_i";
+        std::string src =
+            at(o.args[0], Index{"(ks_o * " + std::to_string(len) + " + ks_r) * " +
+                                    std::to_string(inner) + " + ks_i",
+                                reduce_axes(a.shape, ax, "ks_r", ax == 0 ? "ks_i" : "ks_o")});
         line("for (int64_t ks_o = 0; ks_o < " + std::to_string(outer) + "; ++ks_o) {");
-        const int64_t lanes_n = reduce_lanes(len);
-        if (inner == 1 && lanes_n > 0 && (v.dtype == DType::F32 || !fl)) {
-          // Along a contiguous row: lanes_n running partials (one vector register's worth
-          // per group of lanes) combined as a tree at the end, so that the loop vectorises
-          // instead of waiting on one accumulator. f16/bf16 results, rounded every step, keep
-          // the in-order loop below.
-          const std::string lanes = std::to_string(lanes_n);
-          line("  " + ty + " ks_p[" + lanes + "];");
-          line("  for (int ks_k = 0; ks_k < " + lanes + "; ++ks_k) ks_p[ks_k] = " + identity + ";");
-          line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ks_r += " + lanes +
-               ")");
-          line("    for (int ks_k = 0; ks_k < " + lanes + "; ++ks_k) ks_p[ks_k] = " +
-               combine("ks_p[ks_k]",
-                       at(o.args[0], Index{"ks_o * " + std::to_string(len) + " + ks_r + ks_k",
-                                           reduce_axes(a, ax, "ks_r + ks_k", "ks_o")})) +
-               ";");
-          line("  for (int ks_w = " + std::to_string(lanes_n / 2) + "; ks_w > 0; ks_w /= 2)");
-          line("    for (int ks_k = 0; ks_k < ks_w; ++ks_k) ks_p[ks_k] = " +
-               combine("ks_p[ks_k]", "ks_p[ks_k + ks_w]") + ";");
-          line("  " + acc + "[ks_o] = ks_p[0];");
-        } else {
-          std::string x = "ks_o * " + std::to_string(inner) + " + ks_i";
-          std::string src =
-              at(o.args[0], Index{"(ks_o * " + std::to_string(len) + " + ks_r) * " +
-                                      std::to_string(inner) + " + ks_i",
-                                  reduce_axes(a, ax, "ks_r", ax == 0 ? "ks_i" : "ks_o")});
-          line("  for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
-               "[" + x + "] = " + identity + ";");
-          line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ++ks_r)");
-          line("    for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
-               "[" + x + "] = " + round_to(combine(acc + "[" + x + "]", src), v.dtype) + ";");
-        }
+        line("  for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc + "[" +
+             x + "] = " + reduction_identity(o) + ";");
+        line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ++ks_r)");
+        line("    for (int64_t ks_i = 0; ks_i < " + std::to_string(inner) + "; ++ks_i) " + acc +
+             "[" + x +
+             "] = " + round_to(combine(o, acc + "[" + x + "]", src), val(o.result).dtype) + ";");
         line("}");
-        if (v.scalar()) {
-          v.cvar = true;
-          line("const " + ty + " " + v.name + " = " + acc + "[0];");
-        }
+        finish_reduction(o, acc);
         return;
       }
       case OpKind::Gather: {
@@ -747,6 +868,10 @@ class TileEmitter : public Codegen {
         return;
       }
       case OpKind::Load:
+        if (reads_in_place(o)) {
+          load_in_place(o, v);
+          return;
+        }
         declare_array(v);
         line("{  // load " + o.buffer);
         ++indent_;
@@ -761,8 +886,13 @@ class TileEmitter : public Codegen {
 
   const tile::TileProgram& tp_;
   std::vector<Value> values_;
-  std::vector<DType> op_types_;  // every value's dtype, known before emission
-  std::vector<bool> inline_;     // the inlining plan (plan_inlining)
+  std::vector<DType> op_types_;                  // every value's dtype, known before emission
+  std::vector<std::vector<int64_t>> op_shapes_;  // and its shape
+  // Reductions computed in the loop that stores their operand (plan_reductions_in_producers):
+  // by operand, the reduction; by reduction, whether it was.
+  std::vector<const TileOp*> reduced_with_;
+  std::vector<bool> reduced_early_;
+  std::vector<bool> inline_;  // the inlining plan (plan_inlining)
   std::map<std::string, Value> registers_;
   int64_t ws_bytes_ = 0;
 };

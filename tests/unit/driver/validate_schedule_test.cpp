@@ -104,10 +104,19 @@ TEST(ValidateSchedule, ExamplesPassAtTheirSizes) {
     EXPECT_TRUE(streamed.validation->ok) << streamed.validation->failure;
     EXPECT_FALSE(streamed.primitives.empty());
   }
-  // Nothing to fuse (one reduction): nothing scheduled, nothing to validate.
+  // Nothing to fuse (one reduction): nothing scheduled, nothing to validate; but a row too long
+  // to hold whole is streamed, its lone reduction with nothing to repair.
   driver::Scheduled l2 = schedule_at(example("norm/l2norm.te"), {});
   EXPECT_TRUE(l2.primitives.empty());
   EXPECT_FALSE(l2.validation.has_value());
+  for (int64_t rows : {64, 4096}) {
+    driver::Scheduled l2_long =
+        schedule_at(example("norm/l2norm.te"), {{"M", rows}, {"N", 131072}}, "cuda");
+    EXPECT_TRUE(l2_long.warnings.empty()) << l2_long.warnings.front();
+    ASSERT_TRUE(l2_long.validation.has_value());
+    EXPECT_TRUE(l2_long.validation->ok) << l2_long.validation->failure;
+    EXPECT_FALSE(l2_long.primitives.empty());
+  }
 }
 
 TEST(ValidateSchedule, ShrunkSizesCoverTilesChunksAndRows) {
