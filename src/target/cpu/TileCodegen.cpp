@@ -182,7 +182,9 @@ class TileEmitter : public Codegen {
     for (const std::string& e : extents) total += " * " + e;
     line("const int " + chunk + " = (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
          ") / (64 * (int64_t)ks_threads())));");
-    line("#pragma omp parallel");
+    // One grid instance runs on the calling thread: a team would only wait for it (and, on a
+    // loaded machine, for a descheduled thread to reach the join).
+    line("#pragma omp parallel if (" + total + " > 1)");
     line("{");
     ++indent_;
     line("char* ks_ws = (char*)aligned_alloc(64, " + ws_size + ");");
