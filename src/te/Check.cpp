@@ -229,6 +229,54 @@ class Checker {
                        << ir::to_string(axis.extent) << " (" << prev.str() << ")";
   }
 
+  // Upper bounds that hold where an expression is evaluated: inside the branch of a select
+  // whose condition is `v < E` (or the other branch of `v >= E`), index v stays below E, so a
+  // load indexed by plain v along a dimension of extent E is in bounds there whatever v's range,
+  // and says nothing about it (rotary embedding's `select(d < D / 2, COS[p, d], ...)` with d over
+  // D). Bounds by sizes only.
+  struct Guard {
+    std::string index;
+    Expr below;
+  };
+  std::vector<Guard> guards_;
+
+  bool guarded_below(const std::string& index, const Expr& extent) const {
+    for (const Guard& g : guards_)
+      if (g.index == index && ir::equal(g.below, extent)) return true;
+    return false;
+  }
+
+  // Adds the bounds that `cond` (when `holds`) or its negation (otherwise) puts on indices.
+  void learn_guards(const Expr& cond, bool holds) {
+    if (cond->op == (holds ? Op::And : Op::Or)) {
+      for (const Expr& c : cond->args) learn_guards(c, holds);
+      return;
+    }
+    if (cond->op == Op::Not) return learn_guards(cond->args[0], !holds);
+    // v < E and E > v hold; v >= E and E <= v fail.
+    Op below = holds ? Op::Lt : Op::Ge, above = holds ? Op::Gt : Op::Le;
+    const Expr* v = nullptr;
+    const Expr* bound = nullptr;
+    if (cond->op == below) {
+      v = &cond->args[0];
+      bound = &cond->args[1];
+    } else if (cond->op == above) {
+      v = &cond->args[1];
+      bound = &cond->args[0];
+    } else {
+      return;
+    }
+    if ((*v)->op != Op::Var || (*v)->var_kind != ir::VarKind::Index) return;
+    bool sizes_only = true;
+    ir::visit(*bound, [&](const Expr& n) {
+      sizes_only &= n->op != Op::Load && (n->op != Op::Var || n->var_kind != ir::VarKind::Index);
+      return sizes_only;
+    });
+    if (!sizes_only) return;
+    Expr typed = type(*bound);
+    if (typed->type == DType::Int) guards_.push_back({(*v)->name, typed});
+  }
+
   // Walks e; for loads, learns the extents of plain index variables. Returns e with the extents
   // of nested reduction axes filled in.
   Expr infer(const Expr& e) {
@@ -249,8 +297,9 @@ class Checker {
                 << "index '" << a->name
                 << "' is not bound here: it is neither an index of the definition nor an "
                 << "axis of an enclosing reduction";
-          learn_extent(*axis, shape[k], a->loc,
-                       "dimension " + std::to_string(k) + " of '" + e->name + "'");
+          if (!guarded_below(a->name, shape[k]))
+            learn_extent(*axis, shape[k], a->loc,
+                         "dimension " + std::to_string(k) + " of '" + e->name + "'");
         }
         args.push_back(infer(a));
       }
@@ -277,6 +326,17 @@ class Checker {
       }
       scope_.resize(base);
       return ir::make_reduce(e->reducer, axes, body, e->loc);
+    }
+    if (e->op == Op::Select) {
+      Expr cond = infer(e->args[0]);
+      size_t base = guards_.size();
+      learn_guards(cond, true);
+      Expr then = infer(e->args[1]);
+      guards_.resize(base);
+      learn_guards(cond, false);
+      Expr otherwise = infer(e->args[2]);
+      guards_.resize(base);
+      return ir::with_args(e, {cond, then, otherwise});
     }
     if (e->op == Op::Var && e->var_kind == ir::VarKind::Index && !find_axis(e->name))
       user_error_at(e->loc) << "index '" << e->name

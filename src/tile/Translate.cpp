@@ -446,11 +446,20 @@ class NestTranslator {
       case Op::Or:
       case Op::Min:
       case Op::Max:
-      case Op::Select:
       case Op::Call: {
         std::vector<Val> args;
         for (const Expr& a : e->args) args.push_back(expr(a));
         return map(e, args, e->type);
+      }
+      case Op::Select: {
+        // A branch's reads happen only where it is taken (see guards_).
+        Val cond = expr(e->args[0]);
+        guards_.push_back(e->args[0]);
+        Val then = expr(e->args[1]);
+        guards_.back() = ir::make_unary(Op::Not, e->args[0]);
+        Val otherwise = expr(e->args[2]);
+        guards_.pop_back();
+        return map(e, {cond, then, otherwise}, e->type);
       }
       default:
         break;
@@ -521,9 +530,12 @@ class NestTranslator {
       return Val{em_.emit(o), axes, b->dtype};
     }
     std::set<std::string> seen;
-    for (const Expr& i : indices) {
+    for (size_t d = 0; d < indices.size(); ++d) {
+      const Expr& i = indices[d];
       std::vector<std::string> used = axes_in(i);
       bool again = !used.empty() && !seen.insert(used[0]).second;
+      bool guarded = used.empty() && bounded_by_guard(i) && !squeezed_in_bounds(i, b->shape[d]);
+      if (guarded) return gather(*b, indices);
       if (!again && region_index(i)) continue;
       if (std::optional<Val> v = piecewise(*b, indices)) return *v;
       return gather(*b, indices);
@@ -600,6 +612,44 @@ class NestTranslator {
     return ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0])));
   }
 
+  // Whether a select branch being translated is taken under an integer inequality over a
+  // variable of `index` (`d < D / 2` for X[s, d + D / 2]): the guards that can keep an index in
+  // range. (Others, such as the first-chunk test `c == 0` of a combine, leave its reads to the
+  // loop program's own bounds.)
+  bool bounded_by_guard(const Expr& index) const {
+    bool found = false;
+    for (const Expr& g : guards_)
+      ir::visit(g, [&](const Expr& n) {
+        if (found) return false;
+        if (n->op == Op::Lt || n->op == Op::Le || n->op == Op::Gt || n->op == Op::Ge) {
+          if (n->args[0]->type == DType::Int)
+            ir::visit(n, [&](const Expr& v) {
+              found = found || (v->op == Op::Var && v->var_kind == ir::VarKind::Index &&
+                                ir::uses_var(index, v->name));
+              return !found;
+            });
+          return false;
+        }
+        return true;
+      });
+    return found;
+  }
+
+  // Whether the squeezed index `i` of a dimension of extent `extent` stays inside it: a grid
+  // or serial loop variable over that extent, or a value whose range is known to.
+  bool squeezed_in_bounds(const Expr& index, const Expr& extent) const {
+    Expr i = ir::simplify(index);
+    if (i->op == Op::Var) {
+      for (const GridAxis& g : em_.kernel()->grid)
+        if (g.var == i->name && ir::provably_equal(g.extent, extent)) return true;
+      if (auto it = serial_.find(i->name);
+          it != serial_.end() && ir::provably_equal(it->second, extent))
+        return true;
+    }
+    auto r = range_of(i), n = range_of(extent);
+    return r && n && r->first >= 0 && r->second < n->first;
+  }
+
   // An element-wise load: every element's indices computed as tiles (a lookup by an index
   // tensor, an index along two tile axes or through a modulo), checked against the buffer where
   // the block's predicate holds (the elements the loop program reads).
@@ -612,7 +662,9 @@ class NestTranslator {
     }
     std::vector<std::string> out = nest_order(all);
     std::vector<Expr> live;
-    for (const Expr& c : live_) {
+    std::vector<Expr> conditions = live_;
+    conditions.insert(conditions.end(), guards_.begin(), guards_.end());
+    for (const Expr& c : conditions) {
       std::vector<std::string> used = axes_in(c);
       if (std::all_of(used.begin(), used.end(), [&](const std::string& a) { return all.count(a); }))
         live.push_back(c);
@@ -622,7 +674,12 @@ class NestTranslator {
     o.buffer = b.name;
     for (const Val& v : idx) o.args.push_back(v.axes.empty() ? v.id : arrange(v, out).id);
     if (!live.empty()) {
+      // The mask itself is read unguarded: a select's condition is evaluated whichever branch
+      // is taken (and a load in it, guarded again, would need this mask).
+      std::vector<Expr> guards;
+      guards.swap(guards_);
       Val m = expr(conjunction(live));
+      guards.swap(guards_);
       o.args.push_back(m.axes.empty() ? m.id : arrange(m, out).id);
     }
     o.type = type_of(b.dtype, out);
@@ -756,6 +813,12 @@ class NestTranslator {
   Emitter& em_;
   std::vector<TileAxis> axes_;
   std::vector<Expr> live_;  // the block's predicate conjuncts that the nest can fail
+  // The conditions of the select branches being translated. A read there happens only where
+  // they hold: the loop program (and the interpreter) evaluates the taken branch only, so an
+  // index that leaves its buffer in the other (`X[s, d + D / 2]` where d >= D / 2) is no error.
+  // Along a tile axis the region's bounds check zero-fills it; a squeezed index that may leave
+  // the buffer makes the read a gather masked by these conditions.
+  std::vector<Expr> guards_;
   const StmtNode& block_;
   const std::map<std::string, Expr>& serial_;
 };

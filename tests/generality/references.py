@@ -424,3 +424,7 @@ def rmsnorm_quant_fp8(inputs, params):
     amax = np.max(np.abs(y), axis=-1, keepdims=True)
     q = np.where(amax > 0, e4m3(y * 448.0 / np.where(amax > 0, amax, 1.0)), 0.0)
     return {"scale": amax[:, 0] / 448.0, "Yq": q}
+
+
+def rotary_half_ranges(inputs, params):
+    return rotary_attention(inputs, params)
