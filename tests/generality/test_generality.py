@@ -3,8 +3,8 @@ runs it: it must verify on the CPU against the exact interpreter with no warning
 the fallbacks its GAP lines record), match its
 independent float64 NumPy reference (references.py), and reach what its `# REQUIRE:` line asks:
 fused (no fusion abandoned, and no intermediate materialised over
-a pair of dims that no input or output spans together, such as an S x T score matrix), tile (the CPU kernel in tile form), tensor-core (the sm_90a CUDA
-source uses mma). A `# GAP:` line expects one requirement to fail, strictly.
+a pair of dims that no input or output spans together, such as an S x T score matrix), tile (the CPU kernel in tile form), tensor-core (every dot of the sm_90a
+CUDA source runs on mma, as `--require tensor-core` checks). A `# GAP:` line expects one requirement to fail, strictly.
 """
 
 import json
@@ -80,10 +80,13 @@ def _requirement_holds(variant, requirement):
     """(holds, why not) for one requirement at the file's own sizes."""
     binary = str(kintsugi_binary())
     if requirement == "tensor-core":
+        # Every dot of every kernel, not one of them: --require fails on any dot that the
+        # element-cyclic writer computes.
         proc = subprocess.run([binary, "lower", str(variant.path), "--target", "cuda",
-                               "--print", "source"], capture_output=True, text=True, timeout=600)
+                               "--require", "tensor-core", "--print", "source"],
+                              capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
-            return False, f"lower --target cuda fails: {proc.stderr.strip()}"
+            return False, f"lower --target cuda --require tensor-core fails: {proc.stderr.strip()}"
         return "mma_" in proc.stdout, "the CUDA source has no mma"
     # Rows are streamed (--whole-row-bytes 0): a row reduction computed whole has nothing to fuse
     # at the file's short rows, and `fused` asks for the fusion that long rows need.

@@ -5,14 +5,20 @@
 //   Uniform   shape []; one variable every thread holds
 //   Lazy      computable from indices alone (full, arange, and elementwise / broadcast / permute of
 //             such values), a 1-D load along an axis other than the rows (a per-key bias, a
-//             per-column weight, read from its region where it is used), or a gather whose
+//             per-column weight, read from its region where it is used), a 2-D load that is not a
+//             row tile (a key tile that feeds a computed B operand), or a gather whose
 //             indices are such values (a bias table by bucket of relative position): spelled at
-//             the coordinates of each use, never stored
+//             the coordinates of each use, never stored; or an f32 reduction of a 2-D Lazy value
+//             that is not a row tile (the norm of each key), computed whole into shared memory at
+//             its place, one row a thread, and read there at its uses
 //   Frag      [R, N] data in the accumulator layout: `T name[N / 8][4]`
 //   Row       [R] data: `T name[2]`, the two rows of the lane
 //   RowBcast  a Row broadcast along the columns: a view of the Row, no storage
-//   Smem      a 2-D f16 or bf16 tile loaded into shared memory (swizzled) whose uses are all dot
-//             operands, through exact casts and a transpose (views of the same shared tile)
+//   Smem      a 2-D f16 or bf16 tile in shared memory (swizzled) whose uses are all dot operands,
+//             through exact casts and a transpose (views of the same shared tile): loaded from
+//             memory, or a B operand computed elementwise from index-computable values and loads
+//             (keys rotated or scaled before the scores), written by the threads element by
+//             element in front of its dot
 // A kernel with a value that fits no kind (a permute of data, a reduction across rows, a dot
 // operand computed in registers that is not exact in the type of the other, a shared tile) is
 // left to the element-cyclic writer. A dot runs on the tensor cores of its shared operand's type,
@@ -122,6 +128,13 @@ struct Val {
   int tile = -1;            // Smem: the shared-memory tile
   bool transposed = false;  // Smem: element (a, b) is the tile's element (b, a)
   int row_source = -1;      // RowBcast: the row vector
+  int vector = -1;          // Lazy reduction: its shared vector
+};
+
+// A Lazy reduction's result in shared memory: f32 elements, one a row of its operand.
+struct SmemVector {
+  const TileOp* reduce = nullptr;
+  int64_t offset = 0;  // bytes into the dynamic shared memory
 };
 
 struct SmemTile {
@@ -136,6 +149,8 @@ struct SmemTile {
   int stages = 1;
   const TileOp* last_use = nullptr;
   int64_t offset = 0;  // bytes into the dynamic shared memory
+  // A computed tile: the Lazy value written into it element by element (no load), -1 otherwise.
+  int computed = -1;
   int64_t stage_bytes() const { return rows * cols * 2; }
 };
 
@@ -196,6 +211,10 @@ class FragmentWriter : public KernelWriter {
     for (SmemTile& t : tiles_) {
       t.offset = offset;
       offset += t.stage_bytes() * t.stages;
+    }
+    for (SmemVector& w : vectors_) {
+      w.offset = offset;
+      offset += (w.reduce->type.shape[0] * 4 + 15) / 16 * 16;
     }
     smem_total_ = offset;
     return true;
@@ -349,7 +368,8 @@ class FragmentWriter : public KernelWriter {
         v.kind = data_kind(o.type.shape);
         // A vector along another axis than the rows (a per-key bias or norm, a per-column
         // weight) is read element by element where it is used, from its region (L1-cached).
-        if (v.kind == Kind::None && o.type.shape.size() == 1) v.kind = Kind::Lazy;
+        // So is a 2-D tile of other rows (keys that a computed B operand transforms).
+        if (v.kind == Kind::None && o.type.shape.size() <= 2) v.kind = Kind::Lazy;
         return v.kind != Kind::None;
       }
       case OpKind::Cast: {
@@ -396,6 +416,13 @@ class FragmentWriter : public KernelWriter {
       }
       case OpKind::Reduce: {
         Kind a = kind_of(o.args[0]);
+        if (a == Kind::Lazy && o.type.shape.size() == 1 && !is_row_shape(o.type.shape) &&
+            o.type.dtype == DType::F32) {
+          v.kind = Kind::Lazy;
+          v.vector = static_cast<int>(vectors_.size());
+          vectors_.push_back(SmemVector{&o});
+          return true;
+        }
         v.kind = Kind::Row;
         return (a == Kind::Frag || a == Kind::RowBcast) && o.axis == 1;
       }
@@ -435,9 +462,10 @@ class FragmentWriter : public KernelWriter {
     if (K % 16 != 0 || N % 16 != 0)
       return fail("the dot `" + tile::to_string(o) + "` has K = " + std::to_string(K) +
                   " and N = " + std::to_string(N) + ", not multiples of 16");
-    if (b.kind != Kind::Smem)
+    if (b.kind != Kind::Smem && !stage_computed_operand(o))
       return fail("the B operand of the dot `" + tile::to_string(o) +
-                  "` is not an f16 or bf16 tile loaded from memory");
+                  "` is neither an f16 or bf16 tile loaded from memory nor an f16 or bf16 tile "
+                  "computed from loads and indices (of 16-row and 16-column multiples)");
     tiles_[static_cast<size_t>(b.tile)].last_use = &o;
     DType half = dot_dtype(o);
     if (a.kind == Kind::Smem) {
@@ -454,6 +482,88 @@ class FragmentWriter : public KernelWriter {
                   "` is computed in registers and not exactly a " + dtype_name(half) +
                   " value (round it with a cast, as " + dtype_name(half) + "(p))");
     return true;
+  }
+
+  // Makes the Lazy B operand of dot `o` a computed shared tile: the f16 or bf16 value under its
+  // exact casts to f32 and transposes, written whole in front of the dot. The operand's other
+  // uses, if any, must be dots as well (they read the same tile).
+  bool stage_computed_operand(const TileOp& o) {
+    int id = o.args[1];
+    if (val(id).kind != Kind::Lazy || !feeds_only_dots(id)) return false;
+    int root = id;
+    bool transposed = false;
+    for (;;) {
+      const TileOp& d = *val(root).def;
+      if (d.kind == OpKind::Permute && d.perm == std::vector<int>{1, 0}) {
+        transposed = !transposed;
+      } else if (!(d.kind == OpKind::Cast && d.type.dtype == DType::F32 &&
+                   val(d.args[0]).def->type.dtype != DType::F32)) {
+        break;
+      }
+      root = d.args[0];
+    }
+    const TileOp& r = *val(root).def;
+    if (val(root).kind != Kind::Lazy || r.type.shape.size() != 2 ||
+        (r.type.dtype != DType::F16 && r.type.dtype != DType::BF16) || r.type.shape[0] % 16 != 0 ||
+        r.type.shape[1] % 16 != 0)
+      return false;
+    SmemTile t;
+    t.computed = root;
+    t.dtype = r.type.dtype;
+    t.rows = t.live_rows = r.type.shape[0];
+    t.cols = r.type.shape[1];
+    Val& v = val(id);
+    v.kind = Kind::Smem;
+    v.tile = static_cast<int>(tiles_.size());
+    v.transposed = transposed;
+    tiles_.push_back(t);
+    return true;
+  }
+
+  // Writes computed tile `t`: each thread two adjacent columns of a row at a time, packed, at
+  // the swizzled position its ldmatrix reads expect. Barriers on both sides: the previous
+  // iteration's dot has read the tile, and every element is written before this one reads it.
+  void write_computed_tile(const SmemTile& t) {
+    int64_t pairs = t.rows * t.cols / 2;
+    std::string cols = std::to_string(t.cols);
+    line("__syncthreads();");
+    line("#pragma unroll 4");
+    line("for (int ks_e = ks_tid; ks_e < " + std::to_string(pairs) +
+         "; ks_e += " + std::to_string(threads()) + ") {");
+    ++indent_;
+    line("const int ks_r = (2 * ks_e) / " + cols + ", ks_c = (2 * ks_e) % " + cols + ";");
+    std::string lo = lazy(t.computed, {"ks_r", "ks_c"});
+    std::string hi = lazy(t.computed, {"ks_r", "(ks_c + 1)"});
+    line("*(u32*)(ks_smem + " + std::to_string(t.offset) + " + ks_r * " +
+         std::to_string(t.cols * 2) + " + (((ks_c >> 3) ^ " + xor_term("ks_r", swizzle_of(t)) +
+         ") * 16) + (ks_c & 7) * 2) = " + (t.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") +
+         lo + ", " + hi + ");");
+    --indent_;
+    line("}");
+    line("__syncthreads();");
+  }
+
+  // Computes Lazy reduction `o` into its shared vector, one element a thread at a time, between
+  // barriers (the previous iteration's readers are done; every element is written before use).
+  void write_computed_vector(const TileOp& o) {
+    const SmemVector& w = vectors_[static_cast<size_t>(val(o.result).vector)];
+    const std::vector<int64_t>& in = val(o.args[0]).def->type.shape;
+    int64_t n = o.type.shape[0], len = in[static_cast<size_t>(o.axis)];
+    std::vector<std::string> ix = o.axis == 0 ? std::vector<std::string>{"ks_k", "ks_r"}
+                                              : std::vector<std::string>{"ks_r", "ks_k"};
+    line("__syncthreads();");
+    line("for (int ks_r = ks_tid; ks_r < " + std::to_string(n) +
+         "; ks_r += " + std::to_string(threads()) + ") {");
+    ++indent_;
+    line("float ks_acc = " + scalar(ir::reducer_identity_expr(o.reducer, DType::F32)) + ";");
+    line("#pragma unroll 8");
+    line("for (int ks_k = 0; ks_k < " + std::to_string(len) + "; ++ks_k)");
+    line("  ks_acc = " +
+         round_to(combine(o.reducer, DType::F32, "ks_acc", lazy(o.args[0], ix)), DType::F32) + ";");
+    line("((float*)(ks_smem + " + std::to_string(w.offset) + "))[ks_r] = ks_acc;");
+    --indent_;
+    line("}");
+    line("__syncthreads();");
   }
 
   // --- emission
@@ -698,32 +808,87 @@ class FragmentWriter : public KernelWriter {
         return std::nullopt;
     }
   }
-  // A comparison of index-only values that are monotone along every tile axis (not affine: the
-  // per-row trip count of a key loop widened to a row strip, min(tiles, (i + T - S) / 64 + 1))
-  // holds over the whole tile when it holds between its sides' extreme corners: the largest
-  // left side and the smallest right side for < and <=, the other way for > and >=. That corner
-  // test, spelled in front of the loop body; nullopt when a side's monotonicity is unknown.
-  std::optional<std::string> whole_tile_test(int id) {
+  // The value of index-only `id` at the tile's corner where it is largest (`largest`) or
+  // smallest, spelled in front of the loop body; nullopt when it is not monotone along some axis.
+  std::optional<std::string> corner(int id, bool largest) {
+    const TileOp& o = *val(id).def;
+    std::vector<std::string> at;
+    for (size_t k = 0; k < o.type.shape.size(); ++k) {
+      int d = direction(id, k);
+      if (d == 2) return std::nullopt;
+      at.push_back(d != 0 && (d == 1) == largest ? std::to_string(o.type.shape[k] - 1) : "0");
+    }
+    return index_code(id, at, /*in_front=*/true);
+  }
+  // A condition on index-only values holds over the whole tile when, spelled in front of the
+  // loop body, the test this returns holds (nullopt: no such test is known):
+  //   a comparison of values monotone along every tile axis (not only affine ones: the per-row
+  //   trip count of a key loop widened to a row strip, min(tiles, (i + T - S) / 64 + 1)), between
+  //   its sides' extreme corners: the largest left side and the smallest right side for < and <=;
+  //   |x| < w when x stays inside (-w, w) (a symmetric window);
+  //   a == b when both are one value over the tile (the same chunk, i / C == j / C);
+  //   a conjunction when both sides hold; a disjunction when either does (a prefix `j < P || j
+  //   <= i`: a tile of the prefix, or one below the diagonal).
+  // (Conjunctions and views are taken inside a compound condition only: elsewhere their parts
+  // are tested on their own.)
+  std::optional<std::string> whole_tile_test(int id, bool nested = false) {
     static const std::map<Op, std::string> kCompare = {
         {Op::Lt, "<"}, {Op::Le, "<="}, {Op::Gt, ">"}, {Op::Ge, ">="}};
     const TileOp& o = *val(id).def;
-    if (o.kind != OpKind::Map || o.is_call || !kCompare.count(o.op)) return std::nullopt;
-    bool upper = o.op == Op::Lt || o.op == Op::Le;
-    std::vector<std::string> sides;
-    for (int side = 0; side < 2; ++side) {
-      bool largest = (side == 0) == upper;
-      std::vector<std::string> corner;
-      for (size_t k = 0; k < o.type.shape.size(); ++k) {
-        int d = direction(o.args[static_cast<size_t>(side)], k);
-        if (d == 2) return std::nullopt;
-        corner.push_back(d != 0 && (d == 1) == largest ? std::to_string(o.type.shape[k] - 1) : "0");
+    nested = nested || compound_condition(id);
+    if (nested && (o.kind == OpKind::Broadcast || o.kind == OpKind::Permute))
+      return whole_tile_test(o.args[0], true);
+    if (o.kind != OpKind::Map || o.is_call) return std::nullopt;
+    if (nested && (o.op == Op::And || o.op == Op::Or)) {
+      std::optional<std::string> a = whole_tile_test(o.args[0], true),
+                                 b = whole_tile_test(o.args[1], true);
+      if (o.op == Op::And) {
+        if (!a || !b) return std::nullopt;
+        return "(" + *a + " && " + *b + ")";
       }
-      std::optional<std::string> e =
-          index_code(o.args[static_cast<size_t>(side)], corner, /*in_front=*/true);
-      if (!e) return std::nullopt;
-      sides.push_back(*e);
+      if (!a || !b) return a ? a : b;
+      return "(" + *a + " || " + *b + ")";
     }
-    return "(" + sides[0] + " " + kCompare.at(o.op) + " " + sides[1] + ")";
+    if (nested && o.op == Op::Eq) {
+      std::vector<std::string> c;
+      for (int side : o.args)
+        for (bool largest : {true, false}) {
+          std::optional<std::string> e = corner(side, largest);
+          if (!e) return std::nullopt;
+          c.push_back(*e);
+        }
+      return "(" + c[0] + " == " + c[1] + " && " + c[2] + " == " + c[3] + " && " + c[0] +
+             " == " + c[2] + ")";
+    }
+    if (!kCompare.count(o.op)) return std::nullopt;
+    bool upper = o.op == Op::Lt || o.op == Op::Le;
+    // |x| on the small side of the comparison: x's largest corner below the bound, and its
+    // smallest corner above the bound's negation.
+    int small = upper ? o.args[0] : o.args[1], bound = upper ? o.args[1] : o.args[0];
+    const TileOp& s = *val(small).def;
+    if (s.kind == OpKind::Map && s.is_call && s.fn == ir::MathFn::Abs) {
+      std::optional<std::string> hi = corner(s.args[0], true), lo = corner(s.args[0], false),
+                                 w = corner(bound, false);
+      if (!hi || !lo || !w) return std::nullopt;
+      std::string op = o.op == Op::Lt || o.op == Op::Gt ? "<" : "<=";
+      return "(" + *hi + " " + op + " " + *w + " && -(" + *lo + ") " + op + " " + *w + ")";
+    }
+    std::optional<std::string> a = corner(o.args[0], upper), b = corner(o.args[1], !upper);
+    if (!a || !b) return std::nullopt;
+    return "(" + *a + " " + kCompare.at(o.op) + " " + *b + ")";
+  }
+  // Whether whole_tile_test of `id` is not the conjunction of its parts' tests, so that its
+  // parts must not be required to hold on their own (a disjunction, |x| < w, a == b; a
+  // conjunction is tested part by part).
+  bool compound_condition(int id) const {
+    const TileOp& o = *val(id).def;
+    if (o.kind != OpKind::Map || o.is_call || o.type.dtype != DType::Bool) return false;
+    if (o.op == Op::Or || o.op == Op::Eq) return true;
+    for (int a : o.args) {
+      const TileOp& d = *val(a).def;
+      if (d.kind == OpKind::Map && d.is_call && d.fn == ir::MathFn::Abs) return true;
+    }
+    return false;
   }
 
   // The code of index-computable value `id` at coordinates `ix` (one per axis). `in_front`: spelled
@@ -771,6 +936,11 @@ class FragmentWriter : public KernelWriter {
         return "((" + inside + ") ? " +
                load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
                " : (" + ctype(o.type.dtype) + ")0)";
+      }
+      case OpKind::Reduce: {
+        if (in_front) return std::nullopt;
+        const SmemVector& w = vectors_[static_cast<size_t>(val(id).vector)];
+        return "((const float*)(ks_smem + " + std::to_string(w.offset) + "))[" + ix[0] + "]";
       }
       case OpKind::Gather: {
         if (in_front) return std::nullopt;
@@ -915,9 +1085,11 @@ class FragmentWriter : public KernelWriter {
   }
 
   // The index-only values `id` reads, transitively (itself included).
+  // The Lazy values `id` is computed from, itself included; a compound condition's parts are
+  // left out (its whole-tile test is its own).
   void lazy_closure(int id, std::set<int>& out) const {
     const Val& v = val(id);
-    if (v.kind != Kind::Lazy || !out.insert(id).second) return;
+    if (v.kind != Kind::Lazy || !out.insert(id).second || compound_condition(id)) return;
     for (int a : v.def->args) lazy_closure(a, out);
   }
   void used_comparisons(const tile::TileBody& b, std::set<int>& out) const {
@@ -926,6 +1098,7 @@ class FragmentWriter : public KernelWriter {
         used_comparisons(st.body, out);
         continue;
       }
+      if (st.op.result >= 0 && compound_condition(st.op.result)) continue;
       for (int a : st.op.args) lazy_closure(a, out);
     }
   }
@@ -1463,6 +1636,7 @@ class FragmentWriter : public KernelWriter {
     const Val& bv = val(o.args[1]);
     const SmemTile& bt = tiles_[static_cast<size_t>(bv.tile)];
     int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+    if (bt.computed >= 0) write_computed_tile(bt);
     for (size_t i = first + 1; i < last; ++i) {
       const TileOp& c = b[i].op;
       if (c.result >= 0 && c.kind != OpKind::Read && hoistable(val(c.result).kind)) op(c);
@@ -1755,6 +1929,7 @@ class FragmentWriter : public KernelWriter {
       case Kind::Lazy:
         if (o.kind == OpKind::Map) define_comparison(o);
         if (o.kind == OpKind::Load) lazy_loads_[o.result] = open_region(o);
+        if (o.kind == OpKind::Reduce) write_computed_vector(o);
         return;  // spelled at the uses
       case Kind::RowBcast:
         return;
@@ -1908,6 +2083,7 @@ class FragmentWriter : public KernelWriter {
   std::map<int, std::vector<const TileOp*>> users_;
   std::vector<const TileOp*> stored_;  // the kernel's stores
   std::vector<SmemTile> tiles_;
+  std::vector<SmemVector> vectors_;
   std::set<std::string> lane_offsets_;          // defined at the kernel's start
   std::map<int, int> prefetched_;               // tile copied at the kernel's start -> its order
   std::set<std::string> unwaited_before_;       // loops whose waits cover a prefetch's
