@@ -220,14 +220,48 @@ void hoist_complete_producers(Schedule& s, const std::string& head,
   for (const std::string& b : late) s.move_nest(b, head);
 }
 
+// Whether a block only reads (loads, through casts): computing it where it is used costs no
+// more than reading its inputs there.
+bool reads_only(const ir::StmtNode& block) {
+  if (!block.body || block.body->kind != ir::StmtKind::Store) return false;
+  ir::Expr v = block.body->value;
+  while (v->op == ir::Op::Cast) v = v->args[0];
+  return v->op == ir::Op::Load;
+}
+
+// How many times block `name` computes each of its elements: the product of the extents (at
+// `sizes`) of its enclosing loops that none of its iteration variables depends on; nullopt when
+// a size is not known.
+std::optional<int64_t> recomputation(const ir::LoopProgram& p, const std::string& name,
+                                     const std::map<std::string, int64_t>& sizes) {
+  StmtPath path = find_block(p.body, name, "auto");
+  const ir::StmtNode& block = *path.back();
+  int64_t times = 1;
+  for (const ir::StmtNode* loop : loops_on(path)) {
+    bool bound = std::any_of(block.iters.begin(), block.iters.end(), [&](const ir::IterVar& iv) {
+      return ir::uses_var(iv.binding, loop->var);
+    });
+    if (bound) continue;
+    try {
+      times *= std::max<int64_t>(1, ir::eval_int(loop->extent, sizes));
+    } catch (const UserError&) {
+      return std::nullopt;
+    }
+  }
+  return times;
+}
+
 // Step 4 (see AutoSchedule.h): the producers of the head that run along the axis but not along
 // the rows (a definition on the key side: keys copied, rotated or normalised, a key's norm, a
 // reduction over the head dimension) are computed at the tile loop, over the tile of the axis
 // its blocks read, latest first (compute_at needs every reader under the loop): one kernel,
-// without a whole buffer of them. Producers that do not run along the axis (the queries'
-// norms) stay whole before the fused loop, computed once rather than once a tile.
+// without a whole buffer of them. That computes them again for every row tile: a producer that
+// computes more than it reads (keys rotated or normalised) stays whole before the fused loop
+// when there is more than one row tile at `sizes` (prefill; decode has one), computed once and
+// read like an input. Producers that do not run along the axis (the queries' norms) stay whole
+// before the fused loop too, computed once rather than once a tile.
 void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::string& head,
-                            const std::string& axis,
+                            const std::string& axis, const std::map<std::string, int64_t>& sizes,
                             const std::function<void(const std::string&)>& note) {
   const ir::LoopProgram& p = s.program();
   size_t tile_nest = root_index(p, find_loop(p.body, tile_loop, "auto"));
@@ -238,11 +272,28 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
       if (producers.count(b->name)) before.push_back(b->name);
   std::map<std::string, AxisIteration> along = axis_iterations(p, head, axis, before);
   std::erase_if(before, [&](const std::string& b) { return !along.count(b); });
+  std::set<std::string> whole;  // producers of a producer kept whole stay whole with it
   for (auto it = before.rbegin(); it != before.rend(); ++it) {
+    Schedule saved = s;
     try {
       s.compute_at(*it, tile_loop);
     } catch (const ScheduleError& e) {
-      note("'" + *it + "' is computed whole before the fused loop: " + e.what());
+      if (!whole.count(*it))
+        note("'" + *it + "' is computed whole before the fused loop: " + e.what());
+      std::set<std::string> inputs =
+          producer_closure(s.program(), *find_block(s.program().body, *it, "auto").back());
+      whole.insert(inputs.begin(), inputs.end());
+      continue;
+    }
+    if (reads_only(*find_block(s.program().body, *it, "auto").back())) continue;
+    std::optional<int64_t> times = recomputation(s.program(), *it, sizes);
+    if (times && *times > 1) {
+      s = saved;
+      std::set<std::string> inputs =
+          producer_closure(s.program(), *find_block(s.program().body, *it, "auto").back());
+      whole.insert(inputs.begin(), inputs.end());
+      note("'" + *it + "' is computed whole before the fused loop, once, not again for each of " +
+           std::to_string(*times) + " row tiles at these sizes");
     }
   }
 }
@@ -874,7 +925,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   if (split_k && options.combine_tile_elements > 0)
     for (const std::string& m : members)
       tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
-  compute_axis_producers(s, tile_loop, head, axis, note);
+  compute_axis_producers(s, tile_loop, head, axis, sizes, note);
 }
 
 // Step 5 (see AutoSchedule.h): a nest left outside the fused ones that only maps (one block, no

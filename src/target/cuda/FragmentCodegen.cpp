@@ -297,6 +297,23 @@ class FragmentWriter : public KernelWriter {
     return true;
   }
 
+  // Whether value `id` flows into the B operand of a dot through elementwise operations, casts,
+  // broadcasts and transposes only.
+  bool reaches_b_operand(int id) const {
+    auto it = users_.find(id);
+    if (it == users_.end()) return false;
+    for (const TileOp* u : it->second) {
+      if (u->kind == OpKind::Dot) {
+        if (u->args[1] == id) return true;
+        continue;
+      }
+      if ((u->kind == OpKind::Map || u->kind == OpKind::Cast || u->kind == OpKind::Permute) &&
+          reaches_b_operand(u->result))
+        return true;
+    }
+    return false;
+  }
+
   // A 2-D f16 or bf16 load whose rows are whole 16-byte chunks of the buffer's innermost
   // dimension, all inside the buffer (copy_tile tests rows only).
   bool stageable(const TileOp& o) const {
@@ -365,7 +382,10 @@ class FragmentWriter : public KernelWriter {
           tiles_.push_back(t);
           return true;
         }
-        v.kind = data_kind(o.type.shape);
+        // A tile that reaches the B operand of a dot through elementwise operations and a
+        // transpose holds keys, not rows, whatever its shape (a key tile as long as the row
+        // tile): read at its uses, for the computed B operand.
+        v.kind = reaches_b_operand(o.result) ? Kind::Lazy : data_kind(o.type.shape);
         // A vector along another axis than the rows (a per-key bias or norm, a per-column
         // weight) is read element by element where it is used, from its region (L1-cached).
         // So is a 2-D tile of other rows (keys that a computed B operand transforms).
@@ -416,8 +436,7 @@ class FragmentWriter : public KernelWriter {
       }
       case OpKind::Reduce: {
         Kind a = kind_of(o.args[0]);
-        if (a == Kind::Lazy && o.type.shape.size() == 1 && !is_row_shape(o.type.shape) &&
-            o.type.dtype == DType::F32) {
+        if (a == Kind::Lazy && o.type.shape.size() == 1 && o.type.dtype == DType::F32) {
           v.kind = Kind::Lazy;
           v.vector = static_cast<int>(vectors_.size());
           vectors_.push_back(SmemVector{&o});
@@ -1098,7 +1117,8 @@ class FragmentWriter : public KernelWriter {
         used_comparisons(st.body, out);
         continue;
       }
-      if (st.op.result >= 0 && compound_condition(st.op.result)) continue;
+      // A Lazy value's operands count through the closure of the values that use it.
+      if (st.op.result >= 0 && val(st.op.result).kind == Kind::Lazy) continue;
       for (int a : st.op.args) lazy_closure(a, out);
     }
   }
