@@ -4,6 +4,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "support/Error.h"
@@ -240,19 +241,34 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
   // Ask for a versioned capsule (it says whether the memory is read-only); producers that do not
   // know the keyword (NumPy < 2.1, older PyTorch) raise TypeError and get the plain call. A CUDA
   // producer also gets the stream the kernels run on (host producers take no stream).
+  // The types that refused the keyword are remembered (with a reference each, so that a type
+  // object is never freed and its address reused), and the refusal is caught as a Python error,
+  // not thrown through C++: NumPy 1.x refuses it on every call, and a C++ exception costs
+  // microseconds each time and, the first time in a process, hundreds of page faults reading
+  // every library's unwind tables. The GIL guards the list.
+  static auto* unversioned = new std::vector<PyObject*>();
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
+  bool versioned = std::find(unversioned->begin(), unversioned->end(), type) == unversioned->end();
   py::dict kwargs;
   if (on_cuda) kwargs["stream"] = options.cuda_stream;
-  py::object capsule;
-  try {
-    try {
-      capsule = obj.attr("__dlpack__")(
-          **kwargs, "max_version"_a = py::make_tuple(dlpack::kMajorVersion, dlpack::kMinorVersion));
-    } catch (py::error_already_set& e) {
-      if (!e.matches(PyExc_TypeError)) throw;
-      capsule = obj.attr("__dlpack__")(**kwargs);
+  py::object method = obj.attr("__dlpack__");
+  py::tuple no_args;
+  PyObject* raw = nullptr;
+  if (versioned) {
+    auto with_version = py::reinterpret_steal<py::dict>(PyDict_Copy(kwargs.ptr()));
+    with_version["max_version"] = py::make_tuple(dlpack::kMajorVersion, dlpack::kMinorVersion);
+    raw = PyObject_Call(method.ptr(), no_args.ptr(), with_version.ptr());
+    if (!raw && PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      Py_INCREF(type);
+      unversioned->push_back(type);
+      versioned = false;
     }
-  } catch (py::error_already_set& e) {
+  }
+  if (!versioned) raw = PyObject_Call(method.ptr(), no_args.ptr(), kwargs.ptr());
+  if (!raw) {
     // A ValueError that names the argument, with the producer's error as its __cause__.
+    py::error_already_set e;
     std::string message =
         what + ": its __dlpack__() failed: " + std::string(py::str(e.type().attr("__name__"))) +
         ": " + std::string(py::str(e.value()));
@@ -263,6 +279,7 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
     py::raise_from(e, PyExc_ValueError, message.c_str());
     throw py::error_already_set();
   }
+  py::object capsule = py::reinterpret_steal<py::object>(raw);
 
   PyObject* c = capsule.ptr();
   const dlpack::Tensor* t = nullptr;

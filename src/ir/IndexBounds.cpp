@@ -210,4 +210,17 @@ void check_integer_ranges(const LoopProgram& p, const runtime::SizeMap& sizes,
   Bounds(p, sizes, params, kernel).stmt(p.body);
 }
 
+void ProvenRanges::check(const LoopProgram& p, const runtime::SizeMap& sizes,
+                         const runtime::ParamMap& params, const std::string& kernel) {
+  std::pair<runtime::SizeMap, runtime::ParamMap> at{sizes, params};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::find(proven_.begin(), proven_.end(), at) != proven_.end()) return;
+  }
+  check_integer_ranges(p, sizes, params, kernel);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (proven_.size() >= 64) proven_.clear();
+  proven_.push_back(std::move(at));
+}
+
 }  // namespace kintsugi::ir

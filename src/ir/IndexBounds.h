@@ -10,7 +10,10 @@
 // that is only reachable in masked-out tails still counts.)
 #pragma once
 
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
@@ -19,5 +22,18 @@ namespace kintsugi::ir {
 
 void check_integer_ranges(const LoopProgram& p, const runtime::SizeMap& sizes,
                           const runtime::ParamMap& params, const std::string& kernel);
+
+// The size and param values at which a compiled kernel's integer ranges were proven: check() runs
+// check_integer_ranges once for each (the proof is most of a small call's host time) and after
+// that only looks the values up. Thread-safe; keeps the last 64.
+class ProvenRanges {
+ public:
+  void check(const LoopProgram& p, const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+             const std::string& kernel);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::pair<runtime::SizeMap, runtime::ParamMap>> proven_;
+};
 
 }  // namespace kintsugi::ir

@@ -115,7 +115,7 @@ EmulatedCudaKernel::EmulatedCudaKernel(const tile::TileProgram& program)
 
 void EmulatedCudaKernel::run(const std::vector<runtime::Tensor*>& args,
                              const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
-  cuda::LaunchPlan l = cuda::plan_launch(program_, source_, sizes, params, args.size());
+  cuda::LaunchPlan l = cuda::plan_launch(program_, source_, sizes, params, args.size(), proven_);
   for (size_t i = 0; i < args.size(); ++i)
     cuda::check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
   std::vector<int64_t> blocks = cuda::grid_blocks(source_, sizes);

@@ -55,6 +55,7 @@ class EmulatedCudaKernel {
   tile::TileProgram program_;
   cuda::CudaSource source_;
   EmulatedModule module_;
+  ir::ProvenRanges proven_;
 };
 
 }  // namespace kintsugi::emu

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -691,7 +692,7 @@ TEST(TargetCpu, ParallelAnalysis) {
                                            bin(Op::Add, make_load("Y", DType::F32, {ix("i")}),
                                                make_load("X", DType::F32, {ix("i"), ix("j")}))))));
   std::string src = cpu::generate_source(p);
-  EXPECT_EQ(src.find("#pragma omp"), std::string::npos);
+  EXPECT_EQ(src.find("#pragma omp parallel for"), std::string::npos);
   EXPECT_EQ(src, cpu::generate_source(p));  // deterministic
   // An explicitly parallel loop is parallel wherever it is.
   LoopProgram q = add_const(1.0);
@@ -747,4 +748,25 @@ TEST(TargetCpu, DiskCacheHitAndCorruption) {
     auto again = cpu::compile(p, options(dir));
     EXPECT_TRUE(again->from_cache());
   }
+}
+
+TEST(TargetCpu, CompilerProbeIsKeptInTheCache) {
+  // The flags the host compiler was found to take are stored beside the kernels, so that a later
+  // process reads them instead of compiling the probe program again.
+  std::string dir = test_cache_dir() + "/toolchain-test";
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  auto k = cpu::compile(add_const(1.5), options(dir));
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind("toolchain-", 0) == 0) entries.push_back(e.path());
+  std::sort(entries.begin(), entries.end());
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].extension(), ".meta");
+  EXPECT_EQ(entries[1].extension(), ".txt");
+  std::ifstream in(entries[1]);
+  std::vector<std::string> flags;
+  for (std::string f; std::getline(in, f);) flags.push_back(f);
+  EXPECT_NE(std::find(flags.begin(), flags.end(), "-O3"), flags.end());
+  EXPECT_NE(std::find(flags.begin(), flags.end(), "-shared"), flags.end());
 }

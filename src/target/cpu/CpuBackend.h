@@ -15,6 +15,7 @@
 //                                 const int64_t* sizes,   // LoopProgram::dims order
 //                                 const double* params,   // LoopProgram::params order
 //                                 char* err, int64_t err_len);  // returns 0 on success
+//   extern "C" void kintsugi_warm(void);  // starts the OpenMP threads; called once loaded
 // Intermediate buffers are allocated (uninitialised) by the generated code. Top-level loop nests
 // whose outer loops only drive spatial iteration variables run under OpenMP
 // (`parallel for collapse(n)`), as do loops of kind ForKind::Parallel.
@@ -37,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/IndexBounds.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
 #include "tile/TileIR.h"
@@ -96,6 +98,7 @@ class CpuKernel {
   bool from_cache_ = false;
   double compile_seconds_ = 0.0;
   std::string source_, library_path_, cache_dir_, key_;
+  mutable ir::ProvenRanges proven_;  // the sizes and params its integer ranges hold at
 };
 
 // Generates, compiles (or finds in the disk cache) and loads a kernel. Compiler failures throw

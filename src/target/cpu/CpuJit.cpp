@@ -117,22 +117,26 @@ std::string cpu_identity() {
 struct Toolchain {
   std::string version;             // first line of `cxx --version`
   std::vector<std::string> flags;  // working default flags
+  std::string key;                 // of its cache entry (see below)
 };
 
-// Probes the compiler once per process: its version, and whether -march=native and -fopenmp work.
-const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_dir) {
-  static std::mutex mu;
-  static std::map<std::string, Toolchain> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(cxx);
-  if (it != cache.end()) return it->second;
-  Toolchain tc;
-  std::string out;
+// The probe's result in the kernel cache: one flag a line. Keyed by the compiler's command, its
+// whole `--version` output and the CPU, so that an upgraded compiler or another machine probes
+// again.
+constexpr std::string_view kToolchainFormat = "kintsugi-cpu-toolchain-v1";
+
+struct ToolchainEntry {
+  fs::path payload, meta;
+};
+ToolchainEntry toolchain_entry(const std::string& cache_dir, const std::string& key) {
+  return {fs::path(cache_dir) / ("toolchain-" + key + ".txt"),
+          fs::path(cache_dir) / ("toolchain-" + key + ".meta")};
+}
+
+// Whether -march=native and -fopenmp work with `cxx`: the flags of the first candidate set that
+// builds a small OpenMP program (about a second).
+std::vector<std::string> probe_flags(const std::string& cxx, const std::string& scratch_dir) {
   const double timeout = compile_timeout();
-  int rc = run_command(cxx + " --version", &out, timeout, scratch_dir).status;
-  if (rc != 0)
-    internal_error << "CPU back end: cannot run the host compiler '" << cxx << "': " << out;
-  tc.version = out.substr(0, out.find('\n'));
   const std::vector<std::string> base = {"-std=c++17",      "-O3",     "-ffp-contract=off",
                                          "-fno-math-errno", "-fwrapv", "-fPIC",
                                          "-shared",         "-w"};
@@ -146,7 +150,7 @@ const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_di
   }
   const std::vector<std::vector<std::string>> candidates = {
       {"-march=native", "-fopenmp"}, {"-fopenmp"}, {"-march=native"}, {}};
-  bool ok = false;
+  std::optional<std::vector<std::string>> found;
   std::string last;
   for (const auto& extra : candidates) {
     std::vector<std::string> flags = base;
@@ -160,20 +164,60 @@ const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_di
                 << timeout << " s on a small test program (set KINTSUGI_COMPILE_TIMEOUT=SECONDS "
                 << "to raise the limit, 0 for none)";
     if (r.status == 0) {
-      tc.flags = flags;
-      ok = true;
+      found = flags;
       break;
     }
   }
   std::error_code ec;
   fs::remove(src, ec);
   fs::remove(obj, ec);
-  if (ok && std::find(tc.flags.begin(), tc.flags.end(), "-march=native") != tc.flags.end())
-    tc.version += " cpu:" + hex64(fnv1a(cpu_identity()));
-  if (!ok)
+  if (!found)
     internal_error << "CPU back end: the host compiler '" << cxx
                    << "' cannot build a shared object: " << last;
-  return cache.emplace(cxx, std::move(tc)).first->second;
+  return *found;
+}
+
+// The compiler's version and working flags, found once per process: from the cache entry in
+// `cache_dir` when there is one (a later process with the same compiler on the same CPU runs only
+// `--version`), else by probe_flags, and then kept there.
+const Toolchain& toolchain(const std::string& cxx, const std::string& scratch_dir,
+                           const std::optional<std::string>& cache_dir) {
+  static std::mutex mu;
+  static std::map<std::string, Toolchain> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(cxx);
+  if (it == cache.end()) {
+    Toolchain tc;
+    std::string out;
+    int rc = run_command(cxx + " --version", &out, compile_timeout(), scratch_dir).status;
+    if (rc != 0)
+      internal_error << "CPU back end: cannot run the host compiler '" << cxx << "': " << out;
+    tc.version = out.substr(0, out.find('\n'));
+    tc.key = hex64(fnv1a(cxx + "\n" + out + "\n" + cpu_identity()));
+    if (cache_dir) {
+      ToolchainEntry e = toolchain_entry(*cache_dir, tc.key);
+      if (std::optional<std::string> text =
+              disk_cache::load_entry(e.payload, e.meta, kToolchainFormat, tc.key)) {
+        std::istringstream lines(*text);
+        for (std::string f; std::getline(lines, f);) tc.flags.push_back(f);
+      }
+    }
+    if (tc.flags.empty()) tc.flags = probe_flags(cxx, scratch_dir);
+    if (std::find(tc.flags.begin(), tc.flags.end(), "-march=native") != tc.flags.end())
+      tc.version += " cpu:" + hex64(fnv1a(cpu_identity()));
+    it = cache.emplace(cxx, std::move(tc)).first;
+  }
+  const Toolchain& tc = it->second;
+  if (cache_dir) {
+    ToolchainEntry e = toolchain_entry(*cache_dir, tc.key);
+    std::error_code ec;
+    if (!fs::exists(e.meta, ec)) {
+      std::string text;
+      for (const std::string& f : tc.flags) text += f + "\n";
+      disk_cache::store_entry(e.payload, e.meta, kToolchainFormat, tc.key, text);
+    }
+  }
+  return tc;
 }
 
 // dlopen through a fresh hard link (or copy), so that the dynamic loader never hands back a
@@ -343,7 +387,7 @@ void CpuKernel::run_in_place(const std::vector<runtime::TensorRef>& args,
     pvals[prm.name] = v;
     param_vec.push_back(v);
   }
-  ir::check_integer_ranges(p, dims, pvals, p.name);
+  proven_.check(p, dims, pvals, p.name);
   std::vector<void*> ptrs;
   for (size_t i = 0; i < io.size(); ++i) {
     const ir::Buffer& b = *io[i];
@@ -355,14 +399,13 @@ void CpuKernel::run_in_place(const std::vector<runtime::TensorRef>& args,
       arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " has dtype "
                 << dtype_name(t->dtype) << ", expected " << dtype_name(b.dtype);
     std::vector<int64_t> want;
-    std::string sym;
-    for (const ir::Expr& e : b.shape) {
-      want.push_back(eval_shape(e, dims, pvals));
-      sym += (sym.empty() ? "" : ", ") + ir::to_string(e);
-    }
-    if (t->shape != want)
+    for (const ir::Expr& e : b.shape) want.push_back(eval_shape(e, dims, pvals));
+    if (t->shape != want) {
+      std::string sym;
+      for (const ir::Expr& e : b.shape) sym += (sym.empty() ? "" : ", ") + ir::to_string(e);
       arg_error << "kernel " << p.name << ": " << role << " tensor " << b.name << " has shape "
                 << shape_text(t->shape) << ", expected [" << sym << "] = " << shape_text(want);
+    }
     int64_t n = runtime::checked_bytes(want, dtype_bytes(b.dtype),
                                        std::string(role) + " tensor " + b.name) /
                 dtype_bytes(b.dtype);
@@ -413,7 +456,7 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
   }
   const bool cached = cache && build.path.parent_path() == fs::path(*cache);
   const std::string build_dir = build.path.string();
-  const Toolchain& tc = toolchain(options.cxx, build_dir);
+  const Toolchain& tc = toolchain(options.cxx, build_dir, cache);
   std::vector<std::string> flags = tc.flags;
   flags.insert(flags.end(), options.extra_flags.begin(), options.extra_flags.end());
   std::string flag_text;
@@ -486,6 +529,8 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
   }
   k->entry_ = reinterpret_cast<CpuKernel::EntryFn>(dlsym(k->handle_, "kintsugi_entry"));
   if (!k->entry_) internal_error << "CPU back end: " << so.string() << " has no kintsugi_entry";
+  // The thread pool is started now, so that the first call does not pay for it.
+  if (auto warm = reinterpret_cast<void (*)()>(dlsym(k->handle_, "kintsugi_warm"))) warm();
   k->compile_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return k;

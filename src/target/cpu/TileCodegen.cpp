@@ -150,7 +150,7 @@ class TileEmitter : public Codegen {
     std::ostringstream inner;
     out_ = &inner;
     int base_indent = indent_;
-    indent_ = base_indent + 3;
+    indent_ = base_indent + 2;
     for (const tile::Register& r : k.registers) {
       Value v{ident("r", r.name), r.type.dtype, r.type.shape};
       registers_[r.name] = v;
@@ -169,50 +169,67 @@ class TileEmitter : public Codegen {
 
     line("{  // kernel " + k.name);
     ++indent_;
-    std::vector<std::string> extents;
+    std::vector<std::string> extents, ids;
     for (const tile::GridAxis& g : k.grid) {
       extents.push_back(tmp());
+      ids.push_back(ident("v", g.var));
       line("const int64_t " + extents.back() + " = " + scalar(g.extent, CT::I64) + ";");
     }
-    std::string ws_size = std::to_string(ws_bytes_ + 64);
-    // Instances in chunks of about 1/64 of a thread's share: small instances (a row of a norm)
-    // do not pay a scheduling step each, uneven ones (causal row tiles) still balance.
-    std::string chunk = tmp();
     std::string total = "INT64_C(1)";
     for (const std::string& e : extents) total += " * " + e;
-    line("const int " + chunk + " = (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
-         ") / (64 * (int64_t)ks_threads())));");
-    // One grid instance runs on the calling thread: a team would only wait for it (and, on a
-    // loaded machine, for a descheduled thread to reach the join).
-    line("#pragma omp parallel if (" + total + " > 1)");
-    line("{");
-    ++indent_;
-    line("char* ks_ws = (char*)aligned_alloc(64, " + ws_size + ");");
-    line("if (!ks_ws) ks_fail_site(ks_e, \"out of memory for the tiles of kernel \", " +
-         std::to_string(site(k.name)) + ");");
-    if (!k.grid.empty())
-      line("#pragma omp for collapse(" + std::to_string(k.grid.size()) + ") schedule(dynamic, " +
-           chunk + ")");
-    else
-      line("#pragma omp single");
-    for (size_t a = 0; a < k.grid.size(); ++a) {
-      std::string id = ident("v", k.grid[a].var);
-      line("for (int64_t " + id + " = 0; " + id + " < " + extents[a] + "; ++" + id + ")");
+    // One grid instance, with the thread's workspace of tiles.
+    std::string params = "char* ks_ws", args = "ks_ws";
+    for (const std::string& id : ids) {
+      params += ", const int64_t " + id;
+      args += ", " + id;
     }
-    // A kernel without a grid (no symbolic size, a scalar result) runs its body once: still a
-    // loop, so that the early exit below leaves it.
-    if (k.grid.empty()) line("for (int ks_once = 0; ks_once < 1; ++ks_once)");
-    line("{");
+    line("auto ks_instance = [&](" + params + ") {");
     ++indent_;
-    line("if (!ks_ws || KS_FAILED(ks_e)) continue;");
+    line("if (KS_FAILED(ks_e)) return;");
     line("KsLocal ks_l = {};");
     *out_ << inner.str();
     line("if (__builtin_expect(ks_l.bad, 0)) ks_flush(ks_e, ks_l);");
     --indent_;
-    line("}");
-    line("free(ks_ws);");
-    --indent_;
-    line("}");
+    line("};");
+    std::string ws_size = std::to_string(ws_bytes_ + 64);
+    auto instances = [&](bool parallel) {
+      line("char* ks_ws = (char*)aligned_alloc(64, " + ws_size + ");");
+      line("if (!ks_ws) ks_fail_site(ks_e, \"out of memory for the tiles of kernel \", " +
+           std::to_string(site(k.name)) + ");");
+      if (parallel) {
+        // Instances in chunks of about 1/64 of a thread's share: small instances (a row of a
+        // norm) do not pay a scheduling step each, uneven ones (causal row tiles) still balance.
+        line("#pragma omp for collapse(" + std::to_string(k.grid.size()) +
+             ") schedule(dynamic, (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
+             ") / (64 * (int64_t)ks_threads()))))");
+      }
+      for (size_t a = 0; a < k.grid.size(); ++a)
+        line("for (int64_t " + ids[a] + " = 0; " + ids[a] + " < " + extents[a] + "; ++" + ids[a] +
+             ")");
+      line("  if (ks_ws) ks_instance(" + args + ");");
+      line("free(ks_ws);");
+    };
+    // A grid of one instance (or none, or a kernel without a grid) runs on the calling thread,
+    // outside any OpenMP region: a team would only wait for it (on a loaded machine, for a
+    // descheduled thread to reach the join), and even a team of one costs two futex calls.
+    if (!k.grid.empty()) {
+      line("if (" + total + " > 1) {");
+      ++indent_;
+      line("#pragma omp parallel num_threads(ks_threads())");
+      line("{");
+      ++indent_;
+      instances(true);
+      --indent_;
+      line("}");
+      --indent_;
+      line("} else {");
+      ++indent_;
+      instances(false);
+      --indent_;
+      line("}");
+    } else {
+      instances(false);
+    }
     line("if (KS_FAILED(ks_e)) return 1;");
     --indent_;
     line("}");

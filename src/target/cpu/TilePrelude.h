@@ -23,9 +23,16 @@ inline constexpr const char* kTilePrelude = R"PRELUDE(
 
 namespace {
 
+// The threads of a kernel's team: KINTSUGI_NUM_THREADS when set to a positive number, else
+// OpenMP's default (OMP_NUM_THREADS, else the cores). Read once.
 static inline int ks_threads() {
 #ifdef _OPENMP
-  return omp_get_max_threads();
+  static const int n = [] {
+    const char* e = getenv("KINTSUGI_NUM_THREADS");
+    int v = e ? atoi(e) : 0;
+    return v > 0 ? v : omp_get_max_threads();
+  }();
+  return n;
 #else
   return 1;
 #endif

@@ -28,6 +28,7 @@ struct CudaKernel::Impl {
   // run(): written between the uploads and the launches (allocated on first use). Mutable state
   // of a const launch_all: a kernel object runs one launch at a time.
   DeviceBuffer l2_flush;
+  ir::ProvenRanges proven;  // sizes and params the integer ranges hold at
 };
 
 CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch)
@@ -88,7 +89,7 @@ double CudaKernel::launch_all(LaunchPlan& l, const runtime::SizeMap& sizes, void
 
 double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
                        const runtime::ParamMap& params) {
-  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size());
+  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size(), impl_->proven);
   for (size_t i = 0; i < args.size(); ++i)
     check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
   // Device storage for the caller's tensors: inputs uploaded, outputs poisoned.
@@ -114,7 +115,7 @@ double CudaKernel::run_device(const std::vector<DeviceTensorRef>& args,
                               const runtime::SizeMap& sizes, const runtime::ParamMap& params,
                               void* stream) {
   const std::string& name = program_.source.name;
-  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size());
+  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size(), impl_->proven);
   int ordinal = device().ordinal;
   for (size_t i = 0; i < args.size(); ++i) {
     const DeviceTensorRef& t = args[i];

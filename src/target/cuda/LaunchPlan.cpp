@@ -17,8 +17,8 @@ std::string buffer_text(const ir::Buffer& b) {
 }
 
 LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& source,
-                       const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-                       size_t given) {
+                       const runtime::SizeMap& sizes, const runtime::ParamMap& params, size_t given,
+                       ir::ProvenRanges& proven) {
   const ir::LoopProgram& p = program.source;
   LaunchPlan l;
   std::memset(&l.args, 0, sizeof(l.args));
@@ -43,7 +43,7 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
     l.args.params[q] = v;
     values[p.params[q].name] = v;
   }
-  ir::check_integer_ranges(p, sizes, values, p.name);
+  proven.check(p, sizes, values, p.name);
   size_t index = 0;
   for (size_t k = 0; k < p.buffers.size(); ++k) {
     const ir::Buffer& b = p.buffers[k];

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/IndexBounds.h"
 #include "target/cuda/CudaBackend.h"
 
 namespace kintsugi::cuda {
@@ -41,9 +42,10 @@ std::string buffer_text(const ir::Buffer& b);
 // The plan of one run of `source` (generated from `program`); throws RuntimeArgError unless
 // `given` tensors are exactly the inputs and outputs, or a size is missing or outside a
 // specialisation.
+// `proven`: the values at which the kernel's integer ranges were proven already.
 LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& source,
-                       const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-                       size_t given);
+                       const runtime::SizeMap& sizes, const runtime::ParamMap& params, size_t given,
+                       ir::ProvenRanges& proven);
 // Throws RuntimeArgError unless a caller's tensor has the dtype and shape of operand `i`.
 void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, size_t i, DType dtype,
                    const std::vector<int64_t>& shape);
