@@ -697,7 +697,7 @@ class Codegen {
       bounds.push_back({lo, hi});
     }
     line("#pragma omp parallel for collapse(" + std::to_string(chain.size()) +
-         ") schedule(static)");
+         ") schedule(static) num_threads(ks_threads())");
     Scope scope;
     for (size_t i = 0; i < chain.size(); ++i) {
       const StmtNode* f = chain[i];

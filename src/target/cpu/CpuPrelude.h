@@ -68,8 +68,24 @@ inline constexpr const char* kCpuPreludeHead = R"PRELUDE(
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace {
+
+// The threads of a kernel's team: KINTSUGI_NUM_THREADS when set to a positive number, else
+// OpenMP's default (OMP_NUM_THREADS, else the cores). No static state (a guarded static would
+// be initialised concurrently by a team's threads, in an object that is later unloaded).
+static inline int ks_threads() {
+#ifdef _OPENMP
+  const char* e = getenv("KINTSUGI_NUM_THREADS");
+  int v = e ? atoi(e) : 0;
+  return v > 0 ? v : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 struct KsErr {
   int failed;

@@ -200,8 +200,7 @@ class TileEmitter : public Codegen {
         // Instances in chunks of about 1/64 of a thread's share: small instances (a row of a
         // norm) do not pay a scheduling step each, uneven ones (causal row tiles) still balance.
         line("#pragma omp for collapse(" + std::to_string(k.grid.size()) +
-             ") schedule(dynamic, (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
-             ") / (64 * (int64_t)ks_threads()))))");
+             ") schedule(dynamic, ks_chunk)");
       }
       for (size_t a = 0; a < k.grid.size(); ++a)
         line("for (int64_t " + ids[a] + " = 0; " + ids[a] + " < " + extents[a] + "; ++" + ids[a] +
@@ -215,7 +214,10 @@ class TileEmitter : public Codegen {
     if (!k.grid.empty()) {
       line("if (" + total + " > 1) {");
       ++indent_;
-      line("#pragma omp parallel num_threads(ks_threads())");
+      line("const int ks_team = ks_threads();");
+      line("const int ks_chunk = (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
+           ") / (64 * (int64_t)ks_team)));");
+      line("#pragma omp parallel num_threads(ks_team)");
       line("{");
       ++indent_;
       instances(true);

@@ -17,26 +17,9 @@ namespace kintsugi::cpu {
 
 inline constexpr const char* kTilePrelude = R"PRELUDE(
 #include <immintrin.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace {
 
-// The threads of a kernel's team: KINTSUGI_NUM_THREADS when set to a positive number, else
-// OpenMP's default (OMP_NUM_THREADS, else the cores). Read once.
-static inline int ks_threads() {
-#ifdef _OPENMP
-  static const int n = [] {
-    const char* e = getenv("KINTSUGI_NUM_THREADS");
-    int v = e ? atoi(e) : 0;
-    return v > 0 ? v : omp_get_max_threads();
-  }();
-  return n;
-#else
-  return 1;
-#endif
-}
 
 #if defined(__AVX512F__)
 typedef __m512 ks_vf;
