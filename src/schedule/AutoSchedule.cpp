@@ -273,25 +273,29 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
   std::map<std::string, AxisIteration> along = axis_iterations(p, head, axis, before);
   std::erase_if(before, [&](const std::string& b) { return !along.count(b); });
   std::set<std::string> whole;  // producers of a producer kept whole stay whole with it
+  auto keep_whole = [&](const std::string& b) {
+    std::set<std::string> inputs =
+        producer_closure(s.program(), *find_block(s.program().body, b, "auto").back());
+    whole.insert(inputs.begin(), inputs.end());
+  };
   for (auto it = before.rbegin(); it != before.rend(); ++it) {
-    Schedule saved = s;
+    // A copy to return to when the producer costs more computed per row tile than whole.
+    bool copy_like = reads_only(*find_block(s.program().body, *it, "auto").back());
+    std::optional<Schedule> saved;
+    if (!copy_like) saved = s;
     try {
       s.compute_at(*it, tile_loop);
     } catch (const ScheduleError& e) {
       if (!whole.count(*it))
         note("'" + *it + "' is computed whole before the fused loop: " + e.what());
-      std::set<std::string> inputs =
-          producer_closure(s.program(), *find_block(s.program().body, *it, "auto").back());
-      whole.insert(inputs.begin(), inputs.end());
+      keep_whole(*it);
       continue;
     }
-    if (reads_only(*find_block(s.program().body, *it, "auto").back())) continue;
+    if (copy_like) continue;
     std::optional<int64_t> times = recomputation(s.program(), *it, sizes);
     if (times && *times > 1) {
-      s = saved;
-      std::set<std::string> inputs =
-          producer_closure(s.program(), *find_block(s.program().body, *it, "auto").back());
-      whole.insert(inputs.begin(), inputs.end());
+      s = *saved;
+      keep_whole(*it);
       note("'" + *it + "' is computed whole before the fused loop, once, not again for each of " +
            std::to_string(*times) + " row tiles at these sizes");
     }

@@ -15,7 +15,6 @@
 //                                 const int64_t* sizes,   // LoopProgram::dims order
 //                                 const double* params,   // LoopProgram::params order
 //                                 char* err, int64_t err_len);  // returns 0 on success
-//   extern "C" void kintsugi_warm(void);  // starts the OpenMP threads; called once loaded
 // Intermediate buffers are allocated (uninitialised) by the generated code. Top-level loop nests
 // whose outer loops only drive spatial iteration variables run under OpenMP
 // (`parallel for collapse(n)`), as do loops of kind ForKind::Parallel.

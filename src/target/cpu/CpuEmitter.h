@@ -248,13 +248,6 @@ class Codegen {
            "  if (rc != 0 && err && err_len > 0 && err[0] == 0)\n"
            "    snprintf(err, (size_t)err_len, \"kernel failed\");\n"
            "  return rc;\n"
-           "}\n\n"
-           "// Starts the OpenMP threads (called when the kernel is loaded, not at its first "
-           "call).\n"
-           "extern \"C\" __attribute__((visibility(\"default\"))) void kintsugi_warm(void) {\n"
-           "#pragma omp parallel\n"
-           "  {\n"
-           "  }\n"
            "}\n";
     return src.str();
   }

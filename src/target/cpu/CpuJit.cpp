@@ -529,8 +529,6 @@ std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::s
   }
   k->entry_ = reinterpret_cast<CpuKernel::EntryFn>(dlsym(k->handle_, "kintsugi_entry"));
   if (!k->entry_) internal_error << "CPU back end: " << so.string() << " has no kintsugi_entry";
-  // The thread pool is started now, so that the first call does not pay for it.
-  if (auto warm = reinterpret_cast<void (*)()>(dlsym(k->handle_, "kintsugi_warm"))) warm();
   k->compile_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return k;
