@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "Torch.h"
 #include "support/Error.h"
 
 namespace kintsugi::python {
@@ -216,10 +217,18 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
       view_.storage = h.host;
     } else {
       check_device(what, dlpack::kCUDA, h.device->device, options);
+      h.device->buffer.share_with(options.cuda_stream_handle);  // written on another stream?
       view_.data = reinterpret_cast<void*>(h.device->buffer.address());
       view_.memory = Memory::Cuda;
       view_.device = h.device->device;
     }
+    return;
+  }
+  if (std::optional<ArgView> t = read_torch_tensor(obj.ptr())) {
+    check_device(what, t->memory == Memory::Cuda ? dlpack::kCUDA : dlpack::kCPU, t->device,
+                 options);
+    view_ = std::move(*t);
+    from_torch_ = true;
     return;
   }
   if (!py::hasattr(obj, "__dlpack__"))
@@ -347,7 +356,7 @@ py::object export_capsule(const OwnedTensor& tensor, bool versioned, bool copy, 
     d->dtype = tensor.device->dtype;
     d->shape = tensor.device->shape;
     d->device = tensor.device->device;
-    d->buffer = cuda::DeviceBuffer(tensor.device->buffer.size());
+    d->buffer = cuda::StreamBuffer(tensor.device->buffer.size(), tensor.device->buffer.stream());
     std::shared_ptr<runtime::Tensor> staged = tensor.to_host();
     d->buffer.upload(staged->ptr(), staged->data.size());
     ctx->storage.device = d;

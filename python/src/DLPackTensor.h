@@ -8,13 +8,16 @@
 // (kDLCPU) and, for target cuda, CUDA device memory (kDLCUDA; the producer is handed the stream
 // the call runs on, so that its pending work on the tensor is ordered before the kernels), always
 // C-contiguous with one lane per element; anything else is a RuntimeArgError that names the
-// argument and says what to do. Kintsugi's own tensors are taken without DLPack.
+// argument and says what to do. Kintsugi's own tensors, and PyTorch's (Torch.h), are taken
+// without DLPack.
 //
 // Out: OwnedTensor (Python `kintsugi.Tensor`, Kernel.h) owns host or device memory and exports it
 // with `__dlpack__`: a capsule "dltensor" (or "dltensor_versioned" when the consumer asks for
 // DLPack >= 1.0) whose destructor frees the managed tensor if no consumer took it. The managed
 // tensor keeps the storage alive through a shared_ptr, so its deleter needs no GIL. Device
-// memory is complete when the kernel call that wrote it returned, so export waits on no stream.
+// memory is written by kernels queued on the stream of the call that made it: a consumer's
+// stream (DLPack's stream=) and the stream of a later call that reads it are ordered after
+// that work, and the memory is freed only after theirs (cuda::StreamBuffer::share_with).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -36,6 +39,7 @@ std::string device_name(int32_t device_type, int32_t device_id);
 struct ImportOptions {
   bool cuda = false;        // accept CUDA device memory (target cuda)
   int64_t cuda_stream = 1;  // the DLPack stream passed to a CUDA producer (1: legacy default)
+  cuda::StreamHandle cuda_stream_handle = nullptr;  // the same stream, as the launches take it
 };
 
 class ImportedTensor {
@@ -49,6 +53,8 @@ class ImportedTensor {
   ImportedTensor& operator=(ImportedTensor&&) = delete;
 
   const ArgView& view() const { return view_; }
+  // Read from a torch.Tensor directly (Torch.h): its producer was not asked to order its work.
+  bool from_torch() const { return from_torch_; }
 
  private:
   // Calls the producer's deleter when destroyed (also when the constructor throws after taking
@@ -69,6 +75,7 @@ class ImportedTensor {
 
   Owner owner_;
   ArgView view_;
+  bool from_torch_ = false;
 };
 
 // The capsule `tensor.__dlpack__(max_version=..., copy=...)` returns: versioned when

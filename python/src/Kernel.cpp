@@ -207,6 +207,7 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   v->kernels = b.kernels;
   v->kernel = b.cpu;
   v->gpu = b.gpu;
+  if (v->gpu && options_.check_launches) v->gpu->set_check_each_launch(*options_.check_launches);
   v->form = b.form;
   return v;
 }
@@ -266,6 +267,16 @@ std::vector<runtime::SizeMap> Kernel::compiled_sizes() const {
   std::vector<runtime::SizeMap> out;
   for (const auto& [sizes, v] : variants_) out.push_back(sizes);
   return out;
+}
+
+void Kernel::check() const {
+  std::vector<std::shared_ptr<const Variant>> variants;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [sizes, v] : variants_) variants.push_back(v);
+  }
+  for (const auto& v : variants)
+    if (v->gpu) v->gpu->check();
 }
 
 std::string Kernel::signature() const {
@@ -542,8 +553,9 @@ std::vector<OwnedTensor> Kernel::run_device(const Variant& v, const runtime::Siz
       t->dtype = b.dtype;
       t->shape = ir::eval_shape(b.shape, sizes, params_);
       t->device = cuda::device().ordinal;
-      t->buffer = cuda::DeviceBuffer(static_cast<size_t>(
-          runtime::checked_bytes(t->shape, dtype_bytes(b.dtype), "output " + b.name)));
+      t->buffer = cuda::StreamBuffer(static_cast<size_t>(runtime::checked_bytes(
+                                         t->shape, dtype_bytes(b.dtype), "output " + b.name)),
+                                     stream);
       ref.dtype = t->dtype;
       ref.shape = t->shape;
       ref.address = t->buffer.address();
@@ -551,7 +563,7 @@ std::vector<OwnedTensor> Kernel::run_device(const Variant& v, const runtime::Siz
       allocated[b.name] = t;
     }
   }
-  v.gpu->run_device(args, sizes, params_, stream);
+  v.gpu->enqueue(args, sizes, params_, stream);
 
   std::vector<OwnedTensor> out;
   if (!outs)

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,12 +51,14 @@ struct ArgView {
   std::shared_ptr<runtime::Tensor> storage;  // set for Kintsugi's own host tensors (used in place)
 };
 
-// A tensor in device memory that Kintsugi allocated (an output of target cuda).
+// A tensor in device memory that Kintsugi allocated (an output of target cuda): stream-ordered
+// memory on the stream of the call that wrote it, shared with the streams of the calls and DLPack
+// consumers that use it (cuda::StreamBuffer).
 struct DeviceTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   int device = 0;  // CUDA device ordinal
-  cuda::DeviceBuffer buffer;
+  cuda::StreamBuffer buffer;
 };
 
 // A tensor that Kintsugi allocated: exactly one of `host` and `device` is set.
@@ -87,6 +90,7 @@ struct KernelOptions {
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
   int64_t whole_row_bytes = -1;      // rows up to this many bytes computed whole; -1: the target's
   std::vector<std::string> require;  // require=[...]: fused, tile, tensor-core (driver/Driver.h)
+  std::optional<bool> check_launches;  // cuda: wait for and check every launch; unset: the env's
 };
 
 // One compiled variant: the program scheduled and compiled for one size binding.
@@ -144,6 +148,9 @@ class Kernel {
   const KernelOptions& options() const { return options_; }
   const runtime::ParamMap& params() const { return params_; }  // every param, with overrides
   std::vector<runtime::SizeMap> compiled_sizes() const;        // every binding compiled so far
+  // Target cuda: waits for the device, then throws the first failed check a kernel of a variant
+  // reported since the last check (CudaKernel::check). Target cpu: nothing (calls check).
+  void check() const;
   // The warnings of the variants compiled since the last call (each variant's once), for the
   // front end to report (Python: warnings.warn).
   std::vector<std::string> take_warnings();

@@ -16,6 +16,7 @@
 
 #include "DLPackTensor.h"
 #include "Kernel.h"
+#include "Torch.h"
 #include "support/Error.h"
 #include "support/Version.h"
 
@@ -26,7 +27,10 @@ using kintsugi::python::ImportedTensor;
 using kintsugi::python::ImportOptions;
 using kintsugi::python::Kernel;
 using kintsugi::python::KernelOptions;
+using kintsugi::python::Memory;
 using kintsugi::python::OwnedTensor;
+using kintsugi::python::torch_cuda_device;
+using kintsugi::python::torch_current_stream;
 using kintsugi::python::Variant;
 namespace dlpack = kintsugi::python::dlpack;
 
@@ -121,15 +125,31 @@ std::string names(const std::vector<const kintsugi::ir::Buffer*>& buffers) {
   return out;
 }
 
-// A call's stream=: the handle the kernels are launched on and the DLPack stream number that CUDA
+// A call's stream: the handle the kernels are launched on and the DLPack stream number that CUDA
 // producers are asked to order their pending work before.
 struct CallStream {
-  kintsugi::cuda::StreamHandle handle = nullptr;  // the legacy default stream
+  kintsugi::cuda::StreamHandle handle = nullptr;  // the default stream
   int64_t dlpack = 1;                             // DLPack's name for the legacy default stream
+  bool given = false;                             // stream= was passed
 };
 
-CallStream call_stream(const Kernel& k, const py::object& stream) {
-  if (stream.is_none()) return {};
+CallStream stream_of_handle(uint64_t raw) {
+  CallStream s;
+  s.handle = reinterpret_cast<kintsugi::cuda::StreamHandle>(static_cast<uintptr_t>(raw));
+  s.dlpack = raw == 0 ? 1 : static_cast<int64_t>(raw);  // DLPack reserves 0 for CUDA
+  return s;
+}
+
+// stream= when given; else PyTorch's current stream on the device of the first torch CUDA input,
+// as PyTorch's own operators use; else the default stream.
+CallStream call_stream(const Kernel& k, const py::object& stream, const py::args& inputs) {
+  if (stream.is_none()) {
+    if (k.options().target == "cuda")
+      for (py::handle input : inputs)
+        if (std::optional<int> device = torch_cuda_device(input.ptr()))
+          return stream_of_handle(reinterpret_cast<uintptr_t>(torch_current_stream(*device)));
+    return {};
+  }
   if (k.options().target != "cuda")
     throw py::value_error("stream= applies to target='cuda' only; leave it out for target='" +
                           k.options().target + "'");
@@ -140,11 +160,22 @@ CallStream call_stream(const Kernel& k, const py::object& stream) {
         "torch.cuda.current_stream().cuda_stream) or an object with .cuda_stream (such as a "
         "torch.cuda.Stream), got " +
         std::string(py::str(py::repr(stream))));
-  auto raw = value.cast<unsigned long long>();
-  CallStream s;
-  s.handle = reinterpret_cast<kintsugi::cuda::StreamHandle>(static_cast<uintptr_t>(raw));
-  s.dlpack = raw == 0 ? 1 : static_cast<int64_t>(raw);  // DLPack reserves 0 for CUDA
+  CallStream s = stream_of_handle(value.cast<unsigned long long>());
+  s.given = true;
   return s;
+}
+
+// The stream a DLPack consumer names (__dlpack__(stream=...)): None and 1 the legacy default
+// stream, 2 the per-thread default stream, -1 none (the consumer orders the work itself).
+std::optional<kintsugi::cuda::StreamHandle> consumer_stream(const py::object& stream) {
+  if (stream.is_none()) return nullptr;
+  auto raw = stream.cast<int64_t>();
+  if (raw == -1) return std::nullopt;
+  if (raw == 0 || raw < -1)
+    throw py::value_error("__dlpack__: stream=" + std::to_string(raw) +
+                          " is not a CUDA stream (DLPack: None, -1, 1, 2 or a CUstream handle)");
+  if (raw == 1) return nullptr;
+  return reinterpret_cast<kintsugi::cuda::StreamHandle>(static_cast<uintptr_t>(raw));
 }
 
 py::object wrap(const OwnedTensor& t) {
@@ -154,10 +185,11 @@ py::object wrap(const OwnedTensor& t) {
 py::object call_kernel(Kernel& k, const py::args& args, const py::object& out,
                        const py::object& stream) {
   const auto& program = k.program();
-  CallStream s = call_stream(k, stream);
+  CallStream s = call_stream(k, stream, args);
   ImportOptions import_options;
   import_options.cuda = k.options().target == "cuda";
   import_options.cuda_stream = s.dlpack;
+  import_options.cuda_stream_handle = s.handle;
   std::vector<const kintsugi::ir::Buffer*> in_bufs = program.inputs(), out_bufs = program.outputs();
   if (args.size() != in_bufs.size())
     throw py::type_error(program.name + " takes " + plural(in_bufs.size(), "input") + " (" +
@@ -187,6 +219,14 @@ py::object call_kernel(Kernel& k, const py::args& args, const py::object& out,
   std::vector<ArgView> in_views, out_views;
   for (size_t i = 0; i < imported.size(); ++i)
     (i < in_bufs.size() ? in_views : out_views).push_back(imported[i].view());
+  // PyTorch's tensors were read without DLPack: on a stream= of the caller's, order the launches
+  // after PyTorch's current stream, as DLPack would have.
+  if (s.given)
+    for (const ImportedTensor& t : imported)
+      if (t.from_torch() && t.view().memory == Memory::Cuda) {
+        kintsugi::cuda::order_after(s.handle, torch_current_stream(t.view().device));
+        break;
+      }
 
   std::vector<OwnedTensor> results;
   {
@@ -207,7 +247,8 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
                                 const std::string& schedule, const std::optional<std::string>& name,
                                 const std::optional<std::string>& arch,
                                 std::optional<int64_t> chunk_tiles, const py::object& require,
-                                std::optional<int64_t> whole_row_bytes) {
+                                std::optional<int64_t> whole_row_bytes,
+                                std::optional<bool> check_launches) {
   std::string text;
   bool is_source = false;
   if (py::isinstance<py::str>(path_or_source)) {
@@ -240,6 +281,7 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
         "every row), not " +
         std::to_string(*whole_row_bytes));
   options.whole_row_bytes = whole_row_bytes.value_or(-1);
+  options.check_launches = check_launches;
   if (py::isinstance<py::str>(require)) {
     std::string names = require.cast<std::string>();
     for (size_t start = 0; start <= names.size();) {
@@ -303,9 +345,6 @@ kernel (as an input or in out=) without a copy. t.cpu() copies device memory to 
           "__dlpack__",
           [](const OwnedTensor& self, const py::object& stream, const py::object& max_version,
              const py::object& dl_device, const py::object& copy) {
-            // Complete when the kernel call returned (calls wait for their kernels): no stream
-            // to order after.
-            (void)stream;
             bool to_host = false;
             if (!dl_device.is_none()) {
               py::tuple dev = dl_device.cast<py::tuple>();
@@ -329,6 +368,11 @@ kernel (as an input or in out=) without a copy. t.cpu() copies device memory to 
               py::tuple v = max_version.cast<py::tuple>();
               versioned = v.size() >= 1 && v[0].cast<int64_t>() >= 1;
             }
+            // Written by kernels queued on the stream of the call that made it: the consumer's
+            // stream is ordered after them (the host copy waits for them).
+            if (self.device && !to_host)
+              if (std::optional<kintsugi::cuda::StreamHandle> s = consumer_stream(stream))
+                self.device->buffer.share_with(*s);
             bool do_copy = !copy.is_none() && copy.cast<bool>();
             return kintsugi::python::export_capsule(self, versioned, do_copy, to_host);
           },
@@ -391,9 +435,26 @@ in declaration order), in the memory of the inputs, or with out= (an array, or a
 array per output) writes the results into those arrays and returns out.
 
 stream (target 'cuda', device tensors): the CUDA stream to launch on, a CUstream handle (int) or
-an object with .cuda_stream such as torch.cuda.current_stream(); None is the legacy default
-stream. Producers are asked (DLPack) to order their pending work on the inputs before it. The
-call returns when the kernels have finished, so the results can be used on any stream.)doc")
+an object with .cuda_stream such as torch.cuda.current_stream(); None is PyTorch's current
+stream when an input is a torch CUDA tensor, else the default stream. Producers are asked
+(DLPack) to order their pending work on the inputs before it. The call queues the kernels and
+returns without waiting for them, as PyTorch's operators do: results are ready for work queued
+later on the same stream; a kintsugi.Tensor output orders other streams itself when it is
+exported (torch.from_dlpack) or passed to another call, and t.cpu() waits for it. A failed index
+check inside a kernel is reported by kernel.check(), or by the call itself with
+check_launches=True (or KINTSUGI_CHECK_LAUNCHES=1), which then waits. Calls with out= can be
+captured in a CUDA graph (torch.cuda.graph) once a call outside the capture has run at the
+largest sizes the graph uses.)doc")
+      .def(
+          "check",
+          [](Kernel& k) {
+            py::gil_scoped_release release;
+            k.check();
+          },
+          R"doc(
+Waits for the kernels this object queued (and every other work on the GPU) and raises ValueError
+for the first failed index or division check a kernel reported since the last check; nothing
+for target 'cpu', whose calls check as they run.)doc")
       .def_property_readonly(
           "program", [](const Kernel& k) { return k.program().name; }, "The program's name.")
       .def_property_readonly(
@@ -477,7 +538,7 @@ call returns when the kernels have finished, so the results can be used on any s
   m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
         "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(),
         "arch"_a = py::none(), "chunk_tiles"_a = py::none(), "require"_a = py::none(),
-        "whole_row_bytes"_a = py::none(), R"doc(
+        "whole_row_bytes"_a = py::none(), "check_launches"_a = py::none(), R"doc(
 Compiles a tensor-expression program. path_or_source is .te source text when it contains a
 newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
 target: "cpu" (the default) or "cuda" (an NVIDIA GPU, device 0; tile programs with
@@ -494,7 +555,9 @@ tensor cores) or a comma-separated str; a fallback of one of those kinds raises 
 instead of issuing a kintsugi.CompileWarning. whole_row_bytes: a row reduction (softmax, a norm)
 whose row has at most that many bytes of its widest input is computed whole, one row a tile,
 rather than streamed with its fused update (the CLI's --whole-row-bytes); 0 streams every row;
-None (the default) takes the target's (1 MiB on the CPU, 32 KiB on CUDA).
+None (the default) takes the target's (1 MiB on the CPU, 32 KiB on CUDA). check_launches
+(target "cuda"): True makes every call wait for its kernels and raise their failed index checks
+(a debug mode); None (the default) takes KINTSUGI_CHECK_LAUNCHES from the environment (1: on).
 
 Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
 arguments, RuntimeError for target="cuda" where no GPU can be used (see cuda_available()).)doc");

@@ -1,12 +1,15 @@
 """Tests of target="cuda" in the Python binding: zero-copy calls on DLPack device tensors
-(PyTorch CUDA tensors), out=, streams, host tensors copied through the GPU, and the argument
-errors, against a float64 NumPy reference of causal attention.
+(PyTorch CUDA tensors), out=, streams (asynchronous calls on PyTorch's current stream, outputs
+used on other streams), failed checks reported by kernel.check(), CUDA graphs of decode steps,
+host tensors copied through the GPU, and the argument errors, against float64 NumPy references
+of causal attention and cross-entropy.
 
 The GPU tests need PyTorch with a usable CUDA device (and a Kintsugi build with NVRTC); where
 either is missing they are skipped with the reason. The tests of what happens without a GPU run
 everywhere.
 """
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,11 @@ import pytest
 
 import kintsugi
 
-CAUSAL = Path(__file__).resolve().parents[2] / "examples" / "attention" / "prefill_causal.te"
+ROOT = Path(__file__).resolve().parents[2]
+CAUSAL = ROOT / "examples" / "attention" / "prefill_causal.te"
+DECODE = ROOT / "examples" / "attention" / "decode_causal.te"
+CROSS_ENTROPY = ROOT / "tests" / "generality" / "cross_entropy.te"
+SLEEP_CYCLES = 100_000_000  # torch.cuda._sleep: tens of milliseconds on any current GPU
 SIZES = {"B": 1, "H": 2, "S": 100, "T": 100, "D": 32}
 TOL = 2e-2  # relative to max|ref|: f16 inputs and output, f32 accumulation
 
@@ -236,3 +243,106 @@ def test_bad_arch(torch):
         kintsugi.compile(CAUSAL, target="cuda", arch="sm_10")
     with pytest.raises(ValueError, match="arch='volta' is not an NVRTC target"):
         kintsugi.compile(CAUSAL, target="cuda", arch="volta")
+
+
+def test_calls_are_asynchronous_on_the_current_stream(causal, torch):
+    q, k, v = qkv(torch, 12)
+    out = torch.empty_like(q)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        out.fill_(float("nan"))  # after the sleep, on side: a call on another stream runs first
+        start = time.perf_counter()
+        causal(q, k, v, out=out)  # no stream=: PyTorch's current stream, side
+        seconds = time.perf_counter() - start
+        assert not side.query(), "the call waited for the stream"
+    assert seconds < 0.01, f"the call took {seconds * 1e3:.1f} ms: it waited for the GPU"
+    side.synchronize()
+    assert rel_err(out.double().cpu().numpy(), reference(q, k, v)) <= TOL
+
+
+def test_output_is_ordered_for_its_consumers(causal, torch):
+    q, k, v = qkv(torch, 13)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        o = causal(q, k, v)  # memory of side's stream, written after the sleep
+    # Exported to the default stream: the copy there waits for the kernel on side.
+    copy = torch.from_dlpack(o).clone()
+    assert rel_err(copy.double().cpu().numpy(), reference(q, k, v)) <= TOL
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        o = causal(q, k, v)
+    o2 = causal(o, k, v)  # a call on the default stream reads o after side wrote it
+    ref2 = reference(torch.from_dlpack(o), k, v)
+    assert rel_err(torch.from_dlpack(o2).double().cpu().numpy(), ref2) <= TOL
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        o = causal(q, k, v)
+    np.testing.assert_array_equal(o.cpu().numpy(), copy.cpu().numpy())  # cpu() waits
+
+
+def test_failed_checks_are_reported_by_check(torch):
+    loss = kintsugi.compile(CROSS_ENTROPY, target="cuda")
+    x = torch.zeros(5, 100, device="cuda")
+    target = torch.tensor([0, 1, 2, 100, 4], device="cuda", dtype=torch.int32)
+    loss(x, target)  # returns: the failure is on the device
+    with pytest.raises(ValueError, match="failed at X"):
+        loss.check()
+    loss.check()  # reported once
+    checked = kintsugi.compile(CROSS_ENTROPY, target="cuda", check_launches=True)
+    with pytest.raises(ValueError, match="failed at X"):
+        checked(x, target)
+    target[3] = 3
+    out = torch.from_dlpack(checked(x, target))
+    assert torch.allclose(out, torch.full_like(out, float(np.log(100.0))))
+
+
+def decode_ref(q, k, v):
+    """decode_causal.te in float64: one query row that sees every key."""
+    q, k, v = (x.double().cpu().numpy() for x in (q, k, v))
+    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1])
+    p = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return np.einsum("bhij,bhjd->bhid", p / p.sum(axis=-1, keepdims=True), v)
+
+
+def test_cuda_graph_of_decode_steps(torch):
+    decode = kintsugi.compile(DECODE, target="cuda")
+    g = torch.Generator(device="cuda").manual_seed(14)
+    steps = []
+    for step in range(32):
+        t = 100 + 131 * step  # growing T: from one chunk to several
+        q = torch.randn(1, 4, 1, 64, generator=g, device="cuda", dtype=torch.float16)
+        k, v = (torch.randn(1, 4, t, 64, generator=g, device="cuda", dtype=torch.float16)
+                for _ in range(2))
+        steps.append((q, k, v, torch.empty_like(q)))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for q, k, v, o in steps:  # compiles each T and sizes the workspaces, outside the capture
+            decode(q, k, v, out=o)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    for _, _, _, o in steps:
+        o.fill_(float("nan"))
+    with torch.cuda.graph(graph):
+        for q, k, v, o in steps:
+            decode(q, k, v, out=o)
+    for _, _, _, o in steps:
+        assert torch.isnan(o).all(), "a captured call ran during the capture"
+    graph.replay()
+    torch.cuda.synchronize()
+    for q, k, v, o in steps:
+        assert rel_err(o.double().cpu().numpy(), decode_ref(q, k, v)) <= TOL
+    for _, _, v, _ in steps:
+        v.mul_(-2)  # new values in the captured memory: a replay computes with them
+    graph.replay()
+    torch.cuda.synchronize()
+    for q, k, v, o in steps:
+        assert rel_err(o.double().cpu().numpy(), decode_ref(q, k, v)) <= TOL
+    decode.check()
+    with torch.cuda.graph(torch.cuda.CUDAGraph()):
+        with pytest.raises(ValueError, match="capturing a CUDA graph; pass the outputs"):
+            decode(*steps[0][:3])

@@ -85,14 +85,24 @@ class CudaKernel {
   double run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
              const runtime::ParamMap& params);
 
-  // The same on device memory the caller owns, without copies: `args` are the inputs and outputs
-  // in the order run() takes them. Every tensor is checked before any launch (count, dtype,
-  // shape, contiguity, 16-byte alignment, device); each check names the buffer and says how to
-  // fix the tensor. Intermediates are allocated for the run; outputs are written in place and
-  // not poisoned. The launches are queued on `stream` (a CUstream; nullptr: the legacy default
-  // stream) and have finished when this returns. Returns their device time in milliseconds.
-  double run_device(const std::vector<DeviceTensorRef>& args, const runtime::SizeMap& sizes,
-                    const runtime::ParamMap& params, void* stream = nullptr);
+  // The same on device memory the caller owns, without copies, asynchronously: `args` are the
+  // inputs and outputs in the order run() takes them. Every tensor is checked on the host before
+  // any launch (count, dtype, shape, contiguity, 16-byte alignment, device); each check names the
+  // buffer and says how to fix the tensor. The launches are queued on `stream` (a CUstream;
+  // nullptr: the default stream) and enqueue returns without waiting for them: no device
+  // synchronisation, no copy to the host and, once the workspace has reached the size the
+  // largest sizes need, no allocation. Outputs are written in place and not poisoned. The calls
+  // may be captured into a CUDA graph; the kernel object must outlive its replays. A failed index
+  // or division check inside a kernel is reported by check(), or by this call itself when
+  // launches are checked (set_check_each_launch, or KINTSUGI_CHECK_LAUNCHES=1 in the environment
+  // when the kernel was created), which then waits for the launches.
+  void enqueue(const std::vector<DeviceTensorRef>& args, const runtime::SizeMap& sizes,
+               const runtime::ParamMap& params, void* stream = nullptr);
+  // Waits for all work on the device and throws the RuntimeArgError of the first failed index or
+  // division check a kernel of this object reported since the last check (then clears it).
+  void check();
+  void set_check_each_launch(bool on) { check_each_launch_ = on; }
+  bool check_each_launch() const { return check_each_launch_; }
 
   const std::string& source() const { return source_.code; }
   const std::vector<KernelLaunch>& launches() const { return source_.launches; }
@@ -101,16 +111,17 @@ class CudaKernel {
 
  private:
   struct Impl;
-  // Allocates the intermediates, launches every kernel on `stream`, waits, and throws when a
-  // kernel reported a failed index or division check; returns the event-timed milliseconds.
-  // `cold_l2`: twice the L2 is written on the stream right before the start event.
-  double launch_all(LaunchPlan& launch, const runtime::SizeMap& sizes, void* stream,
-                    bool cold_l2 = false) const;
+  // Places the intermediates in the workspace (growing it) and queues every kernel on `stream`
+  // (ordered after the previous launches when they went to another stream). Holds impl_->mu.
+  void launch_kernels(LaunchPlan& launch, const runtime::SizeMap& sizes, void* stream) const;
+  // Reads the error word (waiting for the device to write it) and throws a failed check's error.
+  void read_error_word() const;
 
   std::unique_ptr<Impl> impl_;
   tile::TileProgram program_;
   CudaSource source_;
   bool from_cache_ = false;
+  bool check_each_launch_ = false;
   double compile_seconds_ = 0;
 };
 

@@ -2,17 +2,22 @@
 // Compiling and running a tile program on the GPU (CudaKernel in CudaBackend.h): NVRTC through
 // compile_cuda (disk-cached), the driver through Driver.h.
 //
-// run() (host tensors) and run_device() (device memory the caller owns) share one path:
+// run() (host tensors) and enqueue() (device memory the caller owns) share one path:
 // plan_launch() packs the sizes and params and lists the buffers the caller provides,
-// check_operand() checks each tensor (LaunchPlan.h), launch_all() allocates the intermediates,
-// launches (run(): after writing twice the L2, so that its timing starts from a cold cache), waits
-// and reads back the error site. Invariant: no kernel is launched unless every caller tensor has
-// passed its checks (count, dtype, shape against the symbolic buffer shapes; for device memory also
-// contiguity, 16-byte alignment and the device), so a kernel only addresses memory of the declared
-// extents. run() poisons its outputs (all bits set: NaN for floats) so that an element no kernel
-// writes cannot pass verification; run_device() leaves the caller's outputs alone until the kernels
-// write them.
+// check_operand() checks each tensor (LaunchPlan.h), launch_kernels() places the intermediates in
+// the kernel's workspace and queues the launches. run() then waits (its launches are timed with
+// events, after writing twice the L2, so that the timing starts from a cold cache) and reads back
+// the error word; enqueue() returns at once, and the error word is read by check() (or after every
+// launch when launches are checked). Invariant: no kernel is launched unless every caller tensor
+// has passed its checks (count, dtype, shape against the symbolic buffer shapes; for device memory
+// also contiguity, 16-byte alignment and the device), so a kernel only addresses memory of the
+// declared extents. run() poisons its outputs (all bits set: NaN for floats) so that an element no
+// kernel writes cannot pass verification; enqueue() leaves the caller's outputs alone until the
+// kernels write them.
+#include <cstdlib>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "target/cuda/CudaBackend.h"
@@ -22,13 +27,35 @@
 
 namespace kintsugi::cuda {
 
+namespace {
+// Offsets of intermediates in the workspace: a multiple of 256 bytes, the alignment cuMemAlloc
+// gives each allocation (the kernels' vector loads need 16).
+constexpr size_t kWorkspaceAlignment = 256;
+
+size_t align_up(size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+}  // namespace
+
 struct CudaKernel::Impl {
   std::unique_ptr<Module> module;
   std::vector<Function> functions;
-  // run(): written between the uploads and the launches (allocated on first use). Mutable state
-  // of a const launch_all: a kernel object runs one launch at a time.
-  DeviceBuffer l2_flush;
   ir::ProvenRanges proven;  // sizes and params the integer ranges hold at
+  // The word a kernel writes the site of a failed index or division check into (LaunchPlan.h):
+  // zeroed when allocated and after each read.
+  DeviceBuffer error_word;
+  // The intermediates of every launch, at aligned offsets of one allocation that is reused and
+  // only grows (to at least twice its size, so that a growing decode loop reallocates rarely). An
+  // outgrown allocation is kept until the kernel is destroyed: queued work, or a CUDA graph that
+  // captured the launches, may still use it; so no launch waits for the device.
+  DeviceBuffer workspace;
+  std::vector<DeviceBuffer> outgrown;
+  // The stream of the last launches outside a graph capture, and an event recorded after them: a
+  // launch on another stream waits for it, since it reuses the workspace.
+  StreamHandle last_stream = nullptr;
+  std::optional<Event> last_done;
+  DeviceBuffer l2_flush;  // run(): written between the uploads and the launches
+  std::mutex mu;          // one launch sequence at a time (they share the workspace)
 };
 
 CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch)
@@ -46,28 +73,46 @@ CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch
     if (l.dynamic_shared_bytes > 48 * 1024)
       impl_->functions.back().set_max_dynamic_shared_bytes(l.dynamic_shared_bytes);
   }
+  impl_->error_word = DeviceBuffer(sizeof(int));
+  impl_->error_word.fill(0);
+  const char* env = std::getenv("KINTSUGI_CHECK_LAUNCHES");
+  check_each_launch_ = env && *env && std::string(env) != "0";
 }
 
-CudaKernel::~CudaKernel() = default;
-
-double CudaKernel::launch_all(LaunchPlan& l, const runtime::SizeMap& sizes, void* stream,
-                              bool cold_l2) const {
-  std::vector<int64_t> blocks = grid_blocks(source_, sizes);  // every grid, before any launch
-  std::vector<DeviceBuffer> scratch;
-  scratch.reserve(l.intermediates.size());
-  for (const LaunchPlan::Slot& s : l.intermediates)
-    l.args.bufs[s.index] = scratch.emplace_back(s.bytes).address();
-  DeviceBuffer err(sizeof(int));
-  err.fill(0, stream);
-  unsigned long long err_ptr = err.address();
-  if (cold_l2) {
-    // Queued last before the start event, so that the device is busy with it while the host
-    // records the event and launches (as do_bench's cache clearing is).
-    if (impl_->l2_flush.size() == 0) impl_->l2_flush = DeviceBuffer(2 * size_t(device().l2_bytes));
-    impl_->l2_flush.fill(0, stream ? stream : kLegacyStream);
+CudaKernel::~CudaKernel() {
+  // The workspace is freed below: wait for the launches that use it (errors are dropped).
+  if (impl_->last_done) {
+    try {
+      impl_->last_done->synchronize();
+    } catch (...) {
+    }
   }
-  Event start, stop;
-  start.record(stream);
+}
+
+void CudaKernel::launch_kernels(LaunchPlan& l, const runtime::SizeMap& sizes,
+                                StreamHandle stream) const {
+  std::vector<int64_t> blocks = grid_blocks(source_, sizes);  // every grid, before any launch
+  bool capturing = stream_capturing(stream);
+  size_t total = 0;
+  for (const LaunchPlan::Slot& s : l.intermediates) total += align_up(s.bytes);
+  if (total > impl_->workspace.size()) {
+    if (capturing)
+      arg_error << "kernel " << program_.source.name << " needs a workspace of " << total
+                << " bytes at these sizes, more than it has (" << impl_->workspace.size()
+                << "), and cannot allocate while its stream captures a CUDA graph: call it once "
+                   "with the largest sizes the graph uses before capturing";
+    size_t grown = 2 * impl_->workspace.size();
+    if (grown > 0) impl_->outgrown.push_back(std::move(impl_->workspace));
+    impl_->workspace = DeviceBuffer(std::max(total, grown));
+  }
+  size_t offset = 0;
+  for (const LaunchPlan::Slot& s : l.intermediates) {
+    l.args.bufs[s.index] = impl_->workspace.address() + offset;
+    offset += align_up(s.bytes);
+  }
+  if (!capturing && impl_->last_done && impl_->last_stream != stream)
+    impl_->last_done->block(stream);
+  unsigned long long err_ptr = impl_->error_word.address();
   for (size_t k = 0; k < source_.launches.size(); ++k) {
     const KernelLaunch& kl = source_.launches[k];
     if (blocks[k] <= 0) continue;
@@ -78,17 +123,24 @@ double CudaKernel::launch_all(LaunchPlan& l, const runtime::SizeMap& sizes, void
     cfg.stream = stream;
     impl_->functions[k].launch(cfg, l.args, err_ptr);
   }
-  stop.record(stream);
-  stop.synchronize();
-  double ms = Event::elapsed_ms(start, stop);
+  if (!capturing) {
+    if (!impl_->last_done) impl_->last_done.emplace(/*timing=*/false);
+    impl_->last_done->record(stream);
+    impl_->last_stream = stream;
+  }
+}
+
+void CudaKernel::read_error_word() const {
   int code = 0;
-  err.download(&code, sizeof(code));
+  impl_->error_word.download(&code, sizeof(code));
+  if (code == 0) return;
+  impl_->error_word.fill(0);
   throw_failed_check(program_, source_, code);
-  return ms;
 }
 
 double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
                        const runtime::ParamMap& params) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size(), impl_->proven);
   for (size_t i = 0; i < args.size(); ++i)
     check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
@@ -104,37 +156,49 @@ double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime:
       d.fill(0xff);
     l.args.bufs[o.index] = d.address();
   }
-  double ms = launch_all(l, sizes, nullptr, /*cold_l2=*/true);
+  // Queued last before the start event, so that the device is busy with it while the host records
+  // the event and launches (as do_bench's cache clearing is).
+  if (impl_->l2_flush.size() == 0) impl_->l2_flush = DeviceBuffer(2 * size_t(device().l2_bytes));
+  impl_->l2_flush.fill(0, kLegacyStream);
+  Event start, stop;
+  start.record(kLegacyStream);
+  launch_kernels(l, sizes, kLegacyStream);
+  stop.record(kLegacyStream);
+  double ms = Event::elapsed_ms(start, stop);
+  read_error_word();
   for (size_t i = 0; i < args.size(); ++i)
     if (l.operands[i].buffer->role == ir::BufferRole::Output)
       storage[i].download(args[i]->ptr(), args[i]->data.size());
   return ms;
 }
 
-double CudaKernel::run_device(const std::vector<DeviceTensorRef>& args,
-                              const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-                              void* stream) {
+void CudaKernel::enqueue(const std::vector<DeviceTensorRef>& args, const runtime::SizeMap& sizes,
+                         const runtime::ParamMap& params, StreamHandle stream) {
   const std::string& name = program_.source.name;
+  std::lock_guard<std::mutex> lock(impl_->mu);
   LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size(), impl_->proven);
   int ordinal = device().ordinal;
   for (size_t i = 0; i < args.size(); ++i) {
     const DeviceTensorRef& t = args[i];
-    std::string what = "kernel " + name + ": the tensor for " + buffer_text(*l.operands[i].buffer);
     check_operand(program_, l, i, t.dtype, t.shape);
+    auto what = [&] {
+      return "kernel " + name + ": the tensor for " + buffer_text(*l.operands[i].buffer);
+    };
     if (!runtime::is_row_major(t.shape, t.strides))
-      arg_error << what << " is not contiguous row-major (shape " << runtime::shape_string(t.shape)
-                << ", strides " << runtime::shape_string(t.strides)
+      arg_error << what() << " is not contiguous row-major (shape "
+                << runtime::shape_string(t.shape) << ", strides "
+                << runtime::shape_string(t.strides)
                 << " elements); pass a contiguous copy, e.g. x.contiguous() in PyTorch";
     if (t.device != ordinal)
-      arg_error << what << " is on CUDA device " << t.device << ", but Kintsugi runs on device "
+      arg_error << what() << " is on CUDA device " << t.device << ", but Kintsugi runs on device "
                 << ordinal << "; move it there first, e.g. x.to('cuda:" << ordinal
                 << "') in PyTorch";
-    if (runtime::checked_numel(t.shape, what) == 0) continue;  // no element is addressed
-    if (t.address == 0) arg_error << what << " has no device memory (address 0)";
+    if (runtime::checked_numel(t.shape, what()) == 0) continue;  // no element is addressed
+    if (t.address == 0) arg_error << what() << " has no device memory (address 0)";
     if (t.address % 16 != 0) {
       std::ostringstream address;
       address << std::hex << t.address;
-      arg_error << what << " starts at device address 0x" << address.str()
+      arg_error << what() << " starts at device address 0x" << address.str()
                 << ", which is not a multiple of 16 bytes; the generated kernels read with "
                    "16-byte vector loads, so every tensor must start 16-byte aligned: pass a "
                    "fresh copy, e.g. x.clone() in PyTorch (a view at an offset, such as x[1:], "
@@ -142,7 +206,18 @@ double CudaKernel::run_device(const std::vector<DeviceTensorRef>& args,
     }
     l.args.bufs[l.operands[i].index] = t.address;
   }
-  return launch_all(l, sizes, stream);
+  launch_kernels(l, sizes, stream);
+  if (check_each_launch_ && !stream_capturing(stream)) {
+    impl_->last_done->synchronize();
+    read_error_word();
+  }
+}
+
+void CudaKernel::check() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  // The whole device: replays of CUDA graphs that captured the launches write the word too.
+  synchronize();
+  read_error_word();
 }
 
 }  // namespace kintsugi::cuda

@@ -10,6 +10,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <initializer_list>
 
 namespace kintsugi::cuda {
@@ -28,6 +31,24 @@ constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
 constexpr int kAttrL2CacheSize = 38;
+constexpr unsigned kEventDisableTiming = 0x2;    // CU_EVENT_DISABLE_TIMING
+constexpr int kCaptureStatusNone = 0;            // CU_STREAM_CAPTURE_STATUS_NONE
+constexpr int kMemPoolAttrReleaseThreshold = 4;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+constexpr int kMemAllocationTypePinned = 1;      // CU_MEM_ALLOCATION_TYPE_PINNED
+constexpr int kMemLocationTypeDevice = 1;        // CU_MEM_LOCATION_TYPE_DEVICE
+
+// CUmemPoolProps (cuda.h): a pinned pool on one device, every other field zero.
+struct MemPoolProps {
+  int alloc_type = kMemAllocationTypePinned;
+  int handle_types = 0;
+  int location_type = kMemLocationTypeDevice;
+  int location_id = 0;
+  void* win32_security_attributes = nullptr;
+  size_t max_size = 0;
+  unsigned short usage = 0;
+  unsigned char reserved[54] = {};
+};
+static_assert(sizeof(MemPoolProps) == 88, "CUmemPoolProps is 88 bytes");
 
 // The entry points, resolved once per process.
 struct Api {
@@ -53,6 +74,12 @@ struct Api {
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, Handle);
+  CUresult (*cuMemPoolCreate)(Handle*, const MemPoolProps*);
+  CUresult (*cuMemPoolSetAttribute)(Handle, int, void*);
+  CUresult (*cuMemAllocFromPoolAsync)(CUdeviceptr*, size_t, Handle, Handle);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr, Handle);
+  CUresult (*cuStreamWaitEvent)(Handle, Handle, unsigned);
+  CUresult (*cuStreamIsCapturing)(Handle, int*);
   CUresult (*cuEventCreate)(Handle*, unsigned);
   CUresult (*cuEventRecord)(Handle, Handle);
   CUresult (*cuEventSynchronize)(Handle);
@@ -112,6 +139,12 @@ Api load() {
   resolve(api.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
   resolve(api.cuMemsetD8, {"cuMemsetD8_v2"});
   resolve(api.cuMemsetD8Async, {"cuMemsetD8Async"});
+  resolve(api.cuMemPoolCreate, {"cuMemPoolCreate"});
+  resolve(api.cuMemPoolSetAttribute, {"cuMemPoolSetAttribute"});
+  resolve(api.cuMemAllocFromPoolAsync, {"cuMemAllocFromPoolAsync"});
+  resolve(api.cuMemFreeAsync, {"cuMemFreeAsync"});
+  resolve(api.cuStreamWaitEvent, {"cuStreamWaitEvent"});
+  resolve(api.cuStreamIsCapturing, {"cuStreamIsCapturing"});
   resolve(api.cuEventCreate, {"cuEventCreate"});
   resolve(api.cuEventRecord, {"cuEventRecord"});
   resolve(api.cuEventSynchronize, {"cuEventSynchronize"});
@@ -229,6 +262,19 @@ void synchronize() {
   check(ready().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
+bool stream_capturing(StreamHandle stream) {
+  int status = kCaptureStatusNone;
+  check(ready().cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != kCaptureStatusNone;
+}
+
+void order_after(StreamHandle later, StreamHandle earlier) {
+  if (later == earlier) return;
+  Event done(/*timing=*/false);
+  done.record(earlier);
+  done.block(later);
+}
+
 namespace {
 // Runs a release call with the context current; errors are dropped (destructors cannot throw).
 template <typename Call>
@@ -291,6 +337,80 @@ void DeviceBuffer::fill(uint8_t value, StreamHandle stream) {
     check(ready().cuMemsetD8(address(), value, size()), "cuMemsetD8_v2");
 }
 
+namespace {
+// Kintsugi's pool of stream-ordered memory on device 0. Its release threshold is unbounded: memory
+// freed to it stays mapped for the next allocation instead of going back to the driver at every
+// synchronisation (the default pool's threshold is 0).
+Handle stream_pool() {
+  static Handle pool = [] {
+    const Api& a = ready();
+    MemPoolProps props;
+    props.location_id = device().ordinal;
+    Handle p = nullptr;
+    check(a.cuMemPoolCreate(&p, &props), "cuMemPoolCreate");
+    uint64_t threshold = UINT64_MAX;
+    check(a.cuMemPoolSetAttribute(p, kMemPoolAttrReleaseThreshold, &threshold),
+          "cuMemPoolSetAttribute(release threshold)");
+    return p;
+  }();
+  return pool;
+}
+}  // namespace
+
+StreamBuffer::StreamBuffer(size_t bytes, StreamHandle stream) : stream_(stream), size_(bytes) {
+  if (bytes == 0) return;
+  if (stream_capturing(stream))
+    arg_error << "a device allocation of " << bytes
+              << " bytes was asked for on a stream that is capturing a CUDA graph; pass the "
+                 "outputs (out=) to calls that are captured";
+  check(ready().cuMemAllocFromPoolAsync(&address_, bytes, stream_pool(), stream),
+        "cuMemAllocFromPoolAsync(" + std::to_string(bytes) + " bytes)");
+}
+
+void StreamBuffer::reset() noexcept {
+  if (address_ == 0) return;
+  release([&](const Api& a) {
+    for (StreamHandle user : users_) order_after(stream_, user);
+    a.cuMemFreeAsync(address_, stream_);
+  });
+  address_ = 0;
+  size_ = 0;
+  users_.clear();
+}
+
+void StreamBuffer::share_with(StreamHandle stream) {
+  if (address_ == 0 || stream == stream_) return;
+  order_after(stream, stream_);
+  if (std::find(users_.begin(), users_.end(), stream) == users_.end()) users_.push_back(stream);
+}
+
+namespace {
+// Waits on the host for the work queued on `stream` so far.
+void wait_for(StreamHandle stream) {
+  Event queued(/*timing=*/false);
+  queued.record(stream);
+  queued.synchronize();
+}
+}  // namespace
+
+void StreamBuffer::download(void* host, size_t bytes) const {
+  if (bytes > size_)
+    arg_error << "download of " << bytes << " bytes does not fit a device buffer of " << size_
+              << " bytes";
+  if (bytes == 0) return;
+  wait_for(stream_);
+  check(ready().cuMemcpyDtoH(host, address_, bytes), "cuMemcpyDtoH_v2");
+}
+
+void StreamBuffer::upload(const void* host, size_t bytes) {
+  if (bytes > size_)
+    arg_error << "upload of " << bytes << " bytes does not fit a device buffer of " << size_
+              << " bytes";
+  if (bytes == 0) return;
+  wait_for(stream_);
+  check(ready().cuMemcpyHtoD(address_, host, bytes), "cuMemcpyHtoD_v2");
+}
+
 int Function::attribute(FunctionAttribute attribute) const {
   int value = 0;
   check(ready().cuFuncGetAttribute(&value, static_cast<int>(attribute), handle_),
@@ -306,9 +426,9 @@ void Function::set_max_dynamic_shared_bytes(int bytes) {
 }
 
 void Function::launch_with_params(const LaunchConfig& c, void** params) const {
-  check(ready().cuLaunchKernel(handle_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
-                               c.block.z, c.dynamic_shared_bytes, c.stream, params, nullptr),
-        "cuLaunchKernel(" + name_ + ")");
+  CUresult r = ready().cuLaunchKernel(handle_, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
+                                      c.block.z, c.dynamic_shared_bytes, c.stream, params, nullptr);
+  if (r != kSuccess) check(r, "cuLaunchKernel(" + name_ + ")");  // the name only on failure
 }
 
 Module::Module(const std::string& cubin) {
@@ -324,10 +444,14 @@ Function Module::function(const std::string& name) const {
   return Function(function, name);
 }
 
-Event::Event() {
+Event::Event(bool timing) {
   Handle event = nullptr;
-  check(ready().cuEventCreate(&event, 0), "cuEventCreate");
+  check(ready().cuEventCreate(&event, timing ? 0u : kEventDisableTiming), "cuEventCreate");
   handle_ = decltype(handle_)(event);
+}
+
+void Event::block(StreamHandle stream) const {
+  check(ready().cuStreamWaitEvent(stream, handle_.get(), 0), "cuStreamWaitEvent");
 }
 
 void Event::record(StreamHandle stream) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "support/Error.h"
 
@@ -106,6 +107,59 @@ void synchronize();
 using StreamHandle = void*;
 inline StreamHandle const kLegacyStream = reinterpret_cast<StreamHandle>(0x1);
 
+// Whether work queued on `stream` is being captured into a CUDA graph (cuStreamIsCapturing).
+bool stream_capturing(StreamHandle stream);
+
+// Orders the work queued on `later` from now on after the work queued on `earlier` so far (an
+// event recorded on `earlier` that `later` waits for); nothing when they are the same stream.
+void order_after(StreamHandle later, StreamHandle earlier);
+
+// Stream-ordered device memory (cuMemAllocFromPoolAsync from Kintsugi's own pool): usable by the
+// work queued on `stream` after the allocation, and on other streams after share_with(). The
+// destructor frees it on `stream` (cuMemFreeAsync) after the work queued so far there and on every
+// stream it was shared with, so the memory is never reused under a kernel that still reads it.
+// No allocation call synchronises. Allocating on a stream that captures a CUDA graph is refused
+// (RuntimeArgError): the graph would own memory this object frees. Move-only.
+class StreamBuffer {
+ public:
+  StreamBuffer() = default;
+  StreamBuffer(size_t bytes, StreamHandle stream);
+  ~StreamBuffer() { reset(); }
+  StreamBuffer(StreamBuffer&& o) noexcept { take(o); }
+  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      take(o);
+    }
+    return *this;
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+
+  uint64_t address() const { return address_; }
+  size_t size() const { return size_; }
+  StreamHandle stream() const { return stream_; }
+  // Orders `stream` after the work queued on this buffer's stream so far (so that it sees what
+  // that work writes), and the free after the work `stream` will have queued by then.
+  void share_with(StreamHandle stream);
+  // Wait for the work queued on the buffer's stream, then copy from or to host memory.
+  void download(void* host, size_t bytes) const;
+  void upload(const void* host, size_t bytes);
+
+ private:
+  void reset() noexcept;  // frees (as the destructor)
+  void take(StreamBuffer& o) noexcept {
+    address_ = std::exchange(o.address_, 0);
+    stream_ = o.stream_;
+    size_ = std::exchange(o.size_, 0);
+    users_ = std::move(o.users_);
+  }
+  uint64_t address_ = 0;  // CUdeviceptr
+  StreamHandle stream_ = nullptr;
+  size_t size_ = 0;
+  std::vector<StreamHandle> users_;  // other streams it was shared with
+};
+
 // A device allocation (cuMemAlloc); size 0 allocates nothing. Move-only.
 class DeviceBuffer {
  public:
@@ -188,14 +242,16 @@ class Module {
   detail::Owned<void*, detail::unload_module> handle_;
 };
 
-// A timing event. Move-only.
+// An event: timing by default; `timing` false makes a cheaper one that only orders work. Move-only.
 class Event {
  public:
-  Event();
+  explicit Event(bool timing = true);
 
   // Records the event on `stream` (the default stream unless given).
   void record(StreamHandle stream = nullptr);
   void synchronize() const;
+  // Makes the work queued on `stream` from now on wait for the last record (cuStreamWaitEvent).
+  void block(StreamHandle stream) const;
   // Milliseconds between two recorded events; waits for `end` first.
   static float elapsed_ms(const Event& start, const Event& end);
 
