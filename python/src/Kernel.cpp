@@ -269,6 +269,24 @@ std::vector<runtime::SizeMap> Kernel::compiled_sizes() const {
   return out;
 }
 
+std::vector<std::vector<int64_t>> Kernel::output_shapes(
+    const std::vector<std::vector<int64_t>>& input_shapes) const {
+  std::vector<const ir::Buffer*> in_bufs = program_.inputs();
+  if (input_shapes.size() != in_bufs.size())
+    arg_error << program_.name << " takes " << in_bufs.size() << " inputs, got "
+              << input_shapes.size() << " shapes";
+  std::vector<ArgView> inputs(in_bufs.size());
+  for (size_t i = 0; i < in_bufs.size(); ++i) {
+    inputs[i].dtype = in_bufs[i]->dtype;
+    inputs[i].dtype_name = array_dtype_name(in_bufs[i]->dtype);
+    inputs[i].shape = input_shapes[i];
+  }
+  runtime::SizeMap sizes = bind(inputs, nullptr);
+  std::vector<std::vector<int64_t>> out;
+  for (const ir::Buffer* b : program_.outputs()) out.push_back(ir::eval_shape(b->shape, sizes, params_));
+  return out;
+}
+
 void Kernel::check() const {
   std::vector<std::shared_ptr<const Variant>> variants;
   {

@@ -148,6 +148,10 @@ class Kernel {
   const KernelOptions& options() const { return options_; }
   const runtime::ParamMap& params() const { return params_; }  // every param, with overrides
   std::vector<runtime::SizeMap> compiled_sizes() const;        // every binding compiled so far
+  // The output shapes of a call with inputs of these shapes (declaration order), with the sizes
+  // they bind; inconsistent or missing sizes throw as a call's would.
+  std::vector<std::vector<int64_t>> output_shapes(
+      const std::vector<std::vector<int64_t>>& input_shapes) const;
   // Target cuda: waits for the device, then throws the first failed check a kernel of a variant
   // reported since the last check (CudaKernel::check). Target cpu: nothing (calls check).
   void check() const;

@@ -17,6 +17,7 @@
 #include "DLPackTensor.h"
 #include "Kernel.h"
 #include "Torch.h"
+#include "ir/Printer.h"
 #include "support/Error.h"
 #include "support/Version.h"
 
@@ -529,6 +530,43 @@ for target 'cpu', whose calls check as they run.)doc")
             return out;
           },
           "The output names, in the order the call returns them.")
+      .def(
+          "output_shapes",
+          [](const Kernel& k, const py::args& shapes) {
+            std::vector<std::vector<int64_t>> in;
+            for (py::handle s : shapes) in.push_back(s.cast<std::vector<int64_t>>());
+            py::list out;
+            for (const auto& shape : k.output_shapes(in)) out.append(py::tuple(py::cast(shape)));
+            return out;
+          },
+          R"doc(
+kernel.output_shapes(*input_shapes): the shape of every output (a list of tuples, declaration
+order) of a call with inputs of these shapes; ValueError for shapes a call would refuse.)doc")
+      .def_property_readonly(
+          "dims",
+          [](const Kernel& k) {
+            py::dict d;
+            for (const auto& b : k.program().buffers)
+              if (b.role == kintsugi::ir::BufferRole::Input ||
+                  b.role == kintsugi::ir::BufferRole::Output) {
+                py::list dims;
+                for (const auto& e : b.shape) dims.append(kintsugi::ir::to_string(e));
+                d[py::str(b.name)] = dims;
+              }
+            return d;
+          },
+          "Every input's and output's dimensions as declared: {'Q': ['B', 'H', 'S', 'D'], ...}.")
+      .def_property_readonly(
+          "dtypes",
+          [](const Kernel& k) {
+            py::dict d;
+            for (const auto& b : k.program().buffers)
+              if (b.role == kintsugi::ir::BufferRole::Input ||
+                  b.role == kintsugi::ir::BufferRole::Output)
+                d[py::str(b.name)] = std::string(kintsugi::dtype_name(b.dtype));
+            return d;
+          },
+          "Every input's and output's dtype: {'Q': 'f16', ...}.")
       .def_property_readonly("signature", &Kernel::signature,
                              "The declarations: 'softmax(X: f32[M, N]) -> Y: f32[M, N]'.")
       .def("__repr__", [](const Kernel& k) {

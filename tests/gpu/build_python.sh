@@ -10,7 +10,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="$(realpath -m -- "${1:-$root/build}")"
 out="$build/python-gpu/kintsugi"
 mkdir -p "$out"
-cp "$root/python/kintsugi/__init__.py" "$out/"
+cp "$root"/python/kintsugi/*.py "$out/"
 ext="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 # shellcheck disable=SC2046
 g++ -std=c++20 -O2 -shared -fPIC -fvisibility=hidden -w \
