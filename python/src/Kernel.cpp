@@ -283,7 +283,8 @@ std::vector<std::vector<int64_t>> Kernel::output_shapes(
   }
   runtime::SizeMap sizes = bind(inputs, nullptr);
   std::vector<std::vector<int64_t>> out;
-  for (const ir::Buffer* b : program_.outputs()) out.push_back(ir::eval_shape(b->shape, sizes, params_));
+  for (const ir::Buffer* b : program_.outputs())
+    out.push_back(ir::eval_shape(b->shape, sizes, params_));
   return out;
 }
 

@@ -22,7 +22,8 @@ struct TorchApi {
   std::vector<std::pair<PyObject*, DType>> dtypes;
   PyObject* current_raw_stream = nullptr;  // torch._C._cuda_getCurrentRawStream, if it exists
   PyObject* current_stream = nullptr;      // torch.cuda.current_stream
-  PyObject *requires_grad, *dtype, *is_cuda, *is_cpu, *get_device, *shape, *stride, *data_ptr, *cuda_stream;
+  PyObject *requires_grad, *dtype, *is_cuda, *is_cpu, *get_device, *shape, *stride, *data_ptr,
+      *cuda_stream;
 };
 
 PyObject* intern(const char* name) {

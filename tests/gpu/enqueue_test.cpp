@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iostream>
 #include <functional>
+#include <iostream>
 
 #include "GpuTest.h"
 #include "driver/Driver.h"
