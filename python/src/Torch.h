@@ -6,8 +6,8 @@
 // imports torch: when the torch module is not loaded already, no object is a torch.Tensor.
 //
 // Invariant established: a view is returned only for a torch.Tensor that is C-contiguous, in
-// host or CUDA memory, of a dtype Kintsugi stores, and does not require grad; every other object goes through DLPack,
-// whose errors say what is wrong with it.
+// host or CUDA memory, of a dtype Kintsugi stores, and does not require grad; every other object
+// goes through DLPack, whose errors say what is wrong with it.
 #pragma once
 
 #include <Python.h>
