@@ -111,9 +111,14 @@ class CudaKernel {
 
  private:
   struct Impl;
-  // Places the intermediates in the workspace (growing it) and queues every kernel on `stream`
-  // (ordered after the previous launches when they went to another stream). Holds impl_->mu.
-  void launch_kernels(LaunchPlan& launch, const runtime::SizeMap& sizes, void* stream) const;
+  // The launch plan at `sizes` and `params` (checked, with the grids), made once for a run of
+  // calls at the same sizes; `given`: the caller's tensor count. Holds impl_->mu.
+  LaunchPlan& plan(const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+                   size_t given) const;
+  // Places the intermediates in the workspace (growing it) and queues every kernel of `launch`
+  // on `stream` (ordered after the previous launches when they went to another stream). Holds
+  // impl_->mu.
+  void launch_kernels(LaunchPlan& launch, void* stream) const;
   // Reads the error word (waiting for the device to write it) and throws a failed check's error.
   void read_error_word() const;
 

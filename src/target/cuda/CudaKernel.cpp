@@ -14,6 +14,7 @@
 // declared extents. run() poisons its outputs (all bits set: NaN for floats) so that an element no
 // kernel writes cannot pass verification; enqueue() leaves the caller's outputs alone until the
 // kernels write them.
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -50,10 +51,18 @@ struct CudaKernel::Impl {
   // captured the launches, may still use it; so no launch waits for the device.
   DeviceBuffer workspace;
   std::vector<DeviceBuffer> outgrown;
-  // The stream of the last launches outside a graph capture, and an event recorded after them: a
-  // launch on another stream waits for it, since it reuses the workspace.
+  // The stream of the last launches outside a graph capture. A launch on another stream reuses
+  // the workspace, so it waits for an event recorded on that stream then (after everything
+  // queued there, the last launches included): no event is recorded on the common path.
+  bool launched = false;
   StreamHandle last_stream = nullptr;
-  std::optional<Event> last_done;
+  std::optional<Event> stream_switch;
+  // The plan of the last launch (the sizes and params it was made for): a call at the same
+  // sizes reuses it with the caller's addresses, without evaluating a shape again.
+  std::optional<LaunchPlan> last_plan;
+  runtime::SizeMap plan_sizes;
+  runtime::ParamMap plan_params;
+  std::vector<int64_t> plan_blocks;
   DeviceBuffer l2_flush;  // run(): written between the uploads and the launches
   std::mutex mu;          // one launch sequence at a time (they share the workspace)
 };
@@ -81,52 +90,73 @@ CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch
 
 CudaKernel::~CudaKernel() {
   // The workspace is freed below: wait for the launches that use it (errors are dropped).
-  if (impl_->last_done) {
+  if (impl_->launched) {
     try {
-      impl_->last_done->synchronize();
+      Event done(/*timing=*/false);
+      done.record(impl_->last_stream);
+      done.synchronize();
     } catch (...) {
     }
   }
 }
 
-void CudaKernel::launch_kernels(LaunchPlan& l, const runtime::SizeMap& sizes,
-                                StreamHandle stream) const {
-  std::vector<int64_t> blocks = grid_blocks(source_, sizes);  // every grid, before any launch
-  bool capturing = stream_capturing(stream);
+LaunchPlan& CudaKernel::plan(const runtime::SizeMap& sizes, const runtime::ParamMap& params,
+                             size_t given) const {
+  Impl& i = *impl_;
+  if (!i.last_plan || sizes != i.plan_sizes || params != i.plan_params) {
+    i.last_plan.reset();
+    LaunchPlan l = plan_launch(program_, source_, sizes, params, given, i.proven);
+    i.plan_blocks = grid_blocks(source_, sizes);  // every grid, before any launch
+    i.last_plan = std::move(l);
+    i.plan_sizes = sizes;
+    i.plan_params = params;
+  } else if (given != i.last_plan->operands.size()) {
+    plan_launch(program_, source_, sizes, params, given, i.proven);  // throws the count's error
+  }
+  return *i.last_plan;
+}
+
+void CudaKernel::launch_kernels(LaunchPlan& l, StreamHandle stream) const {
+  Impl& i = *impl_;
   size_t total = 0;
   for (const LaunchPlan::Slot& s : l.intermediates) total += align_up(s.bytes);
-  if (total > impl_->workspace.size()) {
-    if (capturing)
+  // The capture state is asked only where it matters: before an allocation, and on a switch of
+  // streams (a capture's launches are ordered by the graph, not by events).
+  if (total > i.workspace.size()) {
+    if (stream_capturing(stream))
       arg_error << "kernel " << program_.source.name << " needs a workspace of " << total
-                << " bytes at these sizes, more than it has (" << impl_->workspace.size()
+                << " bytes at these sizes, more than it has (" << i.workspace.size()
                 << "), and cannot allocate while its stream captures a CUDA graph: call it once "
                    "with the largest sizes the graph uses before capturing";
-    size_t grown = 2 * impl_->workspace.size();
-    if (grown > 0) impl_->outgrown.push_back(std::move(impl_->workspace));
-    impl_->workspace = DeviceBuffer(std::max(total, grown));
+    size_t grown = 2 * i.workspace.size();
+    if (grown > 0) i.outgrown.push_back(std::move(i.workspace));
+    i.workspace = DeviceBuffer(std::max(total, grown));
   }
   size_t offset = 0;
   for (const LaunchPlan::Slot& s : l.intermediates) {
-    l.args.bufs[s.index] = impl_->workspace.address() + offset;
+    l.args.bufs[s.index] = i.workspace.address() + offset;
     offset += align_up(s.bytes);
   }
-  if (!capturing && impl_->last_done && impl_->last_stream != stream)
-    impl_->last_done->block(stream);
-  unsigned long long err_ptr = impl_->error_word.address();
+  bool switched = !i.launched || i.last_stream != stream;
+  if (switched && !stream_capturing(stream)) {
+    if (i.launched && !stream_capturing(i.last_stream)) {
+      if (!i.stream_switch) i.stream_switch.emplace(/*timing=*/false);
+      i.stream_switch->record(i.last_stream);
+      i.stream_switch->block(stream);
+    }
+    i.launched = true;
+    i.last_stream = stream;
+  }
+  unsigned long long err_ptr = i.error_word.address();
   for (size_t k = 0; k < source_.launches.size(); ++k) {
     const KernelLaunch& kl = source_.launches[k];
-    if (blocks[k] <= 0) continue;
+    if (i.plan_blocks[k] <= 0) continue;
     LaunchConfig cfg;
-    cfg.grid.x = static_cast<unsigned>(blocks[k]);
+    cfg.grid.x = static_cast<unsigned>(i.plan_blocks[k]);
     cfg.block.x = static_cast<unsigned>(kl.threads);
     cfg.dynamic_shared_bytes = static_cast<unsigned>(kl.dynamic_shared_bytes);
     cfg.stream = stream;
-    impl_->functions[k].launch(cfg, l.args, err_ptr);
-  }
-  if (!capturing) {
-    if (!impl_->last_done) impl_->last_done.emplace(/*timing=*/false);
-    impl_->last_done->record(stream);
-    impl_->last_stream = stream;
+    i.functions[k].launch(cfg, l.args, err_ptr);
   }
 }
 
@@ -141,7 +171,7 @@ void CudaKernel::read_error_word() const {
 double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,
                        const runtime::ParamMap& params) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size(), impl_->proven);
+  LaunchPlan& l = plan(sizes, params, args.size());
   for (size_t i = 0; i < args.size(); ++i)
     check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
   // Device storage for the caller's tensors: inputs uploaded, outputs poisoned.
@@ -162,7 +192,7 @@ double CudaKernel::run(const std::vector<runtime::Tensor*>& args, const runtime:
   impl_->l2_flush.fill(0, kLegacyStream);
   Event start, stop;
   start.record(kLegacyStream);
-  launch_kernels(l, sizes, kLegacyStream);
+  launch_kernels(l, kLegacyStream);
   stop.record(kLegacyStream);
   double ms = Event::elapsed_ms(start, stop);
   read_error_word();
@@ -176,7 +206,7 @@ void CudaKernel::enqueue(const std::vector<DeviceTensorRef>& args, const runtime
                          const runtime::ParamMap& params, StreamHandle stream) {
   const std::string& name = program_.source.name;
   std::lock_guard<std::mutex> lock(impl_->mu);
-  LaunchPlan l = plan_launch(program_, source_, sizes, params, args.size(), impl_->proven);
+  LaunchPlan& l = plan(sizes, params, args.size());
   int ordinal = device().ordinal;
   for (size_t i = 0; i < args.size(); ++i) {
     const DeviceTensorRef& t = args[i];
@@ -193,7 +223,8 @@ void CudaKernel::enqueue(const std::vector<DeviceTensorRef>& args, const runtime
       arg_error << what() << " is on CUDA device " << t.device << ", but Kintsugi runs on device "
                 << ordinal << "; move it there first, e.g. x.to('cuda:" << ordinal
                 << "') in PyTorch";
-    if (runtime::checked_numel(t.shape, what()) == 0) continue;  // no element is addressed
+    if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end())
+      continue;  // no element is addressed (the shape is checked: its product fits)
     if (t.address == 0) arg_error << what() << " has no device memory (address 0)";
     if (t.address % 16 != 0) {
       std::ostringstream address;
@@ -206,9 +237,11 @@ void CudaKernel::enqueue(const std::vector<DeviceTensorRef>& args, const runtime
     }
     l.args.bufs[l.operands[i].index] = t.address;
   }
-  launch_kernels(l, sizes, stream);
+  launch_kernels(l, stream);
   if (check_each_launch_ && !stream_capturing(stream)) {
-    impl_->last_done->synchronize();
+    Event done(/*timing=*/false);
+    done.record(stream);
+    done.synchronize();
     read_error_word();
   }
 }
