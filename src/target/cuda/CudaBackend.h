@@ -92,7 +92,9 @@ class CudaKernel {
   // nullptr: the default stream) and enqueue returns without waiting for them: no device
   // synchronisation, no copy to the host and, once the workspace has reached the size the
   // largest sizes need, no allocation. Outputs are written in place and not poisoned. The calls
-  // may be captured into a CUDA graph; the kernel object must outlive its replays. A failed index
+  // may be captured into a CUDA graph; the kernel object must outlive its replays. A stream a
+  // call used must stay valid until a call on another stream (which records an event on it to
+  // order the shared workspace) or the kernel's destruction (which waits for it). A failed index
   // or division check inside a kernel is reported by check(), or by this call itself when
   // launches are checked (set_check_each_launch, or KINTSUGI_CHECK_LAUNCHES=1 in the environment
   // when the kernel was created), which then waits for the launches.
