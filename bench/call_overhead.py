@@ -8,6 +8,8 @@ D=128, the head counts of attention_bench.py):
 - python: `kernel(q, k, v, out=o)` on torch CUDA tensors, timed with triton's do_bench as the
   peers are: calls back to back, so a call's host cost shows wherever it exceeds the kernel's;
 - sdpa-flash, cudnn: torch's scaled_dot_product_attention with that backend, the same way.
+Then decode causal (H=32) at T=1024 to 131072 through one kernel compiled with dynamic=["T"]
+against the variant compiled for each length.
 Then the host cost of a call alone (launch-only): wall time per call over a loop of calls on tiny
 tensors that never waits for the GPU, for Kintsugi's decode and softmax and for SDPA and
 torch.softmax on the same tensors.
@@ -104,6 +106,28 @@ def main():
             print(f"{name:16} {n:>6} {who:10} {ms and f'{ms:.4f}' or note or '-':>8} "
                   f"{ratio and f'{ratio:.2f}' or '-':>9} {err is not None and f'{err:.1e}' or '-':>9}",
                   flush=True)
+
+    # One decode kernel for every length (dynamic=["T"], scheduled at T=32768) against the
+    # variant compiled for each length, both called from Python.
+    path = os.path.join(ROOT, "examples", "attention", "decode_causal.te")
+    dynamic = kintsugi.compile(path, target="cuda", dynamic=["T"],
+                               shape={"B": 1, "H": 32, "S": 1, "D": D})
+    for n in (1024, 4096, 32768, 131072):
+        q = torch.randn(1, 32, 1, D, device="cuda", dtype=torch.float16)
+        k = torch.randn(1, 32, n, D, device="cuda", dtype=torch.float16)
+        v = torch.randn(1, 32, n, D, device="cuda", dtype=torch.float16)
+        ref = reference(q, k, v, True, 1)
+        exact = kintsugi.compile(path, target="cuda",
+                                 shape={"B": 1, "H": 32, "S": 1, "D": D, "T": n})
+        for who, kernel in (("exact T", exact), ("dynamic T", dynamic)):
+            out = torch.empty_like(q)
+            ms, err = timed(lambda: kernel(q, k, v, out=out), out, ref)
+            rows.append({"case": "decode_causal", "len": n, "who": who, "ms": ms, "rel_err": err,
+                         "kv_gbps": 2 * 32 * n * D * 2 / ms / 1e6 if ms else None})
+            print(f"decode_causal    {n:>6} {who:10} {ms and f'{ms:.4f}' or '-':>8} "
+                  f"{ms and f'{2 * 32 * n * D * 2 / ms / 1e6:.0f} GB/s' or '-':>9} "
+                  f"{err:.1e}", flush=True)
+    assert len(dynamic.compiled_sizes) == 1
 
     # Launch-only: tiny tensors, host time per call.
     dec = kintsugi.compile(os.path.join(ROOT, "examples", "attention", "decode_causal.te"),

@@ -12,6 +12,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Limits.h"
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "support/Error.h"
 #include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
@@ -174,13 +175,23 @@ Kernel::Kernel(const std::string& text, bool is_source, KernelOptions options)
     params_[name] = value;
   }
 
-  // Every dim given: compile now, so that errors and compile time show up here.
-  bool all_given = std::all_of(program_.dims.begin(), program_.dims.end(),
-                               [&](const std::string& d) { return options_.shape.count(d); });
-  if (all_given && !options_.shape.empty()) {
-    std::shared_ptr<const Variant> v = compile_variant(options_.shape);
+  for (const std::string& d : options_.dynamic)
+    if (std::find(program_.dims.begin(), program_.dims.end(), d) == program_.dims.end())
+      arg_error << "dynamic names '" << d << "', which is not a size of " << program_.name
+                << " (its sizes are: "
+                << (program_.dims.empty() ? std::string("none") : join(program_.dims)) << ")";
+
+  // Every dim given (or dynamic): compile now, so that errors and compile time show up here.
+  bool all_given =
+      std::all_of(program_.dims.begin(), program_.dims.end(), [&](const std::string& d) {
+        return options_.shape.count(d) ||
+               std::count(options_.dynamic.begin(), options_.dynamic.end(), d);
+      });
+  if (all_given && !(options_.shape.empty() && options_.dynamic.empty())) {
+    runtime::SizeMap sizes = schedule_sizes(options_.shape);
+    std::shared_ptr<const Variant> v = compile_variant(sizes);
     std::lock_guard<std::mutex> lock(mu_);
-    add_variant(options_.shape, v);
+    add_variant(sizes, v);
   }
 }
 
@@ -196,6 +207,7 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   o.whole_row_bytes = options_.whole_row_bytes;
   o.require = require_;
   o.require_who = "require";
+  o.dynamic.insert(options_.dynamic.begin(), options_.dynamic.end());
   driver::Scheduled s = driver::schedule_program(program_, o);
   v->scheduled = s.program;
   v->schedule = s.primitives;
@@ -207,6 +219,14 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   v->kernels = b.kernels;
   v->kernel = b.cpu;
   v->gpu = b.gpu;
+  for (const ir::Expr& e : b.specialised)
+    for (const std::string& d : options_.dynamic)
+      if (ir::uses_var(e, d))
+        arg_error << "size '" << d << "' of " << program_.name
+                  << " cannot be dynamic: its generated code is specialised to " << ir::to_string(e)
+                  << " = " << ir::eval_int(e, sizes)
+                  << " (a tile extent); leave it out of dynamic= (each value then compiles "
+                     "its own variant)";
   if (v->gpu && options_.check_launches) v->gpu->set_check_each_launch(*options_.check_launches);
   v->form = b.form;
   return v;
@@ -223,7 +243,15 @@ std::vector<std::string> Kernel::take_warnings() {
   return std::exchange(unreported_, {});
 }
 
-std::shared_ptr<const Variant> Kernel::variant(const runtime::SizeMap& sizes) {
+runtime::SizeMap Kernel::schedule_sizes(const runtime::SizeMap& sizes) const {
+  if (options_.dynamic.empty()) return sizes;
+  runtime::SizeMap s = sizes;
+  for (const std::string& d : options_.dynamic) s[d] = kDynamicScheduleSize;
+  return s;
+}
+
+std::shared_ptr<const Variant> Kernel::variant(const runtime::SizeMap& call_sizes) {
+  runtime::SizeMap sizes = schedule_sizes(call_sizes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = variants_.find(sizes); it != variants_.end()) return last_ = it->second;

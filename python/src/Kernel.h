@@ -91,7 +91,13 @@ struct KernelOptions {
   int64_t whole_row_bytes = -1;      // rows up to this many bytes computed whole; -1: the target's
   std::vector<std::string> require;  // require=[...]: fused, tile, tensor-core (driver/Driver.h)
   std::optional<bool> check_launches;  // cuda: wait for and check every launch; unset: the env's
+  // Sizes that vary from call to call (dynamic=[...]): one variant serves every value of them,
+  // scheduled as if each were kDynamicScheduleSize.
+  std::vector<std::string> dynamic;
 };
+
+// The value the schedule of a dynamic size is chosen at: the length of the benchmark decode.
+inline constexpr int64_t kDynamicScheduleSize = 32768;
 
 // One compiled variant: the program scheduled and compiled for one size binding.
 struct Variant {
@@ -141,7 +147,10 @@ class Kernel {
   // The variant of the last call, or (before any call) the one for the size hints: `shape`, then
   // the source's `sizes` line; compiles it if needed.
   std::shared_ptr<const Variant> current();
-  // The variant for `sizes`, compiled on first use.
+  // The sizes a call at `sizes` is compiled for: `sizes` with every dynamic size at
+  // kDynamicScheduleSize.
+  runtime::SizeMap schedule_sizes(const runtime::SizeMap& sizes) const;
+  // The variant for `sizes` (compiled at schedule_sizes(sizes)), compiled on first use.
   std::shared_ptr<const Variant> variant(const runtime::SizeMap& sizes);
 
   const ir::LoopProgram& program() const { return program_; }

@@ -249,7 +249,7 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
                                 const std::optional<std::string>& arch,
                                 std::optional<int64_t> chunk_tiles, const py::object& require,
                                 std::optional<int64_t> whole_row_bytes,
-                                std::optional<bool> check_launches) {
+                                std::optional<bool> check_launches, const py::object& dynamic) {
   std::string text;
   bool is_source = false;
   if (py::isinstance<py::str>(path_or_source)) {
@@ -283,6 +283,16 @@ std::shared_ptr<Kernel> compile(const py::object& path_or_source, const std::str
         std::to_string(*whole_row_bytes));
   options.whole_row_bytes = whole_row_bytes.value_or(-1);
   options.check_launches = check_launches;
+  if (py::isinstance<py::str>(dynamic)) {
+    options.dynamic.push_back(dynamic.cast<std::string>());
+  } else if (!dynamic.is_none()) {
+    for (py::handle h : dynamic) {
+      if (!py::isinstance<py::str>(h))
+        throw py::type_error("kintsugi.compile: dynamic takes size names (str), got " +
+                             std::string(py::str(py::repr(h))));
+      options.dynamic.push_back(h.cast<std::string>());
+    }
+  }
   if (py::isinstance<py::str>(require)) {
     std::string names = require.cast<std::string>();
     for (size_t start = 0; start <= names.size();) {
@@ -576,7 +586,8 @@ order) of a call with inputs of these shapes; ValueError for shapes a call would
   m.def("compile", &compile, "path_or_source"_a, "target"_a = "cpu", "shape"_a = py::none(),
         "params"_a = py::none(), "schedule"_a = "auto", "name"_a = py::none(),
         "arch"_a = py::none(), "chunk_tiles"_a = py::none(), "require"_a = py::none(),
-        "whole_row_bytes"_a = py::none(), "check_launches"_a = py::none(), R"doc(
+        "whole_row_bytes"_a = py::none(), "check_launches"_a = py::none(), "dynamic"_a = py::none(),
+        R"doc(
 Compiles a tensor-expression program. path_or_source is .te source text when it contains a
 newline or does not end in ".te", else the path of a .te file (an os.PathLike is always a path).
 target: "cpu" (the default) or "cuda" (an NVIDIA GPU, device 0; tile programs with
@@ -596,6 +607,11 @@ rather than streamed with its fused update (the CLI's --whole-row-bytes); 0 stre
 None (the default) takes the target's (1 MiB on the CPU, 32 KiB on CUDA). check_launches
 (target "cuda"): True makes every call wait for its kernels and raise their failed index checks
 (a debug mode); None (the default) takes KINTSUGI_CHECK_LAUNCHES from the environment (1: on).
+dynamic: sizes that change from call to call, such as a decode's sequence length ["T"]: one
+variant (one compilation) serves every value of them, scheduled as if each were 32768 and
+launched at the call's values; a size the generated code is specialised to (a tile extent such
+as the head dimension) cannot be dynamic (ValueError). Without it each new binding of the sizes
+compiles a variant of its own, scheduled at exactly those sizes.
 
 Raises kintsugi.CompileError (a ValueError) for errors in the source, ValueError for bad
 arguments, RuntimeError for target="cuda" where no GPU can be used (see cuda_available()).)doc");

@@ -298,7 +298,7 @@ ValidationReport validate_cached(const ir::LoopProgram& program, const schedule:
 
 // The tile program of `s` at `sizes`, translated and run through the first `passes` tile passes.
 tile::TileProgram tiles_through(const Scheduled& s, const runtime::SizeMap& sizes, size_t passes) {
-  tile::TileProgram tp = tile::translate(s.program, sizes);
+  tile::TileProgram tp = tile::translate(s.program, sizes, s.dynamic);
   for (size_t k = 0; k < passes; ++k) {
     tile::passes()[k].run(tp);
     tile::verify(tp);
@@ -377,6 +377,7 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   out.schedule = o.schedule;
   out.require = o.require;
   out.require_who = o.require_who;
+  out.dynamic = o.dynamic;
   if (o.schedule == "none") {
     for (Requirement r : {Requirement::Fused, Requirement::Tile})
       if (o.require.count(r))
@@ -504,6 +505,8 @@ Built build_kernel(const Scheduled& s, const Target& target, const runtime::Size
   b.warnings = c.warnings;
   b.shortfalls = c.shortfalls;
   b.tile_validation = c.tile_validation;
+  if (c.tiles)
+    for (const auto& [text, sp] : c.tiles->specialised) b.specialised.push_back(sp.extent);
   if (target.kind == Target::Kind::Cuda) {
     if (!c.tiles) to_tiles(s, sizes, "--target cuda");  // throws: not in tile form
     std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;

@@ -104,6 +104,9 @@ struct ScheduleOptions {
   bool validate = true;           // false only for a trusted, already validated record
   std::set<Requirement> require;  // shortfalls that are errors (`who` names the option)
   std::string require_who = "--require";
+  // Sizes that vary from run to run (the Python module's dynamic=): the tile program assumes
+  // nothing of their values at `sizes` (tile::translate).
+  std::set<std::string> dynamic;
 };
 
 struct Scheduled {
@@ -119,6 +122,7 @@ struct Scheduled {
   runtime::ParamMap params;                    // as in the options (validation runs with them)
   std::set<Requirement> require;               // as in the options: build_kernel checks them
   std::string require_who = "--require";
+  std::set<std::string> dynamic;  // as in the options: to_tiles keeps them general
 };
 
 // Parses, checks and lowers a .te file.
@@ -159,6 +163,9 @@ struct Built {
   std::optional<ValidationReport> tile_validation;  // as in CodePaths
   std::shared_ptr<cpu::CpuKernel> cpu;
   std::shared_ptr<cuda::CudaKernel> gpu;
+  // The size expressions the generated code is specialised to (tile extents, at the sizes it was
+  // built for): a run at sizes that change one of them is refused.
+  std::vector<ir::Expr> specialised;
   bool from_cache = false;
   double compile_seconds = 0.0;
 };

@@ -1084,11 +1084,15 @@ std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
 }
 
 // TileProgram::divisible: the innermost extent of every buffer in memory that is a size
-// expression, with the power of two (2 to 16) that divides it at `sizes`.
-void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>& sizes) {
+// expression of no dynamic size, with the power of two (2 to 16) that divides it at `sizes`.
+void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>& sizes,
+                         const std::set<std::string>& dynamic) {
   for (const ir::Buffer& b : out.source.buffers) {
     if (b.shape.empty() || b.shape.back()->op == Op::IntImm || is_register(out, b.name)) continue;
     const Expr& extent = b.shape.back();
+    if (std::any_of(dynamic.begin(), dynamic.end(),
+                    [&](const std::string& d) { return ir::uses_var(extent, d); }))
+      continue;
     std::string text = ir::to_string(extent);
     if (out.specialised.count(text)) continue;
     int64_t value = 0;
@@ -1105,7 +1109,8 @@ void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>&
 
 }  // namespace
 
-TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes) {
+TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes,
+                      const std::set<std::string>& dynamic) {
   TileProgram out;
   out.source = program;
   Context ctx;
@@ -1126,7 +1131,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     t.stmt(body);
     out.kernels.push_back(std::move(k));
   }
-  record_divisibility(out, sizes);
+  record_divisibility(out, sizes, dynamic);
   verify(out);
   return out;
 }

@@ -28,6 +28,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <set>
+
 #include "tile/TileIR.h"
 
 namespace kintsugi::tile {
@@ -38,6 +40,9 @@ class NotTileForm : public std::runtime_error {
 };
 
 // `sizes`: the sizes the kernel will run at (only the specialised dims are taken from them).
-TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes);
+// `dynamic`: sizes whose values at `sizes` are not assumed (no divisibility is recorded for an
+// extent that uses one), so that the program runs at any value of them.
+TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes,
+                      const std::set<std::string>& dynamic = {});
 
 }  // namespace kintsugi::tile

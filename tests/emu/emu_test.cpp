@@ -40,6 +40,9 @@ struct Case {
   // Fallbacks a `# GAP:` line of a corpus program records: their warnings are not failures.
   std::set<driver::Requirement> gaps = {};
   double tolerance = 0;  // of every output's max relative error; 0: the output type's
+  // Sizes the kernel runs at when they differ from those it is scheduled and generated for
+  // (`sizes`): the sizes a Python kernel takes as dynamic.
+  runtime::SizeMap run_sizes = {};
 };
 
 std::string describe(const Case& c) {
@@ -47,6 +50,7 @@ std::string describe(const Case& c) {
   for (const auto& [k, v] : c.sizes) s += " " + k + "=" + std::to_string(v);
   for (const auto& [k, v] : c.params) s += " " + k + "=" + std::to_string(v);
   if (c.chunk_tiles) s += " chunk_tiles=" + std::to_string(c.chunk_tiles);
+  for (const auto& [k, v] : c.run_sizes) s += " run at " + k + "=" + std::to_string(v);
   return s;
 }
 
@@ -66,6 +70,7 @@ Compiled compile(const Case& c, std::vector<std::string>* warnings) {
   o.target = driver::Target::parse("cuda");
   o.sizes = r.sizes;
   o.chunk_tiles = c.chunk_tiles;
+  for (const auto& [name, value] : c.run_sizes) o.dynamic.insert(name);
   driver::Scheduled s = driver::schedule_program(r.program, o);
   for (const std::string& w : s.warnings) {
     bool known = false;
@@ -89,7 +94,8 @@ std::string check(const Case& c) {
     return std::string("does not compile: ") + e.what();
   }
   const ir::LoopProgram &p = k.program, &scheduled = k.scheduled;
-  const runtime::SizeMap& sizes = k.sizes;
+  runtime::SizeMap sizes = k.sizes;
+  for (const auto& [name, value] : c.run_sizes) sizes[name] = value;
 
   std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, sizes, 1);
   if (c.adjust_inputs) c.adjust_inputs(inputs);
@@ -135,6 +141,44 @@ void verify(const Case& c) {
 }
 
 }  // namespace
+
+// One kernel for every length: generated for sizes as a dynamic size is scheduled (32768), run
+// at others, from one row or key to a few tiles, tails included.
+TEST(Emulator, OneKernelForEveryLength) {
+  for (int64_t t : {1, 63, 4099, 9000}) {
+    verify({"attention/decode_causal.te",
+            {{"B", 1}, {"H", 2}, {"T", 32768}, {"D", 64}},
+            {},
+            0,
+            nullptr,
+            false,
+            {},
+            0,
+            {{"T", t}}});
+    verify({"attention/decode_gqa.te",
+            {{"HQ", 8}, {"HK", 2}, {"T", 32768}, {"D", 128}},
+            {},
+            0,
+            nullptr,
+            false,
+            {},
+            0,
+            {{"T", t}}});
+  }
+  for (int64_t n : {1, 37, 130})
+    verify({"attention/prefill_causal.te",
+            {{"H", 1}, {"S", 32768}, {"T", 32768}, {"D", 64}},
+            {},
+            0,
+            nullptr,
+            false,
+            {},
+            0,
+            {{"S", n}, {"T", n + 24}}});
+  for (int64_t m : {1, 3, 70})
+    verify(
+        {"norm/softmax.te", {{"M", 32768}, {"N", 1000}}, {}, 0, nullptr, false, {}, 0, {{"M", m}}});
+}
 
 TEST(Emulator, AttentionAtDefaultSizes) {
   for (const char* name : {"prefill_global", "prefill_causal", "prefill_causal_bf16",

@@ -88,6 +88,37 @@ def test_new_sizes_recompile_transparently(softmax):
     assert len(compiled) == len({tuple(sorted(s.items())) for s in compiled})  # no duplicates
 
 
+def decode_ref(q, k, v):
+    """decode_causal.te in float64: one query row that sees every key."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("bhij,bhjd->bhid", p / p.sum(axis=-1, keepdims=True), v)
+
+
+def test_dynamic_sizes_compile_once():
+    """A decode loop from T=1 to T=131072 in steps of 4099 compiles one variant (scheduled at
+    T=32768) and verifies at every step."""
+    decode = kintsugi.compile(EXAMPLES / "attention" / "decode_causal.te", dynamic=["T"],
+                              shape={"B": 1, "H": 1, "S": 1, "D": 32})
+    assert decode.compiled_sizes == [{"B": 1, "H": 1, "S": 1, "D": 32, "T": 32768}]
+    rng = np.random.default_rng(4099)
+    for t in range(1, 131073, 4099):
+        q = rng.standard_normal((1, 1, 1, 32)).astype(np.float16)
+        k, v = (rng.standard_normal((1, 1, t, 32)).astype(np.float16) for _ in range(2))
+        assert rel_err(np.from_dlpack(decode(q, k, v)), decode_ref(q, k, v)) <= 2e-2, t
+    assert len(decode.compiled_sizes) == 1
+    softmax = kintsugi.compile(EXAMPLES / "norm" / "softmax.te", dynamic="M")
+    for m in (1, 3, 70):
+        x = rng.standard_normal((m, 100)).astype(np.float32)
+        assert rel_err(np.from_dlpack(softmax(x)), softmax_ref(x)) <= F32_TOL
+    assert softmax.compiled_sizes == [{"M": 32768, "N": 100}]
+    with pytest.raises(ValueError, match="dynamic names 'Z', which is not a size of softmax"):
+        kintsugi.compile(EXAMPLES / "norm" / "softmax.te", dynamic=["Z"])
+    with pytest.raises(TypeError, match="dynamic takes size names"):
+        kintsugi.compile(EXAMPLES / "norm" / "softmax.te", dynamic=[1])
+
+
 @pytest.mark.parametrize("s,t", [(13, 29), (21, 9)])  # T < S: leading rows see no key
 def test_causal_attention_f16(causal, s, t):
     rng = np.random.default_rng(s * 100 + t)
