@@ -109,6 +109,11 @@ std::optional<std::vector<int64_t>> ints(const py::object& tuple) {
 
 }  // namespace
 
+bool torch_requires_grad(PyObject* obj) {
+  const TorchApi* api = tensor_api(obj);
+  return api && truth(get(obj, api->requires_grad));
+}
+
 std::optional<int> torch_cuda_device(PyObject* obj) {
   const TorchApi* api = tensor_api(obj);
   if (!api || !truth(get(obj, api->is_cuda))) return std::nullopt;
@@ -118,8 +123,7 @@ std::optional<int> torch_cuda_device(PyObject* obj) {
 std::optional<ArgView> read_torch_tensor(PyObject* obj) {
   const TorchApi* api = tensor_api(obj);
   if (!api) return std::nullopt;
-  // Autograd's tensors go through DLPack, which refuses them (the kernels are not differentiable).
-  if (truth(get(obj, api->requires_grad))) return std::nullopt;
+  if (truth(get(obj, api->requires_grad))) return std::nullopt;  // refused by the caller
   ArgView v;
   py::object dtype = get(obj, api->dtype);
   for (const auto& [d, t] : api->dtypes)

@@ -21,6 +21,9 @@ namespace kintsugi::python {
 // The view of `obj` when it is such a torch.Tensor; nullopt otherwise. Needs the GIL.
 std::optional<ArgView> read_torch_tensor(PyObject* obj);
 
+// Whether `obj` is a torch.Tensor that requires grad. Needs the GIL.
+bool torch_requires_grad(PyObject* obj);
+
 // The CUDA device of `obj` when it is a torch.Tensor in CUDA memory. Needs the GIL.
 std::optional<int> torch_cuda_device(PyObject* obj);
 

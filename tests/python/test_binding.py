@@ -489,7 +489,7 @@ def test_torch_round_trip(softmax):
     assert yb.dtype == torch.bfloat16 and torch.equal(yb, xb * 2)
     with pytest.raises(ValueError, match="input 'X' has dtype float32, expected bfloat16"):
         double(torch.randn(9))
-    with pytest.raises(ValueError, match=r"input 'X': its __dlpack__\(\) failed: RuntimeError: "):
+    with pytest.raises(ValueError, match=r"input 'X' requires grad: .* x\.detach\(\)"):
         double(torch.zeros(9, dtype=torch.bfloat16, requires_grad=True))
 
 
