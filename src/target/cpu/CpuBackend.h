@@ -15,6 +15,7 @@
 //                                 const int64_t* sizes,   // LoopProgram::dims order
 //                                 const double* params,   // LoopProgram::params order
 //                                 char* err, int64_t err_len);  // returns 0 on success
+//   extern "C" int kintsugi_start_threads(void);  // starts the team (its size); called once loaded
 // Intermediate buffers are allocated (uninitialised) by the generated code. Top-level loop nests
 // whose outer loops only drive spatial iteration variables run under OpenMP
 // (`parallel for collapse(n)`), as do loops of kind ForKind::Parallel.

@@ -248,6 +248,22 @@ class Codegen {
            "  if (rc != 0 && err && err_len > 0 && err[0] == 0)\n"
            "    snprintf(err, (size_t)err_len, \"kernel failed\");\n"
            "  return rc;\n"
+           "}\n\n"
+           "// Starts the team's threads, so that the first call does not pay for creating them\n"
+           "// (nor for each thread's first allocation, which sets up its malloc arena); returns\n"
+           "// the team's size. (The region counts its threads: the compiler removes an empty\n"
+           "// region, and a malloc freed at once.)\n"
+           "extern \"C\" __attribute__((visibility(\"default\"))) int kintsugi_start_threads(void) "
+           "{\n"
+           "  int started = 0;\n"
+           "#pragma omp parallel num_threads(ks_threads())\n"
+           "  {\n"
+           "    void* volatile arena = malloc(64);\n"
+           "    free(arena);\n"
+           "#pragma omp atomic\n"
+           "    started++;\n"
+           "  }\n"
+           "  return started;\n"
            "}\n";
     return src.str();
   }
