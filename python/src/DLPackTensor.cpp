@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <vector>
 
 #include "Torch.h"
@@ -205,8 +207,55 @@ ImportedTensor::Owner::~Owner() {
   if (versioned && versioned->deleter) versioned->deleter(versioned);
 }
 
+bool ImportedTensor::read_numpy(const py::handle& obj, const std::string& what, bool writable) {
+  if (std::strcmp(Py_TYPE(obj.ptr())->tp_name, "numpy.ndarray") != 0) return false;
+  Py_buffer& b = buffer_.view;
+  if (PyObject_GetBuffer(obj.ptr(), &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
+    PyErr_Clear();  // not contiguous: DLPack's checks say so
+    return false;
+  }
+  buffer_.held = true;
+  if (writable && b.readonly) arg_error << what << " is read-only; pass a writable array";
+  // The element type from the struct format: one code, in native byte order.
+  const char* f = b.format ? b.format : "B";
+  if (*f == '=' || *f == '@' || (*f == '<' && std::endian::native == std::endian::little)) ++f;
+  DType dtype = DType::Unknown;
+  if (f[0] != 0 && f[1] == 0) {
+    switch (f[0]) {
+      case 'e':
+        dtype = DType::F16;
+        break;
+      case 'f':
+        dtype = DType::F32;
+        break;
+      case 'b':
+        dtype = DType::I8;
+        break;
+      case 'i':
+        dtype = DType::I32;
+        break;
+      case 'l':
+        dtype = sizeof(long) == 4 ? DType::I32 : DType::Unknown;
+        break;
+      default:
+        break;
+    }
+  }
+  if (dtype == DType::Unknown || b.itemsize != dtype_bytes(dtype)) {
+    PyBuffer_Release(&b);
+    buffer_.held = false;
+    return false;
+  }
+  view_.dtype = dtype;
+  view_.dtype_name = array_dtype_name(dtype);
+  view_.shape.assign(b.shape, b.shape + b.ndim);
+  view_.data = b.buf;
+  return true;
+}
+
 ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, bool writable,
                                const ImportOptions& options) {
+  if (read_numpy(obj, what, writable)) return;
   if (py::isinstance<OwnedTensor>(obj)) {
     const OwnedTensor& h = obj.cast<const OwnedTensor&>();
     view_.dtype = h.dtype();

@@ -8,8 +8,9 @@
 // (kDLCPU) and, for target cuda, CUDA device memory (kDLCUDA; the producer is handed the stream
 // the call runs on, so that its pending work on the tensor is ordered before the kernels), always
 // C-contiguous with one lane per element; anything else is a RuntimeArgError that names the
-// argument and says what to do. Kintsugi's own tensors, and PyTorch's (Torch.h), are taken
-// without DLPack.
+// argument and says what to do. Kintsugi's own tensors, PyTorch's (Torch.h) and NumPy's
+// (through the buffer protocol: no capsule, and no TypeError from NumPy < 2.1's __dlpack__,
+// which does not take max_version) are taken without DLPack.
 //
 // Out: OwnedTensor (Python `kintsugi.Tensor`, Kernel.h) owns host or device memory and exports it
 // with `__dlpack__`: a capsule "dltensor" (or "dltensor_versioned" when the consumer asks for
@@ -73,7 +74,26 @@ class ImportedTensor {
     ~Owner();
   };
 
+  // A NumPy array's buffer (PEP 3118), held for the duration of the call; released when destroyed.
+  struct Buffer {
+    Py_buffer view{};
+    bool held = false;
+    Buffer() = default;
+    Buffer(Buffer&& o) noexcept : view(o.view), held(o.held) { o.held = false; }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    Buffer& operator=(Buffer&&) = delete;
+    ~Buffer() {
+      if (held) PyBuffer_Release(&view);
+    }
+  };
+  // Reads a numpy.ndarray through its buffer; false (nothing held) when the array is not
+  // C-contiguous or its element type is not one Kintsugi stores: DLPack then says what is wrong.
+  // A read-only array where the call writes (`writable`) is refused here, naming `what`.
+  bool read_numpy(const py::handle& obj, const std::string& what, bool writable);
+
   Owner owner_;
+  Buffer buffer_;
   ArgView view_;
   bool from_torch_ = false;
 };
