@@ -58,6 +58,11 @@ CT ct_of(DType t) {
   return t == DType::Bool ? CT::Bool : (is_float(t) ? CT::F32 : CT::I64);
 }
 
+// The data (inputs and outputs) below which a grid runs on the calling thread: on the 2-core
+// build machine, a team costs 2-5 us to start and join, the time one core takes to stream
+// about 64 KiB.
+constexpr int64_t kParallelMinBytes = 64 * 1024;
+
 class TileEmitter : public Codegen {
  public:
   explicit TileEmitter(const tile::TileProgram& tp) : Codegen(tp.source), tp_(tp) {}
@@ -211,8 +216,18 @@ class TileEmitter : public Codegen {
     // A grid of one instance (or none, or a kernel without a grid) runs on the calling thread,
     // outside any OpenMP region: a team would only wait for it (on a loaded machine, for a
     // descheduled thread to reach the join), and even a team of one costs two futex calls.
+    // Nor does a grid over little data: the program's inputs and outputs under
+    // kParallelMinBytes take less time on one thread than a team takes to start and join.
     if (!k.grid.empty()) {
-      line("if (" + total + " > 1) {");
+      std::string bytes = "INT64_C(0)";
+      for (const ir::Buffer& b : tp_.source.buffers) {
+        if (b.role != ir::BufferRole::Input && b.role != ir::BufferRole::Output) continue;
+        std::string n = "INT64_C(" + std::to_string(elem_bytes(b.dtype)) + ")";
+        for (const Expr& e : b.shape) n += " * " + scalar(e, CT::I64);
+        bytes += " + " + n;
+      }
+      line("if (" + total + " > 1 && " + bytes + " >= INT64_C(" +
+           std::to_string(kParallelMinBytes) + ")) {");
       ++indent_;
       line("const int ks_team = ks_threads();");
       line("const int ks_chunk = (int)ks_imax(1, ks_imin(INT64_C(1) << 20, (" + total +
