@@ -273,10 +273,6 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
     }
     return;
   }
-  if (torch_requires_grad(obj.ptr()))
-    arg_error << what
-              << " requires grad: Kintsugi's kernels are not differentiable; pass x.detach(), or "
-                 "call under torch.no_grad() or torch.inference_mode()";
   if (std::optional<ArgView> t = read_torch_tensor(obj.ptr())) {
     check_device(what, t->memory == Memory::Cuda ? dlpack::kCUDA : dlpack::kCPU, t->device,
                  options);
@@ -284,6 +280,10 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
     from_torch_ = true;
     return;
   }
+  if (torch_requires_grad(obj.ptr()))  // read_torch_tensor leaves these to this message
+    arg_error << what
+              << " requires grad: Kintsugi's kernels are not differentiable; pass x.detach(), or "
+                 "call under torch.no_grad() or torch.inference_mode()";
   if (!py::hasattr(obj, "__dlpack__"))
     throw py::type_error(what +
                          ": expected an array that supports DLPack (an object with __dlpack__, "
