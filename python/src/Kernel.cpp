@@ -12,7 +12,6 @@
 #include "ir/Interpreter.h"
 #include "ir/Limits.h"
 #include "ir/Printer.h"
-#include "ir/Visit.h"
 #include "support/Error.h"
 #include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
@@ -219,14 +218,6 @@ std::shared_ptr<const Variant> Kernel::compile_variant(const runtime::SizeMap& s
   v->kernels = b.kernels;
   v->kernel = b.cpu;
   v->gpu = b.gpu;
-  for (const ir::Expr& e : b.specialised)
-    for (const std::string& d : options_.dynamic)
-      if (ir::uses_var(e, d))
-        arg_error << "size '" << d << "' of " << program_.name
-                  << " cannot be dynamic: its generated code is specialised to " << ir::to_string(e)
-                  << " = " << ir::eval_int(e, sizes)
-                  << " (a tile extent); leave it out of dynamic= (each value then compiles "
-                     "its own variant)";
   if (v->gpu && options_.check_launches) v->gpu->set_check_each_launch(*options_.check_launches);
   v->form = b.form;
   return v;
@@ -244,10 +235,7 @@ std::vector<std::string> Kernel::take_warnings() {
 }
 
 runtime::SizeMap Kernel::schedule_sizes(const runtime::SizeMap& sizes) const {
-  if (options_.dynamic.empty()) return sizes;
-  runtime::SizeMap s = sizes;
-  for (const std::string& d : options_.dynamic) s[d] = kDynamicScheduleSize;
-  return s;
+  return driver::schedule_sizes(sizes, {options_.dynamic.begin(), options_.dynamic.end()});
 }
 
 std::shared_ptr<const Variant> Kernel::variant(const runtime::SizeMap& call_sizes) {

@@ -92,12 +92,9 @@ struct KernelOptions {
   std::vector<std::string> require;  // require=[...]: fused, tile, tensor-core (driver/Driver.h)
   std::optional<bool> check_launches;  // cuda: wait for and check every launch; unset: the env's
   // Sizes that vary from call to call (dynamic=[...]): one variant serves every value of them,
-  // scheduled as if each were kDynamicScheduleSize.
+  // scheduled as if each were driver::kDynamicScheduleSize.
   std::vector<std::string> dynamic;
 };
-
-// The value the schedule of a dynamic size is chosen at: the length of the benchmark decode.
-inline constexpr int64_t kDynamicScheduleSize = 32768;
 
 // One compiled variant: the program scheduled and compiled for one size binding.
 struct Variant {
@@ -148,7 +145,7 @@ class Kernel {
   // the source's `sizes` line; compiles it if needed.
   std::shared_ptr<const Variant> current();
   // The sizes a call at `sizes` is compiled for: `sizes` with every dynamic size at
-  // kDynamicScheduleSize.
+  // driver::kDynamicScheduleSize.
   runtime::SizeMap schedule_sizes(const runtime::SizeMap& sizes) const;
   // The variant for `sizes` (compiled at schedule_sizes(sizes)), compiled on first use.
   std::shared_ptr<const Variant> variant(const runtime::SizeMap& sizes);

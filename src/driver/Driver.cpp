@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ir/Printer.h"
+#include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/AutoSchedule.h"
 #include "schedule/ReductionChains.h"
@@ -492,6 +493,13 @@ CodePaths code_paths(const Scheduled& s, const Target& target, const runtime::Si
   return c;
 }
 
+runtime::SizeMap schedule_sizes(const runtime::SizeMap& sizes,
+                                const std::set<std::string>& dynamic) {
+  runtime::SizeMap out = sizes;
+  for (const std::string& d : dynamic) out[d] = kDynamicScheduleSize;
+  return out;
+}
+
 Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes) {
   std::string why;
   if (target.kind == Target::Kind::Cuda && !cuda::driver_available(&why))
@@ -506,7 +514,15 @@ Built build_kernel(const Scheduled& s, const Target& target, const runtime::Size
   b.shortfalls = c.shortfalls;
   b.tile_validation = c.tile_validation;
   if (c.tiles)
-    for (const auto& [text, sp] : c.tiles->specialised) b.specialised.push_back(sp.extent);
+    for (const auto& [text, sp] : c.tiles->specialised) {  // the dynamic sizes stay general
+      for (const std::string& d : s.dynamic)
+        if (ir::uses_var(sp.extent, d))
+          arg_error << "size '" << d << "' of " << s.program.name
+                    << " cannot be dynamic: its generated code is specialised to " << text << " = "
+                    << sp.value
+                    << " (a tile extent); leave it out of the dynamic sizes (each value then "
+                       "compiles its own kernel)";
+    }
   if (target.kind == Target::Kind::Cuda) {
     if (!c.tiles) to_tiles(s, sizes, "--target cuda");  // throws: not in tile form
     std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;

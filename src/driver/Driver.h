@@ -163,9 +163,6 @@ struct Built {
   std::optional<ValidationReport> tile_validation;  // as in CodePaths
   std::shared_ptr<cpu::CpuKernel> cpu;
   std::shared_ptr<cuda::CudaKernel> gpu;
-  // The size expressions the generated code is specialised to (tile extents, at the sizes it was
-  // built for): a run at sizes that change one of them is refused.
-  std::vector<ir::Expr> specialised;
   bool from_cache = false;
   double compile_seconds = 0.0;
 };
@@ -177,7 +174,15 @@ tile::TileProgram to_tiles(const Scheduled& s, const runtime::SizeMap& sizes,
 
 // Compiles `s` for `target` at `sizes`. On the CPU an auto-scheduled program in tile form runs as
 // tiles, the rest as scalar loop code (a warning says why); the GPU runs tile programs only.
-// Throws the user error of a requirement of `s` that does not hold, before compiling.
+// Throws the user error of a requirement of `s` that does not hold, before compiling, and of a
+// dynamic size of `s` that the tile program is specialised to (a tile extent).
 Built build_kernel(const Scheduled& s, const Target& target, const runtime::SizeMap& sizes);
+
+// The value a dynamic size (ScheduleOptions::dynamic) is scheduled at: the length of the
+// benchmark decode, so that split-K chunks and combine tiles suit long sequences.
+inline constexpr int64_t kDynamicScheduleSize = 32768;
+// `sizes` with every size of `dynamic` at kDynamicScheduleSize.
+runtime::SizeMap schedule_sizes(const runtime::SizeMap& sizes,
+                                const std::set<std::string>& dynamic);
 
 }  // namespace kintsugi::driver

@@ -356,7 +356,11 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   driver::ScheduleOptions so;
   so.target = driver::Target::parse(o.target);
   so.schedule = o.schedule;
-  so.sizes = r.shape;
+  for (const std::string& d : o.dynamic)
+    if (std::find(p.dims.begin(), p.dims.end(), d) == p.dims.end())
+      arg_error << "--dynamic names '" << d << "', which is not a size of " << p.name;
+  so.sizes = driver::schedule_sizes(r.shape, o.dynamic);
+  so.dynamic = o.dynamic;
   so.params = params;
   so.chunk_tiles = o.chunk_tiles;
   so.whole_row_bytes = o.whole_row_bytes;
@@ -369,7 +373,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   r.fusion = sched.fusion;
   if (sched.validation) r.validation_seconds = sched.validation->seconds;
   const ir::LoopProgram& scheduled = sched.program;
-  driver::Built built = driver::build_kernel(sched, so.target, r.shape);
+  driver::Built built = driver::build_kernel(sched, so.target, so.sizes);
   r.warnings.insert(r.warnings.end(), built.warnings.begin(), built.warnings.end());
   r.kernels = built.kernels;
   if (built.tile_validation) r.validation_seconds += built.tile_validation->seconds;

@@ -40,6 +40,9 @@ struct RunOptions {
   bool validate = true;  // validate the schedule against the program (driver/ValidateSchedule.h)
   // Code paths that must be taken (--require): a warning of one of these kinds is an error.
   std::set<driver::Requirement> require;
+  // Sizes the kernel is generated for every value of (--dynamic): scheduled at
+  // driver::kDynamicScheduleSize, run at `shape`.
+  std::set<std::string> dynamic;
   int bench_min_runs = 10;
   double bench_min_seconds = 0.5;
 };

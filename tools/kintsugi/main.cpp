@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Kintsugi: a fusion compiler for chained reductions"};
   app.require_subcommand(1);
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
-  std::string save_io, inputs_dir, reference_dir, param_arg, require;
+  std::string save_io, inputs_dir, reference_dir, param_arg, require, dynamic;
   bool verify = false, bench = false, json = false, force = false, no_validate = false;
   std::string chunk_tiles = "auto", whole_row_bytes = "auto";
   const char* whole_row_help =
@@ -378,6 +378,9 @@ int main(int argc, char** argv) {
                 "use the schedule without validating it against the program (trusted only)");
   run->add_option("--require", require,
                   "fused,tile,tensor-core: a fallback of these kinds is an error, not a warning");
+  run->add_option("--dynamic", dynamic,
+                  "N,...: sizes the kernel is generated for every value of (scheduled as if "
+                  "32768, run at --shape)");
   run->add_flag("--verify", verify, "compare with the exact fp64 reference interpreter");
   run->add_flag("--bench", bench, "time the kernel (median; implies --verify)");
   run->add_flag("--json", json, "print one JSON object");
@@ -434,6 +437,11 @@ int main(int argc, char** argv) {
       o.whole_row_bytes = parse_whole_row_bytes(whole_row_bytes);
       o.validate = !no_validate;
       o.require = parse_require_arg(require);
+      for (size_t start = 0; start < dynamic.size();) {
+        size_t comma = std::min(dynamic.find(',', start), dynamic.size());
+        if (comma > start) o.dynamic.insert(dynamic.substr(start, comma - start));
+        start = comma + 1;
+      }
       return cmd_run(file, o, json);
     }
     if (*tune)
