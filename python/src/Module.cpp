@@ -179,6 +179,15 @@ std::optional<kintsugi::cuda::StreamHandle> consumer_stream(const py::object& st
   return reinterpret_cast<kintsugi::cuda::StreamHandle>(static_cast<uintptr_t>(raw));
 }
 
+// {name: f(buffer)} over the program's inputs and outputs.
+template <typename F>
+py::dict per_operand(const Kernel& k, F f) {
+  py::dict d;
+  for (const auto& buffers : {k.program().inputs(), k.program().outputs()})
+    for (const kintsugi::ir::Buffer* b : buffers) d[py::str(b->name)] = f(*b);
+  return d;
+}
+
 py::object wrap(const OwnedTensor& t) {
   return py::cast(t);
 }
@@ -555,26 +564,19 @@ order) of a call with inputs of these shapes; ValueError for shapes a call would
       .def_property_readonly(
           "dims",
           [](const Kernel& k) {
-            py::dict d;
-            for (const auto& b : k.program().buffers)
-              if (b.role == kintsugi::ir::BufferRole::Input ||
-                  b.role == kintsugi::ir::BufferRole::Output) {
-                py::list dims;
-                for (const auto& e : b.shape) dims.append(kintsugi::ir::to_string(e));
-                d[py::str(b.name)] = dims;
-              }
-            return d;
+            return per_operand(k, [](const kintsugi::ir::Buffer& b) {
+              py::list dims;
+              for (const auto& e : b.shape) dims.append(kintsugi::ir::to_string(e));
+              return py::object(dims);
+            });
           },
           "Every input's and output's dimensions as declared: {'Q': ['B', 'H', 'S', 'D'], ...}.")
       .def_property_readonly(
           "dtypes",
           [](const Kernel& k) {
-            py::dict d;
-            for (const auto& b : k.program().buffers)
-              if (b.role == kintsugi::ir::BufferRole::Input ||
-                  b.role == kintsugi::ir::BufferRole::Output)
-                d[py::str(b.name)] = std::string(kintsugi::dtype_name(b.dtype));
-            return d;
+            return per_operand(k, [](const kintsugi::ir::Buffer& b) {
+              return py::object(py::str(kintsugi::dtype_name(b.dtype)));
+            });
           },
           "Every input's and output's dtype: {'Q': 'f16', ...}.")
       .def_property_readonly("signature", &Kernel::signature,

@@ -40,7 +40,8 @@ PyObject* attribute(PyObject* module, const char* name) {
 const TorchApi* torch_api() {
   static TorchApi* api = nullptr;  // guarded by the GIL
   if (api) return api;
-  PyObject* torch = PyImport_GetModule(intern("torch"));  // no import: loaded already or not
+  static PyObject* const name = intern("torch");  // once: this runs on every call until torch is
+  PyObject* torch = PyImport_GetModule(name);     // imported (no import: loaded already or not)
   if (!torch) {
     PyErr_Clear();
     return nullptr;
