@@ -328,7 +328,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
     report.shrunk = tiles;
     report.few_rows = few;
     report.row_tiles =
-        shrink_sizes(original, o, exponent, o.row_tile + kTail, false, AxisEnd::OneElement);
+        shrink_sizes(original, o, exponent, o.row_tile + kTail, true, AxisEnd::OneElement);
     for (const SetResult& r : results)
       if (!r.failure.empty() && report.ok) {
         report.ok = false;
