@@ -221,6 +221,22 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
   }
 }
 
+// Short rows run one warp each, four a CTA (instances_per_cta_for): every norm at rows of 100
+// and 256 columns, with a last CTA of one to three live warps (1, 6 and 39 rows), and the
+// rotated keys and queries of rotary attention (rows of 32 f16 at the corpus's sizes).
+TEST(Emulator, ShortRowsOneWarpEach) {
+  std::vector<std::string> warnings;
+  Compiled k = compile({"norm/softmax.te", {{"M", 37}, {"N", 100}}, {}}, &warnings);
+  EXPECT_EQ(cuda::generate_cuda_source(k.tiles).launches.at(0).instances_per_cta, 4);
+  for (const char* name :
+       {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
+    for (int64_t m : {1, 6, 39})
+      for (int64_t n : {100, 256}) verify({name, {{"M", m}, {"N", n}}, {}});
+  Case rotary{"tests/generality/rotary_attention.te", {{"H", 3}, {"S", 37}, {"T", 41}}, {}};
+  rotary.from_root = true;
+  verify(rotary);
+}
+
 // Many rows: a row that fits in one tile computed whole (300 columns), and a longer one fused by
 // the rolling update in strips of 1024 columns (8300), or for 4-byte rows at 128 rows or more,
 // with tails in both axes.

@@ -37,6 +37,9 @@ struct KernelLaunch {
   std::string name;
   std::vector<ir::Expr> grid;  // extents of the grid axes
   int threads = kThreads;      // per CTA
+  // Grid instances a CTA runs, one warp each (short rows: KernelWriter::instances_per_cta); the
+  // launch has ceil(instances / instances_per_cta) CTAs.
+  int instances_per_cta = 1;
   int dynamic_shared_bytes = 0;
   // Written by the tensor-core writer (Fragments.h), else by the element-cyclic one; for a kernel
   // with a dot of f16 or bf16 values that the tensor-core writer does not take, why not (empty

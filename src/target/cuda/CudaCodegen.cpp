@@ -3,7 +3,8 @@
 // tensor-core writer (FragmentCodegen.cpp) when it takes it, else to the element-cyclic writer
 // below, which is correct for every tile kernel.
 //
-// Layout: a kernel runs on N threads (threads_for: 128, more for wide tiles). An array-valued
+// Layout: an instance of a kernel's grid runs on N threads (threads_for: 128, more for wide
+// tiles; one warp, several instances a CTA, for short rows: instances_per_cta_for). An array-valued
 // tile of E elements (row-major order) is cut into chunks of W consecutive elements, W the chunk
 // width of its shape (chunk_width: 8, 4 or 2 when that divides the innermost extent and leaves
 // every thread a chunk, else 1), and the chunks are dealt out cyclically: entry k * W + w of
@@ -98,21 +99,43 @@ int threads_for(const tile::Kernel& k) {
   return t;
 }
 
+// Grid instances per CTA: a kernel of one tile per instance (no loop, no dot) whose largest
+// tile leaves a thread of kThreads fewer than kMinPerThread elements (a row of 128 f16: one
+// each) runs one warp per instance and kThreads / 32 instances a CTA. A CTA per such row spends
+// more on its launch, barriers and latency than on its bytes (the rotated keys of a 16-head,
+// 4096-key attention, 65,536 rows of 128 f16: about 0.05 ms on the H200, where moving their
+// bytes takes about 0.01), and a warp per row synchronises by __syncwarp alone.
+int instances_per_cta_for(const tile::Kernel& k) {
+  bool loop_or_dot = false;
+  int64_t largest = 0;
+  for (const tile::TileStmt& s : k.body) loop_or_dot |= s.kind == tile::StmtKind::For;
+  for (const tile::Register& r : k.registers)
+    largest = std::max(largest, elements_of(r.type.shape));
+  tile::for_each_op(k.body, [&](const TileOp& o) {
+    loop_or_dot |= o.kind == OpKind::Dot;
+    largest = std::max(largest, elements_of(o.type.shape));
+  });
+  return !loop_or_dot && largest < kThreads * kMinPerThread ? kThreads / 32 : 1;
+}
+
 class CyclicWriter : public KernelWriter {
  public:
   CyclicWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites,
                bool stage_loads)
       : KernelWriter(p, sites),
-        threads_(threads_for(k)),
+        instances_(instances_per_cta_for(k)),
+        threads_(instances_ > 1 ? 32 : threads_for(k)),
         widest_(widest_chunks(p, k)),
-        planned_(!stage_loads) {}
+        planned_(!stage_loads) {
+    if (instances_ > 1) smem_ = "ks_smem_g";
+  }
 
  private:
   struct Value {
     std::string name;
     DType dtype = DType::F32;
     std::vector<int64_t> shape;
-    int threads = kThreads;  // the kernel's threads per CTA
+    int threads = kThreads;  // the kernel's threads per instance
     int64_t widest = 8;      // the widest chunk of the shape's layout (widest_chunks)
     bool exact_f16 = false;  // every element is an f16 value (a dot may run on f16 tensor cores)
     int64_t elements() const { return elements_of(shape); }
@@ -130,6 +153,9 @@ class CyclicWriter : public KernelWriter {
 
   // --- kernels
   int threads() const override { return threads_; }
+  int instances_per_cta() const override { return instances_; }
+  // Synchronises the threads of the instance: its CTA, or its warp.
+  void barrier() { line(instances_ > 1 ? "__syncwarp();" : "__syncthreads();"); }
   // A value named `name` of type `t` in this kernel's layout of its shape.
   Value laid_out(const std::string& name, const tile::TileType& t) const {
     auto it = widest_.find(t.shape);
@@ -277,19 +303,19 @@ class CyclicWriter : public KernelWriter {
     int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
     int64_t ob = (M * K * 2 + 15) / 16 * 16, oc = ob + (K * N * 2 + 15) / 16 * 16;
     smem_bytes_ = std::max(smem_bytes_, scratch_ + oc + M * N * 4);
-    line("__syncthreads();");
+    barrier();
     line("{");
     ++indent_;
-    line("u16* ks_sa = (u16*)(ks_smem + " + std::to_string(scratch_) + ");");
-    line("u16* ks_sb = (u16*)(ks_smem + " + std::to_string(scratch_ + ob) + ");");
-    line("float* ks_sc = (float*)(ks_smem + " + std::to_string(scratch_ + oc) + ");");
+    line("u16* ks_sa = (u16*)(" + smem_ + " + " + std::to_string(scratch_) + ");");
+    line("u16* ks_sb = (u16*)(" + smem_ + " + " + std::to_string(scratch_ + ob) + ");");
+    line("float* ks_sc = (float*)(" + smem_ + " + " + std::to_string(scratch_ + oc) + ");");
     open_elements(a);
     line("ks_sa[ks_e] = f32_to_f16(" + a.name + "[ks_i]);");
     close_elements();
     open_elements(b);
     line("ks_sb[ks_e] = f32_to_f16(" + b.name + "[ks_i]);");
     close_elements();
-    line("__syncthreads();");
+    barrier();
     line("const int ks_lane = ks_tid & 31;");
     std::string nb = std::to_string(N / 8), Ks = std::to_string(K), Ns = std::to_string(N);
     line("for (int ks_b = ks_tid >> 5; ks_b < " + std::to_string((M / 16) * (N / 8)) +
@@ -314,7 +340,7 @@ class CyclicWriter : public KernelWriter {
     line("ks_sc[(ks_r + 8) * " + Ns + " + ks_c + 1] = ks_acc[3];");
     --indent_;
     line("}");
-    line("__syncthreads();");
+    barrier();
     open_elements(v);
     line(v.name + "[ks_i] = ks_sc[ks_e];");
     close_elements();
@@ -329,8 +355,8 @@ class CyclicWriter : public KernelWriter {
   std::string stage(int id, int64_t offset) {
     const Value& v = val(id);
     std::string ptr = tmp();
-    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)(ks_smem + " +
-         std::to_string(scratch_ + offset) + ");");
+    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)(" + smem_ +
+         " + " + std::to_string(scratch_ + offset) + ");");
     if (v.scalar()) return ptr;
     open_elements(v);
     line(ptr + "[ks_e] = " + v.name + "[ks_i];");
@@ -581,16 +607,17 @@ class CyclicWriter : public KernelWriter {
     const std::string& buf = buffer_ids_.at(o.buffer);
     if (by_element) {
       line("const bool ks_in = " + inside + ";");
-      line("cp_async_ca<4>(smem_addr(ks_smem + " + slot + ") + ks_e * 4u, ks_in ? (const void*)(" +
-           buf + " + " + offset + ") : (const void*)" + buf + ", ks_in ? 4u : 0u);");
+      line("cp_async_ca<4>(smem_addr(" + smem_ + " + " + slot +
+           ") + ks_e * 4u, ks_in ? (const void*)(" + buf + " + " + offset + ") : (const void*)" +
+           buf + ", ks_in ? 4u : 0u);");
       close_elements();
       --indent_;
       line("}");
       return;
     }
     int64_t cb = chunk_bytes(o), eb = cb / shape_of.width();
-    line("const u32 ks_dst = smem_addr(ks_smem + " + slot + ") + ks_e * " + std::to_string(eb) +
-         "u;");
+    line("const u32 ks_dst = smem_addr(" + smem_ + " + " + slot + ") + ks_e * " +
+         std::to_string(eb) + "u;");
     line("const bool ks_in = " + inside + ";");
     for (int64_t k = 0; k < cb / 16; ++k)
       line("cp_async_cg16(ks_dst + " + std::to_string(16 * k) + "u, ks_in ? (const void*)(" + buf +
@@ -643,13 +670,14 @@ class CyclicWriter : public KernelWriter {
     if (copied_by_element(o)) {
       open_elements(v);
       line(v.name + "[ks_i] = " +
-           load_value(o.buffer, "((const " + sty + "*)(ks_smem + " + slot + "))[ks_e]", v.dtype) +
+           load_value(o.buffer, "((const " + sty + "*)(" + smem_ + " + " + slot + "))[ks_e]",
+                      v.dtype) +
            ";");
       close_elements();
       return;
     }
     open_elements(v, true);
-    load_chunk(o, v, "(const " + sty + "*)(ks_smem + " + slot + ") + ks_e");
+    load_chunk(o, v, "(const " + sty + "*)(" + smem_ + " + " + slot + ") + ks_e");
     close_elements();
   }
 
@@ -668,8 +696,8 @@ class CyclicWriter : public KernelWriter {
   }
   std::string smem_array(const Value& v, int64_t elements) {
     std::string ptr = tmp();
-    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)(ks_smem + " +
-         std::to_string(scratch_) + ");");
+    line(std::string(ctype(v.dtype)) + "* " + ptr + " = (" + ctype(v.dtype) + "*)(" + smem_ +
+         " + " + std::to_string(scratch_) + ");");
     smem_bytes_ = std::max(smem_bytes_, scratch_ + elements * element_bytes(v.dtype));
     return ptr;
   }
@@ -688,10 +716,10 @@ class CyclicWriter : public KernelWriter {
     line(acc + " = " + fold(o, acc, a.name + "[ks_i]") + ";");
     close_elements();
     shuffle_fold(o, acc, 16);
-    line("__syncthreads();");
+    barrier();
     std::string part = smem_array(v, threads_ / 32);
     line("if ((ks_tid & 31) == 0) " + part + "[ks_tid >> 5] = " + acc + ";");
-    line("__syncthreads();");
+    barrier();
     line("#pragma unroll");
     line("for (int ks_r = 0; ks_r < " + std::to_string(threads_ / 32) + "; ++ks_r) " + v.name +
          " = " + fold(o, v.name, part + "[ks_r]") + ";");
@@ -710,7 +738,7 @@ class CyclicWriter : public KernelWriter {
     declare(v);
     const std::string ty = ctype(v.dtype), w = std::to_string(a.width());
     std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
-    line("__syncthreads();");
+    barrier();
     std::string rows = smem_array(v, a.elements() / C);
     line("#pragma unroll");
     line("for (int ks_k = 0; ks_k < " + std::to_string(a.chunks_per_thread()) + "; ++ks_k) {");
@@ -729,7 +757,7 @@ class CyclicWriter : public KernelWriter {
          ") == 0) " + rows + "[ks_e / " + std::to_string(C) + "u] = " + acc + ";");
     --indent_;
     line("}");
-    line("__syncthreads();");
+    barrier();
     open_elements(v);
     line(v.name + "[ks_i] = " + rows + "[ks_e];");
     close_elements();
@@ -746,7 +774,7 @@ class CyclicWriter : public KernelWriter {
     declare(v);
     const std::string ty = ctype(v.dtype), w = std::to_string(W);
     std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
-    line("__syncthreads();");
+    barrier();
     std::string part = smem_array(v, threads_ * W);
     line("#pragma unroll");
     line("for (int ks_c = 0; ks_c < " + w + "; ++ks_c) {");
@@ -762,7 +790,7 @@ class CyclicWriter : public KernelWriter {
     line(part + "[ks_tid * " + w + " + ks_c] = " + acc + ";");
     --indent_;
     line("}");
-    line("__syncthreads();");
+    barrier();
     open_elements(v);
     acc = tmp();
     line(ty + " " + acc + " = " + identity + ";");
@@ -795,7 +823,7 @@ class CyclicWriter : public KernelWriter {
       --indent_;
       line("}");
       // Later loads of the buffer may read elements other threads stored.
-      line("__syncthreads();");
+      barrier();
       return;
     }
     if (o.kind == OpKind::Write) {
@@ -861,9 +889,9 @@ class CyclicWriter : public KernelWriter {
                v.name + "[ks_i] = " + a.name + ";");
           return;
         }
-        line("__syncthreads();");
+        barrier();
         std::string s = stage(o.args[0], 0);
-        line("__syncthreads();");
+        barrier();
         std::vector<std::string> ix = open_elements(v);
         std::vector<std::string> src(a.shape.size());
         for (size_t k = 0; k < a.shape.size(); ++k)
@@ -884,9 +912,9 @@ class CyclicWriter : public KernelWriter {
           }
           if (reduce_innermost(o, a, v) || reduce_leading(o, a, v)) return;
         }
-        line("__syncthreads();");
+        barrier();
         std::string s = stage(o.args[0], 0);
-        line("__syncthreads();");
+        barrier();
         std::string identity = scalar(ir::reducer_identity_expr(o.reducer, v.dtype));
         auto reduce_into = [&](const std::string& target, const std::vector<std::string>& out_ix) {
           std::string acc = tmp();
@@ -926,10 +954,10 @@ class CyclicWriter : public KernelWriter {
           mma_dot(a, b, v);
           return;
         }
-        line("__syncthreads();");
+        barrier();
         std::string sa = stage(o.args[0], 0);
         std::string sb = stage(o.args[1], (a.elements() * element_bytes(a.dtype) + 15) / 16 * 16);
-        line("__syncthreads();");
+        barrier();
         std::vector<std::string> ix = open_elements(v);
         std::string acc = tmp();
         int64_t K = a.shape[1], N = b.shape[1];
@@ -975,7 +1003,8 @@ class CyclicWriter : public KernelWriter {
   std::vector<Value> values_;
   std::map<std::string, Value> registers_;
   std::vector<int> open_depths_;                    // braces each open_elements opened
-  int threads_;                                     // per CTA (threads_for)
+  int instances_;                                   // per CTA (instances_per_cta_for)
+  int threads_;                                     // per instance (threads_for, or a warp)
   std::map<std::vector<int64_t>, int64_t> widest_;  // by tile shape (widest_chunks)
   bool planned_;                                // the staged loads are issued (or none are to be)
   std::map<int, Staged> staged_;                // load result -> its slot

@@ -240,13 +240,19 @@ std::string KernelWriter::spell(Op op, const std::vector<std::string>& a, bool f
 std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   body_.str("");
   smem_bytes_ = 0;
-  std::string bounds = std::to_string(threads());
+  const int per_cta = instances_per_cta();
+  std::string bounds = std::to_string(threads() * per_cta);
   if (min_blocks() > 1) bounds += ", " + std::to_string(min_blocks());
   line("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + launch.name +
        "(KsArgs ks_args, int* ks_err) {");
   ++indent_;
   line("extern __shared__ __align__(128) unsigned char ks_smem[];");
-  line("const int ks_tid = threadIdx.x;");
+  if (per_cta > 1) {
+    line("const int ks_tid = threadIdx.x & 31;");
+    line("const unsigned ks_warp = threadIdx.x >> 5;");
+  } else {
+    line("const int ks_tid = threadIdx.x;");
+  }
   const ir::LoopProgram& lp = p_.source;
   for (size_t d = 0; d < lp.dims.size(); ++d)
     line("const long long " + ident("d", lp.dims[d]) + " = ks_args.sizes[" + std::to_string(d) +
@@ -279,7 +285,8 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   for (auto it = k.grid.rbegin(); it != k.grid.rend(); ++it) fastest_first.push_back(&*it);
   bool backwards = !k.grid.empty() && work_grows_along(k, k.grid.back().var);
   if (backwards) std::rotate(fastest_first.begin(), fastest_first.begin() + 1, fastest_first.end());
-  line("unsigned ks_block = blockIdx.x;");
+  line(per_cta > 1 ? "unsigned ks_block = blockIdx.x * " + std::to_string(per_cta) + "u + ks_warp;"
+                   : "unsigned ks_block = blockIdx.x;");
   for (const tile::GridAxis* axis : fastest_first) {
     std::string ext = tmp();
     line("const unsigned " + ext + " = (unsigned)(" + scalar(axis->extent) + ");");
@@ -288,13 +295,27 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
          ");");
     line("ks_block /= " + ext + ";");
   }
+  // What is left of the instance index is nonzero only past the last instance.
+  if (per_cta > 1) line("if (ks_block != 0) return;");
+  // The warp's slice of shared memory is known once the body is written: its line goes here.
+  const std::streamoff slice_at = body_.tellp();
+  const std::string slice_indent(static_cast<size_t>(2 * indent_), ' ');
   for (const tile::Register& r : k.registers) declare_register(r);
   body(k.body);
   --indent_;
   line("}");
-  launch.threads = threads();
+  launch.threads = threads() * per_cta;
+  launch.instances_per_cta = per_cta;
+  std::string code = body_.str();
+  if (per_cta > 1) {
+    const int64_t slice = (smem_bytes_ + 127) / 128 * 128;
+    code.insert(static_cast<size_t>(slice_at), slice_indent + "unsigned char* const " + smem_ +
+                                                   " = ks_smem + ks_warp * " +
+                                                   std::to_string(slice) + "u;\n");
+    smem_bytes_ = slice * per_cta;
+  }
   launch.dynamic_shared_bytes = static_cast<int>(smem_bytes_);
-  return body_.str();
+  return code;
 }
 
 bool KernelWriter::work_grows_along(const tile::Kernel& k, const std::string& var) {

@@ -53,8 +53,13 @@ class KernelWriter {
   std::string write(const tile::Kernel& k, KernelLaunch& launch);
 
  protected:
-  virtual int threads() const = 0;
+  virtual int threads() const = 0;              // per grid instance
   virtual int min_blocks() const { return 1; }  // CTAs an SM is meant to hold at once
+  // Grid instances a CTA runs side by side. Above one, an instance is one warp (threads() is 32):
+  // ks_tid is the lane, the instance is blockIdx.x times this plus the warp, ks_smem_g its slice
+  // of shared memory, and a warp past the last instance exits at once. Such a body synchronises
+  // its warp only (__syncwarp), never the CTA.
+  virtual int instances_per_cta() const { return 1; }
   virtual void declare_register(const tile::Register& r) = 0;
   virtual void body(const tile::TileBody& b) = 0;
 
@@ -118,6 +123,8 @@ class KernelWriter {
   // Region starts computed once in front of a loop whose body opens them (by their spelling):
   // open_region names the variable instead of spelling the start again.
   std::map<std::string, std::string> invariant_starts_;
+  // The shared memory of the instance: the CTA's, or its warp's slice (instances_per_cta).
+  std::string smem_ = "ks_smem";
 
  private:
   const target::CHelpers& helpers();

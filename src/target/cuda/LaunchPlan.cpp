@@ -94,6 +94,8 @@ std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMa
       if (__builtin_mul_overflow(blocks[k], ir::eval_int(e, sizes), &blocks[k]) ||
           blocks[k] > 0x7fffffff)
         arg_error << "kernel " << source.launches[k].name << ": grid too large";
+    const int64_t per_cta = source.launches[k].instances_per_cta;
+    blocks[k] = (blocks[k] + per_cta - 1) / per_cta;
   }
   return blocks;
 }
