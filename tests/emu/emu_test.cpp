@@ -316,6 +316,17 @@ TEST(Emulator, AttentionAtOtherHeadDims) {
   }
 }
 
+// A mask that compares a value divided by a param (i / C == j / C) is tested per tile: a tile
+// inside one chunk runs unmasked, for either sign of C (a floor division by a negative C is
+// monotone too, decreasing), chunks wider than the tiles, narrower, and not dividing them.
+TEST(Emulator, ChunkMaskPerTile) {
+  for (double chunk : {200.0, -200.0, 7.0, 64.0}) {
+    Case c{"tests/generality/chunked_local.te", {{"H", 1}, {"S", 600}, {"T", 600}}, {{"C", chunk}}};
+    c.from_root = true;
+    verify(c);
+  }
+}
+
 // A target id outside the vocabulary is a run-time error naming the buffer it indexes, as in the
 // reference interpreter (the corpus, GeneralityCorpus, runs the gathers on valid ids).
 TEST(Emulator, GatherOutOfRangeIsAnError) {

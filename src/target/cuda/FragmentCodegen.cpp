@@ -736,14 +736,17 @@ class FragmentWriter : public KernelWriter {
   }
 
   // Along tile axis `axis`, whether index-only value `id` never decreases (+1), never increases
-  // (-1) or is constant (0); 2 when none of these is known.
+  // (-1) or is constant (0); kEitherWay when it is one of the first two but a run-time value
+  // decides which (i / C for a param C); 2 when none of these is known.
+  static constexpr int kEitherWay = 3;
   int direction(int id, size_t axis) const {
     const TileOp& o = *val(id).def;
     auto join = [](int a, int b) {
       if (a == 2 || b == 2) return 2;
+      if (a == kEitherWay || b == kEitherWay) return a == 0 || b == 0 ? kEitherWay : 2;
       return a == 0 ? b : (b == 0 || a == b ? a : 2);
     };
-    auto negated = [](int a) { return a == 2 ? 2 : -a; };
+    auto negated = [](int a) { return a == 2 || a == kEitherWay ? a : -a; };
     switch (o.kind) {
       case OpKind::Full:
         return 0;
@@ -780,7 +783,9 @@ class FragmentWriter : public KernelWriter {
         if (c0) return *c0 >= 0 ? d[1] : negated(d[1]);
         return 2;
       case Op::Div:  // floor division for integers
-        return c1 && *c1 > 0 ? d[0] : 2;
+        if (c1) return *c1 > 0 ? d[0] : 2;
+        // By a divisor uniform over the tile: monotone, in the direction of the divisor's sign.
+        return d[1] == 0 && d[0] != 2 ? kEitherWay : 2;
       default:
         return 2;
     }
@@ -829,14 +834,21 @@ class FragmentWriter : public KernelWriter {
   }
   // The value of index-only `id` at the tile's corner where it is largest (`largest`) or
   // smallest, spelled in front of the loop body; nullopt when it is not monotone along some axis.
-  std::optional<std::string> corner(int id, bool largest) {
+  // `either_end`: a value monotone along one axis only, in a direction known at run time
+  // (kEitherWay), gives that axis's last (`largest`) or first element, its extremes in some order.
+  std::optional<std::string> corner(int id, bool largest, bool either_end = false) {
     const TileOp& o = *val(id).def;
     std::vector<std::string> at;
+    int varying = 0;
+    bool either_way = false;
     for (size_t k = 0; k < o.type.shape.size(); ++k) {
       int d = direction(id, k);
       if (d == 2) return std::nullopt;
-      at.push_back(d != 0 && (d == 1) == largest ? std::to_string(o.type.shape[k] - 1) : "0");
+      varying += d != 0;
+      either_way |= d == kEitherWay;
+      at.push_back(d != 0 && (d != -1) == largest ? std::to_string(o.type.shape[k] - 1) : "0");
     }
+    if (either_way && (!either_end || varying > 1)) return std::nullopt;
     return index_code(id, at, /*in_front=*/true);
   }
   // A condition on index-only values holds over the whole tile when, spelled in front of the
@@ -845,7 +857,8 @@ class FragmentWriter : public KernelWriter {
   //   trip count of a key loop widened to a row strip, min(tiles, (i + T - S) / 64 + 1)), between
   //   its sides' extreme corners: the largest left side and the smallest right side for < and <=;
   //   |x| < w when x stays inside (-w, w) (a symmetric window);
-  //   a == b when both are one value over the tile (the same chunk, i / C == j / C);
+  //   a == b when both are one value over the tile (the same chunk, i / C == j / C: equal
+  //   extremes, for any sign of C);
   //   a conjunction when both sides hold; a disjunction when either does (a prefix `j < P || j
   //   <= i`: a tile of the prefix, or one below the diagonal).
   // (Conjunctions and views are taken inside a compound condition only: elsewhere their parts
@@ -872,7 +885,7 @@ class FragmentWriter : public KernelWriter {
       std::vector<std::string> c;
       for (int side : o.args)
         for (bool largest : {true, false}) {
-          std::optional<std::string> e = corner(side, largest);
+          std::optional<std::string> e = corner(side, largest, /*either_end=*/true);
           if (!e) return std::nullopt;
           c.push_back(*e);
         }
@@ -971,6 +984,10 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Map: {
         if (o.kind == OpKind::Cast && !in_front && ix == std::vector{frag_row(), frag_col()})
           if (std::optional<std::string> f = float_of_affine(o)) return *f;
+        if (!in_front && ix.size() == 1 && (ix[0] == frag_row() || ix[0] == frag_col()))
+          if (auto it = slot_divisions_.find({id, ix[0] == frag_row()});
+              it != slot_divisions_.end())
+            return it->second;
         std::vector<std::string> a;
         for (int x : o.args) {
           std::optional<std::string> e = index_code(x, ix, in_front);
@@ -984,14 +1001,17 @@ class FragmentWriter : public KernelWriter {
         return std::nullopt;
     }
   }
-  // An f32 cast of an affine index value at a Frag slot (a position difference, ALiBi's
-  // j - (i + T - S)), as the value at the lane's first slot, converted once an iteration, plus
-  // the slot's offset from it, a compile-time constant after unrolling: one add an element where
-  // 64-bit index arithmetic and a conversion were. (Equal to the cast of the sum below 2^24; above,
-  // within an ulp of it.)
+  // An f32 cast of an affine index value, or of its absolute value, at a Frag slot (a position
+  // difference, ALiBi's j - (i + T - S) or |i - j|), as the value at the lane's first slot,
+  // converted once an iteration, plus the slot's offset from it, a compile-time constant after
+  // unrolling: one add an element where 64-bit index arithmetic and a conversion were. (Equal to
+  // the cast of the sum below 2^24; above, within an ulp of it.)
   std::optional<std::string> float_of_affine(const TileOp& cast) {
     if (cast.type.dtype != DType::F32 || cast.type.shape.size() != 2) return std::nullopt;
-    std::optional<Affine> a = affine(cast.args[0]);
+    // The cast of |x| (a symmetric distance, |i - j|) is |f32(x)|: rounding is symmetric.
+    const TileOp* arg = val(cast.args[0]).def;
+    bool abs = arg && arg->kind == OpKind::Map && arg->is_call && arg->fn == ir::MathFn::Abs;
+    std::optional<Affine> a = affine(abs ? arg->args[0] : cast.args[0]);
     if (!a) return std::nullopt;
     auto term = [](int64_t coef, const std::string& x) {
       return coef == 0 ? std::string() : " + " + std::to_string(coef) + " * " + x;
@@ -1002,7 +1022,8 @@ class FragmentWriter : public KernelWriter {
         "(" + a->uniform + term(a->coef[0], "ks_row0") + term(a->coef[1], "ks_col0") + ")";
     std::string slot =
         "(0" + term(a->coef[0], "(" + row_slot() + " * 8)") + term(a->coef[1], col_slot) + ")";
-    return "((float)" + lane + " + (float)" + slot + ")";
+    std::string sum = "((float)" + lane + " + (float)" + slot + ")";
+    return abs ? "fabsf(" + sum + ")" : sum;
   }
   std::string lazy(int id, const std::vector<std::string>& ix) {
     return index_code(id, ix, /*in_front=*/false).value_or("");
@@ -1992,6 +2013,8 @@ class FragmentWriter : public KernelWriter {
   void frag_slots(const TileOp& o, const std::string& first, const std::string& last) {
     if (o.kind == OpKind::Read || (o.result >= 0 && val(o.result).kind == Kind::RowBcast)) return;
     Kind ctx = data_kind(o.type.shape);
+    if (ctx == Kind::Frag)
+      for (int x : o.args) hoist_slot_divisions(x, Position::Element, o.type.shape[1]);
     open_slots(ctx, ctx == Kind::Frag ? o.type.shape[1] : 0, first, last);
     if (o.kind == OpKind::Write) {
       line(slot(Val{ctx, nullptr, ident("r", o.buffer)}) + " = " + at(o.args[0], ctx) + ";");
@@ -2005,6 +2028,47 @@ class FragmentWriter : public KernelWriter {
       line(slot(val(o.result)) + " = " + elementwise(o, a) + ";");
     }
     close_slots();
+    slot_divisions_.clear();
+  }
+
+  // An integer division (or remainder) by a value the compiler does not know, of a row or a
+  // column coordinate alone (a chunk of positions, i / C), read by an elementwise operation on a
+  // Frag: computed once for each of the lane's rows or columns in front of the operation's slot
+  // loop, not once an element (a 64-bit division is a long sequence: per element, it made the
+  // masked tiles of a chunked mask cost several unmasked ones). `at` is where value `id` is read:
+  // at the element, or along the rows or the columns only (through a broadcast).
+  enum class Position { Element, Row, Column };
+  void hoist_slot_divisions(int id, Position at, int64_t cols) {
+    const Val& v = val(id);
+    // Not read: known to hold in this loop version, or a comparison spelled by its limit.
+    if (v.kind != Kind::Lazy || assumed_true_.count(id) || comparisons_.count(id)) return;
+    const TileOp& o = *v.def;
+    if (o.kind == OpKind::Broadcast && at == Position::Element && o.dims.size() == 1 &&
+        o.type.shape.size() == 2) {
+      hoist_slot_divisions(o.args[0], o.dims[0] == 0 ? Position::Row : Position::Column, cols);
+      return;
+    }
+    if (o.kind != OpKind::Map && o.kind != OpKind::Cast) return;
+    bool division = o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
+                    !is_float(o.type.dtype) && !constant_value(o.args[1]);
+    if (!division || at == Position::Element) {
+      for (int x : o.args) hoist_slot_divisions(x, at, cols);
+      return;
+    }
+    const bool rows = at == Position::Row;
+    if (slot_divisions_.count({id, rows})) return;
+    std::string name = tmp(), n = std::to_string(rows ? 2 * mblocks_ : cols / 4);
+    std::string coordinate =
+        rows ? "(ks_row0 + ks_s * 8)" : "((ks_s >> 1) * 8 + ks_col0 + (ks_s & 1))";
+    line(std::string(ctype(o.type.dtype)) + " " + name + "[" + n + "];");
+    line("#pragma unroll");
+    line("for (int ks_s = 0; ks_s < " + n + "; ++ks_s) " + name +
+         "[ks_s] = " + *index_code(id, {coordinate}, /*in_front=*/false) + ";");
+    slot_divisions_[{id, rows}] =
+        name + "[" +
+        (rows ? row_slot()
+              : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
+        "]";
   }
 
   // f32 exp(u - v) of a data tile less a row or uniform value, as 2^(u log2 e - v log2 e): one
@@ -2116,6 +2180,9 @@ class FragmentWriter : public KernelWriter {
   };
   bool hoisting_ = false;       // defining comparisons at a loop's top: no names of its body
   std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
+  // (value, along the rows) -> its element in the lane's row or column array, while an
+  // elementwise operation's slot loop is written (hoist_slot_divisions).
+  std::map<std::pair<int, bool>, std::string> slot_divisions_;
   std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
   std::map<int, Comparison> comparisons_;
   std::map<int, Region> lazy_loads_;  // the open region of each load read at its uses
