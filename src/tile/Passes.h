@@ -29,11 +29,15 @@
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
 //   8. cse              again: forwarding makes reads of one value identical
-//   9. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//   9. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
+//                                              an f32 division by a product of broadcasts is a
+//                                              product with their reciprocals, computed on the
+//                                              vectors (cosine attention's norms)
+//  10. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//   10. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  11. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//  11. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  12. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -57,6 +61,7 @@ void forward_stores(TileProgram& p);
 void forward_registers(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
+void reciprocal_of_broadcast_divisors(TileProgram& p);
 void hoist_invariants(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);

@@ -932,6 +932,9 @@ class FragmentWriter : public KernelWriter {
     if (in_front) {
       if (v.kind == Kind::Uniform && o.kind != OpKind::Full) return std::nullopt;
     } else {
+      if (ix.size() == 1 && (ix[0] == frag_row() || ix[0] == frag_col()))
+        if (auto it = slot_values_.find({id, ix[0] == frag_row()}); it != slot_values_.end())
+          return it->second;
       if (v.kind == Kind::Uniform) return v.name;
       if (assumed_true_.count(id)) return "true";
       auto cmp = comparisons_.find(id);
@@ -984,10 +987,6 @@ class FragmentWriter : public KernelWriter {
       case OpKind::Map: {
         if (o.kind == OpKind::Cast && !in_front && ix == std::vector{frag_row(), frag_col()})
           if (std::optional<std::string> f = float_of_affine(o)) return *f;
-        if (!in_front && ix.size() == 1 && (ix[0] == frag_row() || ix[0] == frag_col()))
-          if (auto it = slot_divisions_.find({id, ix[0] == frag_row()});
-              it != slot_divisions_.end())
-            return it->second;
         std::vector<std::string> a;
         for (int x : o.args) {
           std::optional<std::string> e = index_code(x, ix, in_front);
@@ -2014,7 +2013,7 @@ class FragmentWriter : public KernelWriter {
     if (o.kind == OpKind::Read || (o.result >= 0 && val(o.result).kind == Kind::RowBcast)) return;
     Kind ctx = data_kind(o.type.shape);
     if (ctx == Kind::Frag)
-      for (int x : o.args) hoist_slot_divisions(x, Position::Element, o.type.shape[1]);
+      for (int x : o.args) hoist_slot_values(x, Position::Element, o.type.shape[1]);
     open_slots(ctx, ctx == Kind::Frag ? o.type.shape[1] : 0, first, last);
     if (o.kind == OpKind::Write) {
       line(slot(Val{ctx, nullptr, ident("r", o.buffer)}) + " = " + at(o.args[0], ctx) + ";");
@@ -2028,35 +2027,38 @@ class FragmentWriter : public KernelWriter {
       line(slot(val(o.result)) + " = " + elementwise(o, a) + ";");
     }
     close_slots();
-    slot_divisions_.clear();
+    slot_values_.clear();
   }
 
-  // An integer division (or remainder) by a value the compiler does not know, of a row or a
-  // column coordinate alone (a chunk of positions, i / C), read by an elementwise operation on a
-  // Frag: computed once for each of the lane's rows or columns in front of the operation's slot
-  // loop, not once an element (a 64-bit division is a long sequence: per element, it made the
-  // masked tiles of a chunked mask cost several unmasked ones). `at` is where value `id` is read:
-  // at the element, or along the rows or the columns only (through a broadcast).
+  // A value of a row or a column coordinate alone that costs more than a few instructions an
+  // element (a division, a math function, a load), read by an elementwise operation on a Frag:
+  // computed once for each of the lane's rows or columns in front of the operation's slot loop,
+  // not once an element. (A 64-bit division by a param per element made the masked tiles of a
+  // chunked mask, i / C == j / C, cost several unmasked ones; a key's norm read and inverted per
+  // element put a load and a reciprocal on every score.) `at` is where value `id` is read: at
+  // the element, or along the rows or the columns only (through a broadcast).
   enum class Position { Element, Row, Column };
-  void hoist_slot_divisions(int id, Position at, int64_t cols) {
+  void hoist_slot_values(int id, Position at, int64_t cols) {
     const Val& v = val(id);
     // Not read: known to hold in this loop version, or a comparison spelled by its limit.
     if (v.kind != Kind::Lazy || assumed_true_.count(id) || comparisons_.count(id)) return;
     const TileOp& o = *v.def;
     if (o.kind == OpKind::Broadcast && at == Position::Element && o.dims.size() == 1 &&
         o.type.shape.size() == 2) {
-      hoist_slot_divisions(o.args[0], o.dims[0] == 0 ? Position::Row : Position::Column, cols);
+      hoist_slot_values(o.args[0], o.dims[0] == 0 ? Position::Row : Position::Column, cols);
       return;
     }
-    if (o.kind != OpKind::Map && o.kind != OpKind::Cast) return;
+    if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Load) return;
     bool division = o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
-                    !is_float(o.type.dtype) && !constant_value(o.args[1]);
-    if (!division || at == Position::Element) {
-      for (int x : o.args) hoist_slot_divisions(x, at, cols);
+                    (is_float(o.type.dtype) ? val(o.args[1]).kind != Kind::Uniform
+                                            : !constant_value(o.args[1]));
+    bool costly = division || o.kind == OpKind::Load || (o.kind == OpKind::Map && o.is_call);
+    if (!costly || at == Position::Element) {
+      for (int x : o.args) hoist_slot_values(x, at, cols);
       return;
     }
     const bool rows = at == Position::Row;
-    if (slot_divisions_.count({id, rows})) return;
+    if (slot_values_.count({id, rows})) return;
     std::string name = tmp(), n = std::to_string(rows ? 2 * mblocks_ : cols / 4);
     std::string coordinate =
         rows ? "(ks_row0 + ks_s * 8)" : "((ks_s >> 1) * 8 + ks_col0 + (ks_s & 1))";
@@ -2064,7 +2066,7 @@ class FragmentWriter : public KernelWriter {
     line("#pragma unroll");
     line("for (int ks_s = 0; ks_s < " + n + "; ++ks_s) " + name +
          "[ks_s] = " + *index_code(id, {coordinate}, /*in_front=*/false) + ";");
-    slot_divisions_[{id, rows}] =
+    slot_values_[{id, rows}] =
         name + "[" +
         (rows ? row_slot()
               : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
@@ -2181,8 +2183,8 @@ class FragmentWriter : public KernelWriter {
   bool hoisting_ = false;       // defining comparisons at a loop's top: no names of its body
   std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
   // (value, along the rows) -> its element in the lane's row or column array, while an
-  // elementwise operation's slot loop is written (hoist_slot_divisions).
-  std::map<std::pair<int, bool>, std::string> slot_divisions_;
+  // elementwise operation's slot loop is written (hoist_slot_values).
+  std::map<std::pair<int, bool>, std::string> slot_values_;
   std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
   std::map<int, Comparison> comparisons_;
   std::map<int, Region> lazy_loads_;  // the open region of each load read at its uses

@@ -51,6 +51,7 @@ const std::vector<NamedPass>& passes() {
       {"drop_redundant_tail_selects", drop_redundant_tail_selects},
       {"fold_permutes_into_reduces", fold_permutes_into_reduces},
       {"cse", cse},
+      {"reciprocal_of_broadcast_divisors", reciprocal_of_broadcast_divisors},
       {"hoist_invariants", hoist_invariants},
       {"eliminate_dead", eliminate_dead},
       {"pipeline_streams", pipeline_streams},

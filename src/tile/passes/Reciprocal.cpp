@@ -1,0 +1,154 @@
+// \file Reciprocal.cpp
+// In a serial loop (per-iteration work: a key loop's scores), an f32 division of a tile by a
+// product of broadcasts (one of them not a scalar) is a product with their reciprocals:
+// `x / (bcast(a) * bcast(b) * ...)` is `x * bcast(1 / a) * bcast(1 / b) * ...`, each reciprocal
+// computed on its vector before the broadcast (a row's norm, a key's norm, a scalar temperature:
+// cosine attention's scores). A division an element costs a reciprocal on the special-function
+// unit that the exponentials of a softmax also need; the vectors hold one element a row or a
+// column. Equal in exact arithmetic; in f32 within a few ulps of the division, which the back
+// ends already compute with an approximate reciprocal.
+//
+// Divisions outside loops (an output normalised once by its row sum) and by scalars alone (the
+// back ends compute one reciprocal) stay: rewriting them gains nothing.
+//
+// Invariant established: no f32 division of a tile of rank two or more in a loop has a divisor
+// that is a product of broadcasts of lower rank, one of them not a scalar.
+#include <algorithm>
+#include <map>
+
+#include "tile/Passes.h"
+#include "tile/passes/Walk.h"
+
+namespace kintsugi::tile {
+
+namespace {
+
+class Rewriter {
+ public:
+  explicit Rewriter(Kernel& k) : k_(k) {}
+
+  void body(TileBody& b) {
+    TileBody out;
+    for (TileStmt& s : b) {
+      if (s.kind == StmtKind::For) {
+        ++depth_;
+        body(s.body);
+        --depth_;
+        out.push_back(std::move(s));
+        continue;
+      }
+      std::vector<const TileOp*> factors;
+      if (depth_ > 0 && divides_by_broadcasts(s.op, &factors)) rewrite(s.op, factors, out);
+      defs_[s.op.result] = s.op;
+      out.push_back(std::move(s));
+    }
+    b = std::move(out);
+  }
+
+ private:
+  const TileOp* def(int id) const {
+    auto it = defs_.find(id);
+    return it == defs_.end() ? nullptr : &it->second;
+  }
+
+  // The factors of `id`'s f32 value through products of its shape, each a scalar operand or a
+  // broadcast of a value of lower rank; false when some factor is neither.
+  bool broadcast_factors(int id, const std::vector<int64_t>& shape,
+                         std::vector<const TileOp*>* out) const {
+    const TileOp* d = def(id);
+    if (!d || d->type.dtype != DType::F32) return false;
+    if (d->type.shape.empty()) {
+      out->push_back(d);
+      return true;
+    }
+    if (d->type.shape != shape) return false;
+    if (d->kind == OpKind::Map && !d->is_call && d->op == ir::Op::Mul)
+      return broadcast_factors(d->args[0], shape, out) && broadcast_factors(d->args[1], shape, out);
+    if (d->kind != OpKind::Broadcast || d->dims.size() >= shape.size()) return false;
+    const TileOp* src = def(d->args[0]);
+    if (!src || src->type.dtype != DType::F32) return false;
+    out->push_back(d);
+    return true;
+  }
+
+  bool divides_by_broadcasts(const TileOp& o, std::vector<const TileOp*>* factors) const {
+    if (o.kind != OpKind::Map || o.is_call || o.op != ir::Op::Div || o.type.dtype != DType::F32 ||
+        o.type.shape.size() < 2)
+      return false;
+    return broadcast_factors(o.args[1], o.type.shape, factors) &&
+           std::any_of(factors->begin(), factors->end(),
+                       [](const TileOp* f) { return !f->type.shape.empty(); });
+  }
+
+  int append(TileOp o, TileBody& out) {
+    o.result = k_.num_values++;
+    defs_[o.result] = o;
+    TileStmt s;
+    s.op = std::move(o);
+    out.push_back(std::move(s));
+    return out.back().op.result;
+  }
+
+  // Replaces division `o` by its product with the factors' reciprocals, their operations
+  // appended to `out` in front of it.
+  void rewrite(TileOp& o, const std::vector<const TileOp*>& factors, TileBody& out) {
+    int product = o.args[0];
+    for (const TileOp* f : factors) {
+      // A scalar factor is its own source, an operand of the product as it is.
+      const bool spread_out = !f->type.shape.empty();
+      const int source = spread_out ? f->args[0] : f->result;
+      const TileType type = def(source)->type;
+      const std::vector<int> dims = f->dims;
+      TileOp one;
+      one.kind = OpKind::Full;
+      one.scalar = ir::make_float(1.0, DType::F32);
+      one.type = TileType{DType::F32, {}};
+      int numerator = append(one, out);
+      if (!type.shape.empty()) {
+        TileOp ones;
+        ones.kind = OpKind::Broadcast;
+        ones.type = type;
+        ones.args = {numerator};
+        numerator = append(ones, out);
+      }
+      TileOp reciprocal;
+      reciprocal.kind = OpKind::Map;
+      reciprocal.op = ir::Op::Div;
+      reciprocal.type = type;
+      reciprocal.args = {numerator, source};
+      int factor = append(reciprocal, out);
+      if (spread_out) {
+        TileOp spread;
+        spread.kind = OpKind::Broadcast;
+        spread.type = o.type;
+        spread.dims = dims;
+        spread.args = {factor};
+        factor = append(spread, out);
+      }
+      TileOp times;
+      times.kind = OpKind::Map;
+      times.op = ir::Op::Mul;
+      times.type = o.type;
+      times.args = {product, factor};
+      if (f == factors.back()) {
+        // The last product takes the division's place (and its result id).
+        o.op = ir::Op::Mul;
+        o.args = times.args;
+        return;
+      }
+      product = append(times, out);
+    }
+  }
+
+  Kernel& k_;
+  std::map<int, TileOp> defs_;  // every operation seen so far, by result
+  int depth_ = 0;               // serial loops around the current statement
+};
+
+}  // namespace
+
+void reciprocal_of_broadcast_divisors(TileProgram& p) {
+  for (Kernel& k : p.kernels) Rewriter(k).body(k.body);
+}
+
+}  // namespace kintsugi::tile
