@@ -937,12 +937,32 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
 // runs along a fused chain's axis (of an extent in `axes`) is split by `tile` there, so that the
 // tile IR gives each grid instance a tile of the row (masked at the tail) rather than one
 // element. (Other maps, such as decode's output along the head dimension, join the combine.)
+// Whether map `b` reads what the block in front of it (`producer`) writes, over the same
+// spatial loops (a key's rsqrt of its sum of squares after that sum): both run one element a grid
+// instance and the tile passes make them one kernel (fuse_kernels), which a split map would not
+// join.
+bool joins_producer(const ir::LoopProgram& p, const ir::StmtNode& producer, const ir::StmtNode& b) {
+  std::set<std::string> written = block_writes(producer), read = block_reads(b);
+  if (std::none_of(read.begin(), read.end(),
+                   [&](const std::string& r) { return written.count(r) > 0; }))
+    return false;
+  std::vector<std::string> extents, producer_extents;
+  for (const ir::StmtNode* l : loops_on(find_block(p.body, b.name, "auto")))
+    extents.push_back(ir::to_string(l->extent));
+  for (const ir::IterVar& iv : producer.iters)
+    if (iv.kind == ir::IterKind::Spatial) producer_extents.push_back(ir::to_string(iv.extent));
+  return extents == producer_extents;
+}
+
 void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
                const std::function<void(const std::string&)>& note) {
   std::vector<std::string> maps;
   const ir::LoopProgram& p = s.program();
+  const ir::StmtNode* before = nullptr;  // the single block of the nest in front, if any
   for (const ir::Stmt& root : p.body->stmts) {
     std::vector<const ir::StmtNode*> blocks = blocks_under(root);
+    const ir::StmtNode* previous = before;
+    before = blocks.size() == 1 ? blocks[0] : nullptr;
     if (blocks.size() != 1 || root->kind != ir::StmtKind::For) continue;
     const ir::StmtNode& b = *blocks[0];
     if (std::any_of(b.iters.begin(), b.iters.end(),
@@ -950,6 +970,7 @@ void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
       continue;
     std::vector<const ir::StmtNode*> loops = loops_on(find_block(p.body, b.name, "auto"));
     if (loops.empty() || !axes.count(ir::to_string(loops.back()->extent))) continue;
+    if (previous && joins_producer(p, *previous, b)) continue;
     maps.push_back(b.name);
   }
   for (const std::string& b : maps) {

@@ -1,12 +1,14 @@
 // \file FuseKernels.cpp
-// Kernel fusion: two consecutive kernels over the same grid become one when every buffer one of
+// Kernel fusion: two kernels over the same grid become one when every buffer one of
 // them writes and the other touches is private to the grid instance in both, i.e. each instance
 // reads and writes only elements no other instance touches. Then running the second kernel's body
 // right after the first one's, in the same instance, computes what running the kernels one after
 // the other does: no instance waits for another. The split-K combines (maximum, sum, output, then
 // the normalisation, each a kernel over the rows) are such a chain; fused, their results stay in
 // the instance (forward_stores then hands them over without a memory round trip) and the launches
-// are one.
+// are one. The second need not follow the first: it moves in front of the kernels between them
+// when it touches nothing they write and writes nothing they touch (a query's normalisation joins
+// its norm's kernel past the keys' norm kernels).
 //
 // An access is private to the instance when, for every grid variable g, some dimension of its
 // region separates the instances: a squeezed one at exactly g, or one starting at g * c that the
@@ -15,8 +17,8 @@
 // kernel's variables are renamed to the first's. The fused kernel keeps the first kernel's name;
 // the second kernel's values are renumbered after the first's.
 //
-// Invariant established: no two consecutive kernels over the same grid communicate only through
-// instance-private elements.
+// Invariant established: no kernel over the same grid as an earlier one that it could move next
+// to communicates with it only through instance-private elements.
 #include <functional>
 #include <map>
 #include <set>
@@ -126,13 +128,37 @@ void append(Kernel& a, Kernel b) {
   a.num_values += b.num_values;
 }
 
+// Whether neither kernel touches a buffer the other writes: they run in either order.
+bool independent(Kernel& a, Kernel& b) {
+  std::set<std::string> a_writes = accessed(a, OpKind::Store),
+                        b_writes = accessed(b, OpKind::Store);
+  std::set<std::string> a_touches = accessed(a, OpKind::Load),
+                        b_touches = accessed(b, OpKind::Load);
+  a_touches.insert(a_writes.begin(), a_writes.end());
+  b_touches.insert(b_writes.begin(), b_writes.end());
+  for (const std::string& x : a_writes)
+    if (b_touches.count(x)) return false;
+  for (const std::string& x : b_writes)
+    if (a_touches.count(x)) return false;
+  return true;
+}
+
 }  // namespace
 
 void fuse_kernels(TileProgram& p) {
   std::vector<Kernel> fused;
   for (Kernel& k : p.kernels) {
-    if (!fused.empty() && fusable(fused.back(), k))
-      append(fused.back(), std::move(k));
+    // The latest kernel k can join, past kernels it is independent of (k then runs before them).
+    size_t into = fused.size();
+    for (size_t f = fused.size(); f-- > 0;) {
+      if (fusable(fused[f], k)) {
+        into = f;
+        break;
+      }
+      if (!independent(fused[f], k)) break;
+    }
+    if (into < fused.size())
+      append(fused[into], std::move(k));
     else
       fused.push_back(std::move(k));
   }
