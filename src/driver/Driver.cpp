@@ -531,6 +531,7 @@ Built build_kernel(const Scheduled& s, const Target& target, const runtime::Size
     b.compile_seconds = b.gpu->compile_seconds();
   } else {
     b.cpu = c.tiles ? cpu::compile(*c.tiles) : cpu::compile(s.program);
+    b.cpu->prove_ranges(sizes, s.params);
     b.from_cache = b.cpu->from_cache();
     b.compile_seconds = b.cpu->compile_seconds();
   }

@@ -76,6 +76,11 @@ class CpuKernel {
   void run_in_place(const std::vector<runtime::TensorRef>& args, const runtime::SizeMap& sizes,
                     const runtime::ParamMap& params) const;
 
+  // Checks the sizes and params as a call does and proves the kernel's integer ranges at them,
+  // so that a first call at those values does not (the driver does it at the sizes it compiled
+  // for). Bad values are left for the call to report.
+  void prove_ranges(const runtime::SizeMap& sizes, const runtime::ParamMap& params) const;
+
   bool from_cache() const { return from_cache_; }
   double compile_seconds() const { return compile_seconds_; }  // whole compile(), incl. lookup
   const std::string& source() const { return source_; }
@@ -91,6 +96,14 @@ class CpuKernel {
   CpuKernel() = default;
 
   using EntryFn = int (*)(void* const*, const int64_t*, const double*, char*, int64_t);
+  // A call's sizes and params, checked, by name and in the kernel's argument order.
+  struct Bound {
+    std::map<std::string, int64_t> dims;
+    std::map<std::string, double> params;
+    std::vector<int64_t> size_vec;
+    std::vector<double> param_vec;
+  };
+  Bound bind(const runtime::SizeMap& sizes, const runtime::ParamMap& params) const;
   ir::LoopProgram program_;
   std::map<std::string, tile::Specialisation> specialised_;  // tile extents generated for
   void* handle_ = nullptr;

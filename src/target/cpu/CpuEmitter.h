@@ -250,9 +250,10 @@ class Codegen {
            "  return rc;\n"
            "}\n\n"
            "// Starts the team's threads, so that the first call does not pay for creating them\n"
-           "// (nor for each thread's first allocation, which sets up its malloc arena); returns\n"
-           "// the team's size. (The region counts its threads: the compiler removes an empty\n"
-           "// region, and a malloc freed at once.)\n"
+           "// (nor for each thread's first allocation, which sets up its malloc arena, nor for\n"
+           "// what prepares a thread for the kernels); returns the team's size. (The region\n"
+           "// counts its threads: the compiler removes an empty region, and a malloc freed at\n"
+           "// once.)\n"
            "extern \"C\" __attribute__((visibility(\"default\"))) int kintsugi_start_threads(void) "
            "{\n"
            "  int started = 0;\n"
@@ -260,6 +261,9 @@ class Codegen {
            "  {\n"
            "    void* volatile arena = malloc(64);\n"
            "    free(arena);\n"
+           "    "
+        << prepare_thread()
+        << "\n"
            "#pragma omp atomic\n"
            "    started++;\n"
            "  }\n"
@@ -271,6 +275,10 @@ class Codegen {
  protected:
   // The statements of ks_body after setup (the loop IR by default).
   virtual void emit_program() { emit_top(p_.body); }
+  // What each thread of the team runs once when the kernel is loaded (after emit_program).
+  virtual std::string prepare_thread() const { return ""; }
+  // Whether intermediate `b` needs memory (the code reads or writes it there).
+  virtual bool in_memory(const Buffer&) const { return true; }
 
   const LoopProgram& p_;
   std::ostringstream head_, body_;
@@ -351,7 +359,7 @@ class Codegen {
     scoped_ = allocated_under(p_.body);
     int arg = 0, n_inter = 0;
     for (const Buffer& b : p_.buffers)
-      n_inter += b.role == BufferRole::Intermediate && !scoped_.count(b.name);
+      n_inter += b.role == BufferRole::Intermediate && !scoped_.count(b.name) && in_memory(b);
     if (n_inter) {
       line("void* ks_mem[" + std::to_string(n_inter) + "] = {};");
       line("KsFree ks_free{ks_mem, " + std::to_string(n_inter) + "};");
@@ -366,6 +374,10 @@ class Codegen {
         continue;
       }
       if (scoped_.count(b.name)) continue;  // allocated where its Allocate node is
+      if (!in_memory(b)) {
+        line(ty + "* __restrict__ " + info.id + " = nullptr;  // never loaded or stored");
+        continue;
+      }
       std::string shape = "ks_shape_" + std::to_string(inter);
       std::string dims;
       for (size_t d = 0; d < info.shape.size(); ++d) dims += (d ? ", " : "") + info.shape[d];

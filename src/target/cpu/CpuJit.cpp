@@ -343,6 +343,48 @@ void CpuKernel::run(const std::vector<runtime::Tensor*>& args, const runtime::Si
   run_in_place(refs, sizes, params);
 }
 
+CpuKernel::Bound CpuKernel::bind(const runtime::SizeMap& sizes,
+                                 const runtime::ParamMap& params) const {
+  const ir::LoopProgram& p = program_;
+  Bound b;
+  for (const std::string& d : p.dims) {
+    int64_t v = 0;
+    if (auto it = sizes.find(d); it != sizes.end())
+      v = it->second;
+    else if (auto h = p.size_hints.find(d); h != p.size_hints.end())
+      v = h->second;
+    else
+      arg_error << "kernel " << p.name << ": no value for size " << d;
+    if (v < 0) arg_error << "kernel " << p.name << ": size " << d << " = " << v << " is negative";
+    b.dims[d] = v;
+    b.size_vec.push_back(v);
+  }
+  tile::check_specialised(specialised_, p.name, b.dims);
+  for (const ir::Param& prm : p.params) {
+    double v = prm.value;
+    if (auto it = params.find(prm.name); it != params.end()) v = it->second;
+    // A fractional value for an integer param truncates, as in the reference; a value outside
+    // the type's range is refused rather than clamped.
+    if (std::string why = ir::param_value_problem(prm.dtype, is_int(prm.dtype) ? std::trunc(v) : v);
+        !why.empty())
+      arg_error << "kernel " << p.name << ": param " << prm.name << " = " << ir::param_value_text(v)
+                << ": " << why;
+    v = round_to_dtype(v, prm.dtype);
+    b.params[prm.name] = v;
+    b.param_vec.push_back(v);
+  }
+  proven_.check(p, b.dims, b.params, p.name);
+  return b;
+}
+
+void CpuKernel::prove_ranges(const runtime::SizeMap& sizes, const runtime::ParamMap& params) const {
+  try {
+    bind(sizes, params);
+  } catch (const RuntimeArgError&) {
+    // A call at these values fails the same way, then.
+  }
+}
+
 void CpuKernel::run_in_place(const std::vector<runtime::TensorRef>& args,
                              const runtime::SizeMap& sizes, const runtime::ParamMap& params) const {
   const ir::LoopProgram& p = program_;
@@ -357,37 +399,11 @@ void CpuKernel::run_in_place(const std::vector<runtime::TensorRef>& args,
     arg_error << "kernel " << p.name << " expects " << io.size() << " tensors (" << names
               << "), got " << args.size();
   }
-  std::map<std::string, int64_t> dims;
-  std::vector<int64_t> size_vec;
-  for (const std::string& d : p.dims) {
-    int64_t v = 0;
-    if (auto it = sizes.find(d); it != sizes.end())
-      v = it->second;
-    else if (auto h = p.size_hints.find(d); h != p.size_hints.end())
-      v = h->second;
-    else
-      arg_error << "kernel " << p.name << ": no value for size " << d;
-    if (v < 0) arg_error << "kernel " << p.name << ": size " << d << " = " << v << " is negative";
-    dims[d] = v;
-    size_vec.push_back(v);
-  }
-  tile::check_specialised(specialised_, p.name, dims);
-  std::map<std::string, double> pvals;
-  std::vector<double> param_vec;
-  for (const ir::Param& prm : p.params) {
-    double v = prm.value;
-    if (auto it = params.find(prm.name); it != params.end()) v = it->second;
-    // A fractional value for an integer param truncates, as in the reference; a value outside
-    // the type's range is refused rather than clamped.
-    if (std::string why = ir::param_value_problem(prm.dtype, is_int(prm.dtype) ? std::trunc(v) : v);
-        !why.empty())
-      arg_error << "kernel " << p.name << ": param " << prm.name << " = " << ir::param_value_text(v)
-                << ": " << why;
-    v = round_to_dtype(v, prm.dtype);
-    pvals[prm.name] = v;
-    param_vec.push_back(v);
-  }
-  proven_.check(p, dims, pvals, p.name);
+  const Bound bound = bind(sizes, params);
+  const std::map<std::string, int64_t>& dims = bound.dims;
+  const std::map<std::string, double>& pvals = bound.params;
+  const std::vector<int64_t>& size_vec = bound.size_vec;
+  const std::vector<double>& param_vec = bound.param_vec;
   std::vector<void*> ptrs;
   for (size_t i = 0; i < io.size(); ++i) {
     const ir::Buffer& b = *io[i];

@@ -21,6 +21,7 @@
 #include "target/cpu/CpuBackend.h"
 #include "target/cpu/CpuEmitter.h"
 #include "target/cpu/TilePrelude.h"
+#include "tile/passes/Walk.h"
 
 namespace kintsugi::cpu {
 
@@ -79,6 +80,23 @@ class TileEmitter : public Codegen {
  protected:
   void emit_program() override {
     for (const tile::Kernel& k : tp_.kernels) kernel(k);
+  }
+  // An intermediate no kernel loads or stores (a register, or one the tile passes made dead:
+  // a whole-row softmax's exponentials) is not allocated: a call would otherwise allocate a
+  // buffer of the whole intermediate and never touch it.
+  bool in_memory(const ir::Buffer& b) const override {
+    bool touched = false;
+    for (const tile::Kernel& k : tp_.kernels)
+      tile::for_each_op(k.body, [&](const TileOp& o) {
+        touched =
+            touched ||
+            ((o.kind == OpKind::Load || o.kind == OpKind::Store || o.kind == OpKind::Gather) &&
+             o.buffer == b.name);
+      });
+    return touched;
+  }
+  std::string prepare_thread() const override {
+    return "ks_workspace(" + std::to_string(largest_workspace_) + ");";
   }
 
  private:
@@ -197,8 +215,9 @@ class TileEmitter : public Codegen {
     --indent_;
     line("};");
     std::string ws_size = std::to_string(ws_bytes_ + 64);
+    largest_workspace_ = std::max(largest_workspace_, ws_bytes_ + 64);
     auto instances = [&](bool parallel) {
-      line("char* ks_ws = (char*)aligned_alloc(64, " + ws_size + ");");
+      line("char* ks_ws = ks_workspace(" + ws_size + ");");
       line("if (!ks_ws) ks_fail_site(ks_e, \"out of memory for the tiles of kernel \", " +
            std::to_string(site(k.name)) + ");");
       if (parallel) {
@@ -211,7 +230,6 @@ class TileEmitter : public Codegen {
         line("for (int64_t " + ids[a] + " = 0; " + ids[a] + " < " + extents[a] + "; ++" + ids[a] +
              ")");
       line("  if (ks_ws) ks_instance(" + args + ");");
-      line("free(ks_ws);");
     };
     // A grid of one instance (or none, or a kernel without a grid) runs on the calling thread,
     // outside any OpenMP region: a team would only wait for it (on a loaded machine, for a
@@ -931,6 +949,7 @@ class TileEmitter : public Codegen {
   std::vector<bool> inline_;  // the inlining plan (plan_inlining)
   std::map<std::string, Value> registers_;
   int64_t ws_bytes_ = 0;
+  int64_t largest_workspace_ = 0;  // over the kernels: what each thread's workspace grows to
 };
 
 }  // namespace

@@ -131,6 +131,27 @@ static inline void ks_rf16_row(float* __restrict d, const float* __restrict s, i
   for (; i < n; ++i) d[i] = ks_rf16(s[i]);
 }
 
+// The calling thread's workspace of tiles: kept across calls, grown to the largest size asked
+// for, its pages written once when it is allocated. (Allocated and freed by every call, a
+// workspace above malloc's mmap threshold was mapped, and its pages faulted in, by the first call
+// of a process: 0.2-0.3 ms on a virtual machine whose page faults cost about 10 us.)
+struct KsWorkspace {
+  char* p = nullptr;
+  size_t size = 0;
+  ~KsWorkspace() { free(p); }
+};
+static char* ks_workspace(size_t bytes) {
+  static thread_local KsWorkspace ws;
+  if (ws.size < bytes) {
+    free(ws.p);
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    ws.p = (char*)aligned_alloc(64, rounded);
+    ws.size = ws.p ? rounded : 0;
+    if (ws.p) memset(ws.p, 0, rounded);
+  }
+  return ws.p;
+}
+
 }  // namespace
 )PRELUDE";
 
