@@ -86,14 +86,19 @@ std::map<std::vector<int64_t>, int64_t> widest_chunks(const tile::TileProgram& p
 // more, smaller CTAs keep more loads in flight per SM.
 constexpr int kMaxThreads = 512;
 constexpr int64_t kMinPerThread = 4;
-int threads_for(const tile::Kernel& k) {
-  bool walks = false;
+// The elements of a kernel's largest tile (a register or an operation's value).
+int64_t largest_tile(const tile::Kernel& k) {
   int64_t largest = 0;
-  for (const tile::TileStmt& s : k.body) walks |= s.kind == tile::StmtKind::For;
   for (const tile::Register& r : k.registers)
     largest = std::max(largest, elements_of(r.type.shape));
   tile::for_each_op(
       k.body, [&](const TileOp& o) { largest = std::max(largest, elements_of(o.type.shape)); });
+  return largest;
+}
+int threads_for(const tile::Kernel& k) {
+  bool walks = false;
+  for (const tile::TileStmt& s : k.body) walks |= s.kind == tile::StmtKind::For;
+  const int64_t largest = largest_tile(k);
   int t = kThreads;
   while (walks && t < kMaxThreads && largest >= 2 * t * kMinPerThread) t *= 2;
   return t;
@@ -107,15 +112,9 @@ int threads_for(const tile::Kernel& k) {
 // bytes takes about 0.01), and a warp per row synchronises by __syncwarp alone.
 int instances_per_cta_for(const tile::Kernel& k) {
   bool loop_or_dot = false;
-  int64_t largest = 0;
   for (const tile::TileStmt& s : k.body) loop_or_dot |= s.kind == tile::StmtKind::For;
-  for (const tile::Register& r : k.registers)
-    largest = std::max(largest, elements_of(r.type.shape));
-  tile::for_each_op(k.body, [&](const TileOp& o) {
-    loop_or_dot |= o.kind == OpKind::Dot;
-    largest = std::max(largest, elements_of(o.type.shape));
-  });
-  return !loop_or_dot && largest < kThreads * kMinPerThread ? kThreads / 32 : 1;
+  tile::for_each_op(k.body, [&](const TileOp& o) { loop_or_dot |= o.kind == OpKind::Dot; });
+  return !loop_or_dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / 32 : 1;
 }
 
 class CyclicWriter : public KernelWriter {

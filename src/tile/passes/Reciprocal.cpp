@@ -80,6 +80,17 @@ class Rewriter {
                        [](const TileOp* f) { return !f->type.shape.empty(); });
   }
 
+  // Appends a new operation of `kind` and `type` on `args` to `out`; returns its result.
+  int append(OpKind kind, const TileType& type, std::vector<int> args, TileBody& out,
+             ir::Op op = ir::Op::Add, std::vector<int> dims = {}) {
+    TileOp o;
+    o.kind = kind;
+    o.type = type;
+    o.args = std::move(args);
+    o.op = op;
+    o.dims = std::move(dims);
+    return append(std::move(o), out);
+  }
   int append(TileOp o, TileBody& out) {
     o.result = k_.num_values++;
     defs_[o.result] = o;
@@ -104,39 +115,16 @@ class Rewriter {
       one.scalar = ir::make_float(1.0, DType::F32);
       one.type = TileType{DType::F32, {}};
       int numerator = append(one, out);
-      if (!type.shape.empty()) {
-        TileOp ones;
-        ones.kind = OpKind::Broadcast;
-        ones.type = type;
-        ones.args = {numerator};
-        numerator = append(ones, out);
-      }
-      TileOp reciprocal;
-      reciprocal.kind = OpKind::Map;
-      reciprocal.op = ir::Op::Div;
-      reciprocal.type = type;
-      reciprocal.args = {numerator, source};
-      int factor = append(reciprocal, out);
-      if (spread_out) {
-        TileOp spread;
-        spread.kind = OpKind::Broadcast;
-        spread.type = o.type;
-        spread.dims = dims;
-        spread.args = {factor};
-        factor = append(spread, out);
-      }
-      TileOp times;
-      times.kind = OpKind::Map;
-      times.op = ir::Op::Mul;
-      times.type = o.type;
-      times.args = {product, factor};
+      if (!type.shape.empty()) numerator = append(OpKind::Broadcast, type, {numerator}, out);
+      int factor = append(OpKind::Map, type, {numerator, source}, out, ir::Op::Div);
+      if (spread_out) factor = append(OpKind::Broadcast, o.type, {factor}, out, ir::Op::Add, dims);
       if (f == factors.back()) {
         // The last product takes the division's place (and its result id).
         o.op = ir::Op::Mul;
-        o.args = times.args;
+        o.args = {product, factor};
         return;
       }
-      product = append(times, out);
+      product = append(OpKind::Map, o.type, {product, factor}, out, ir::Op::Mul);
     }
   }
 
