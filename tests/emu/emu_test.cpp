@@ -288,6 +288,17 @@ TEST(Emulator, SaturatingCasts) {
   }
 }
 
+// Integer division by a param in 32 bits where the operands fit, in 64 where they do not: every
+// sign of divisor and dividend, a divisor of -1, dividends beyond 2^31 (|O| * 2^20).
+TEST(Emulator, DivisionsByParams) {
+  for (double c : {7.0, -7.0, -1.0})
+    for (double o : {-1.0, 3000.0, -3000.0}) {
+      Case d{"tests/emu/divisions_by_params.te", {}, {{"C", c}, {"O", o}}};
+      d.from_root = true;
+      verify(d);
+    }
+}
+
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {
   verify({"performer.te", {}, {}});
   verify({"performer.te", {{"S", 300}, {"T", 300}}, {}});

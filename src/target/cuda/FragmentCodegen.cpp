@@ -2136,6 +2136,7 @@ class FragmentWriter : public KernelWriter {
         return;  // aliases the register
       case OpKind::Full: {
         auto known = assumed_uniform_.find(o.result);
+        if (o.scalar->op == Op::IntImm) literal_names_.insert(v.name);
         line("const " + ty + " " + v.name + " = " +
              (known != assumed_uniform_.end() ? (known->second ? "true" : "false")
                                               : scalar(o.scalar)) +

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 
 #include "ir/Printer.h"
 #include "ir/Visit.h"
@@ -139,6 +140,23 @@ std::string program_preamble(const tile::TileProgram& p) {
   src << "__device__ __forceinline__ long long ks_fmod(long long a, long long b, int* err, int "
          "site) {\n  if (b == 0) { ks_fail(err, site); return 0; }\n  long long r = a % b;\n"
          "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n";
+  // The same by a divisor unknown at compile time: operands that fit 32 bits (positions, chunk
+  // sizes) take the 32-bit instructions, since a 64-bit division by such a value is a call of a
+  // long sequence (a chunked mask's per-tile test, i / C == j / C, made four an iteration). Only
+  // there: given to every division, the branch raised the prefill kernels' spills (prefill_windowed
+  // 104 -> 836 bytes on sm_90a). INT_MIN / -1 overflows 32 bits: -1 divides in 64.
+  src << "__device__ __forceinline__ bool ks_fits32(long long a, long long b) {\n"
+         "  return a == (long long)(int)a && b == (long long)(int)b && b != -1;\n}\n";
+  src << "__device__ __forceinline__ long long ks_fdiv32(long long a, long long b, int* err, int "
+         "site) {\n  if (!ks_fits32(a, b)) return ks_fdiv(a, b, err, site);\n"
+         "  if (b == 0) { ks_fail(err, site); return 0; }\n"
+         "  const int x = (int)a, y = (int)b, q = x / y;\n"
+         "  return (x - q * y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;\n}\n";
+  src << "__device__ __forceinline__ long long ks_fmod32(long long a, long long b, int* err, int "
+         "site) {\n  if (!ks_fits32(a, b)) return ks_fmod(a, b, err, site);\n"
+         "  if (b == 0) { ks_fail(err, site); return 0; }\n"
+         "  const int x = (int)a, y = (int)b, r = x % y;\n"
+         "  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;\n}\n";
   // e^x on the approximate exp2 unit: relative error about 2^-21 plus the rounding of x log2 e.
   src << "__device__ __forceinline__ float ks_exp(float x) { return ex2_approx(x * "
          "1.4426950408889634f); }\n";
@@ -220,12 +238,19 @@ std::string KernelWriter::scalar(const Expr& e) {
 
 const target::CHelpers& KernelWriter::helpers() {
   if (!helpers_)
-    helpers_ = std::make_unique<target::CHelpers>(target::CHelpers{
-        "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_, tanh_function_,
-        [this](Op op, const std::string& x, const std::string& y) {
-          return std::string(op == Op::Div ? "ks_fdiv(" : "ks_fmod(") + x + ", " + y +
-                 ", ks_err, " + std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
-        }});
+    helpers_ = std::make_unique<target::CHelpers>(
+        target::CHelpers{"fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_,
+                         tanh_function_, [this](Op op, const std::string& x, const std::string& y) {
+                           // By a value unknown at compile time (a param, a size), the helper that
+                           // divides in 32 bits when the operands fit; a literal divisor the
+                           // compiler reduces to a multiply.
+                           static const std::regex literal(R"(^\(?-?[0-9]+LL\)?$)");
+                           std::string helper = op == Op::Div ? "ks_fdiv" : "ks_fmod";
+                           if (!std::regex_match(y, literal) && !literal_names_.count(y))
+                             helper += "32";
+                           return helper + "(" + x + ", " + y + ", ks_err, " +
+                                  std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
+                         }});
   return *helpers_;
 }
 

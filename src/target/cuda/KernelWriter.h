@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -125,6 +126,8 @@ class KernelWriter {
   std::map<std::string, std::string> invariant_starts_;
   // The shared memory of the instance: the CTA's, or its warp's slice (instances_per_cta).
   std::string smem_ = "ks_smem";
+  // Names of values that hold an integer literal: a division by one is by a compile-time constant.
+  std::set<std::string> literal_names_;
 
  private:
   const target::CHelpers& helpers();
