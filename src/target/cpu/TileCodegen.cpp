@@ -597,6 +597,21 @@ class TileEmitter : public Codegen {
       line("if (" + squeezed_ok + ") {");
       ++indent_;
     }
+    // A store's buffer pointer and extents, copied into locals: the instance's lambda captures
+    // them by reference, and a store of 1-byte elements may alias anything, the closure included,
+    // so the host compiler would reload them after every element and not vectorise the loop (a
+    // quantising store to i8: scalar, most of rmsnorm_quant's time).
+    std::string base = b.id;
+    std::vector<std::string> extents = b.shape;
+    if (is_store && !shape.empty()) {
+      base = tmp();
+      line(std::string(storage_type(b.buf->dtype)) + "* __restrict__ " + base + " = " + b.id + ";");
+      for (std::string& e : extents) {
+        std::string local = tmp();
+        line("const int64_t " + local + " = " + e + ";");
+        e = local;
+      }
+    }
     // The innermost tile axis is contiguous in memory when it spans the last buffer dimension.
     bool contiguous_f16 = !is_store && !shape.empty() && b.buf->dtype == DType::F16 &&
                           o.axis_of_dim.back() == static_cast<int>(shape.size()) - 1 &&
@@ -608,10 +623,10 @@ class TileEmitter : public Codegen {
     for (size_t d = 0; d < o.starts.size(); ++d) {
       std::string idx = starts[d];
       if (o.axis_of_dim[d] >= 0) idx += " + " + ix[static_cast<size_t>(o.axis_of_dim[d])];
-      offset = d == 0 ? "(" + idx + ")" : "(" + offset + ") * " + b.shape[d] + " + (" + idx + ")";
+      offset = d == 0 ? "(" + idx + ")" : "(" + offset + ") * " + extents[d] + " + (" + idx + ")";
       if (o.axis_of_dim[d] >= 0 && o.bounds_checked[d])
         inside += std::string(inside.empty() ? "" : " & ") + "(uint64_t)(" + idx +
-                  ") < (uint64_t)" + b.shape[d];
+                  ") < (uint64_t)" + extents[d];
     }
     if (offset.empty()) offset = "0";
     std::string lin = target::spell_linear_index(ix, shape);
@@ -634,11 +649,11 @@ class TileEmitter : public Codegen {
       if (o.args.size() > 1) cond += (cond.empty() ? "(" : " & (") + at(o.args[1], here) + ")";
       Val v{at(o.args[0], here), ct_of(val(o.args[0]).dtype)};
       if (cond.empty()) {
-        line(b.id + "[" + offset + "] = " + store_value(v, b.buf->dtype) + ";");
+        line(base + "[" + offset + "] = " + store_value(v, b.buf->dtype) + ";");
       } else {
         line("const auto ks_v = " + store_value(v, b.buf->dtype) + ";");
         line("const bool ks_ok = " + cond + ";");
-        line("if (ks_ok) " + b.id + "[" + offset + "] = ks_v;");
+        line("if (ks_ok) " + base + "[" + offset + "] = ks_v;");
       }
     } else {
       std::string raw = b.id + "[" + offset + "]";
