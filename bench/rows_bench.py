@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "build", "python"))
+# After PYTHONPATH: a module given there (another build) is the one measured.
+sys.path.append(os.path.join(ROOT, "build", "python"))
 import kintsugi  # noqa: E402
 
 try:
