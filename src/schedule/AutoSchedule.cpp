@@ -932,11 +932,6 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   compute_axis_producers(s, tile_loop, head, axis, sizes, note);
 }
 
-// Step 5 (see AutoSchedule.h): a nest left outside the fused ones that only maps (one block, no
-// reduction: a split-K output, an elementwise output after a combine) and whose innermost loop
-// runs along a fused chain's axis (of an extent in `axes`) is split by `tile` there, so that the
-// tile IR gives each grid instance a tile of the row (masked at the tail) rather than one
-// element. (Other maps, such as decode's output along the head dimension, join the combine.)
 // Whether map `b` reads what the block in front of it (`producer`) writes, over the same
 // spatial loops (a key's rsqrt of its sum of squares after that sum): both run one element a grid
 // instance and the tile passes make them one kernel (fuse_kernels), which a split map would not
@@ -954,6 +949,12 @@ bool joins_producer(const ir::LoopProgram& p, const ir::StmtNode& producer, cons
   return extents == producer_extents;
 }
 
+// Step 5 (see AutoSchedule.h): a nest left outside the fused ones that only maps (one block, no
+// reduction: a split-K output, an elementwise output after a combine) and whose innermost loop
+// runs along a fused chain's axis (of an extent in `axes`) is split by `tile` there, so that the
+// tile IR gives each grid instance a tile of the row (masked at the tail) rather than one
+// element. (Other maps, such as decode's output along the head dimension, join the combine.) A map
+// that joins its producer's kernel (joins_producer) is left whole.
 void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
                const std::function<void(const std::string&)>& note) {
   std::vector<std::string> maps;

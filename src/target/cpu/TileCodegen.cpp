@@ -66,7 +66,8 @@ constexpr int64_t kParallelMinBytes = 64 * 1024;
 
 class TileEmitter : public Codegen {
  public:
-  explicit TileEmitter(const tile::TileProgram& tp) : Codegen(tp.source), tp_(tp) {}
+  explicit TileEmitter(const tile::TileProgram& tp)
+      : Codegen(tp.source), tp_(tp), in_memory_(tile::buffers_in_memory(tp)) {}
 
   std::string source() {
     std::string s = run();
@@ -84,17 +85,7 @@ class TileEmitter : public Codegen {
   // An intermediate no kernel loads or stores (a register, or one the tile passes made dead:
   // a whole-row softmax's exponentials) is not allocated: a call would otherwise allocate a
   // buffer of the whole intermediate and never touch it.
-  bool in_memory(const ir::Buffer& b) const override {
-    bool touched = false;
-    for (const tile::Kernel& k : tp_.kernels)
-      tile::for_each_op(k.body, [&](const TileOp& o) {
-        touched =
-            touched ||
-            ((o.kind == OpKind::Load || o.kind == OpKind::Store || o.kind == OpKind::Gather) &&
-             o.buffer == b.name);
-      });
-    return touched;
-  }
+  bool in_memory(const ir::Buffer& b) const override { return in_memory_.count(b.name) > 0; }
   std::string prepare_thread() const override {
     return "ks_workspace(" + std::to_string(largest_workspace_) + ");";
   }
@@ -954,6 +945,7 @@ class TileEmitter : public Codegen {
   }
 
   const tile::TileProgram& tp_;
+  const std::set<std::string> in_memory_;  // buffers the kernels load or store (buffers_in_memory)
   std::vector<Value> values_;
   std::vector<DType> op_types_;                  // every value's dtype, known before emission
   std::vector<std::vector<int64_t>> op_shapes_;  // and its shape

@@ -1017,9 +1017,7 @@ class CyclicWriter : public KernelWriter {
 
 CudaSource generate_cuda_source(const tile::TileProgram& program) {
   CudaSource out;
-  std::set<std::string> touched;
-  for (const tile::Kernel& k : program.kernels)
-    tile::for_each_op(k.body, [&](const TileOp& o) { touched.insert(o.buffer); });
+  const std::set<std::string> touched = tile::buffers_in_memory(program);
   for (const ir::Buffer& b : program.source.buffers)
     out.buffers.push_back(tile::is_register(program, b.name) ? BufferSlot::Register
                           : b.role == ir::BufferRole::Intermediate && !touched.count(b.name)

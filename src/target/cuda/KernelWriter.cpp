@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
+#include <string_view>
 
 #include "ir/Printer.h"
 #include "ir/Visit.h"
@@ -236,6 +236,20 @@ std::string KernelWriter::scalar(const Expr& e) {
   return spell(e->op, {scalar(e->args[0]), scalar(e->args[1])}, fl);
 }
 
+namespace {
+
+// Whether `code` spells an integer literal as scalar() does: 64LL, -3LL, (64LL).
+bool int_literal(std::string_view code) {
+  if (code.size() > 2 && code.front() == '(' && code.back() == ')')
+    code = code.substr(1, code.size() - 2);
+  if (!code.empty() && code.front() == '-') code.remove_prefix(1);
+  if (code.size() < 3 || !code.ends_with("LL")) return false;
+  code.remove_suffix(2);
+  return std::all_of(code.begin(), code.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
 const target::CHelpers& KernelWriter::helpers() {
   if (!helpers_)
     helpers_ = std::make_unique<target::CHelpers>(
@@ -244,10 +258,8 @@ const target::CHelpers& KernelWriter::helpers() {
                            // By a value unknown at compile time (a param, a size), the helper that
                            // divides in 32 bits when the operands fit; a literal divisor the
                            // compiler reduces to a multiply.
-                           static const std::regex literal(R"(^\(?-?[0-9]+LL\)?$)");
                            std::string helper = op == Op::Div ? "ks_fdiv" : "ks_fmod";
-                           if (!std::regex_match(y, literal) && !literal_names_.count(y))
-                             helper += "32";
+                           if (!int_literal(y) && !literal_names_.count(y)) helper += "32";
                            return helper + "(" + x + ", " + y + ", ks_err, " +
                                   std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
                          }});

@@ -37,6 +37,18 @@ inline std::set<std::string> written_in(const TileBody& b) {
   return out;
 }
 
+// Buffers some kernel of `p` keeps in memory: loaded, gathered from or stored to (registers are
+// read and written instead; an intermediate outside this set needs no memory).
+inline std::set<std::string> buffers_in_memory(const TileProgram& p) {
+  std::set<std::string> out;
+  for (const Kernel& k : p.kernels)
+    for_each_op(k.body, [&](const TileOp& o) {
+      if (o.kind == OpKind::Load || o.kind == OpKind::Store || o.kind == OpKind::Gather)
+        out.insert(o.buffer);
+    });
+  return out;
+}
+
 // Whether two loads or stores address the same region: equal starts, tile axes and shape.
 inline bool same_region(const TileOp& a, const TileOp& b) {
   if (a.axis_of_dim != b.axis_of_dim || a.type.shape != b.type.shape ||
