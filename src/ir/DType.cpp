@@ -2,6 +2,7 @@
 // Scalar type names and exact f16 / bf16 rounding.
 #include "ir/DType.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -113,44 +114,62 @@ double round_magnitude(double ax, int mant, int emin, double maxv) {
   if (r > maxv) return std::numeric_limits<double>::infinity();
   return r;
 }
+
+// The bits of the 16-bit IEEE format with `mant` stored mantissa bits and `exp_bits` exponent
+// bits (f16: 10 and 5, bf16: 7 and 8) nearest to x, ties to even, overflow to +-inf, NaN to the
+// positive quiet NaN. Computed on the double's bits: the significand is shifted to the target's
+// quantum at x's exponent (or at the least normal exponent, for subnormal results) and rounded
+// from the bits shifted out, so no floating-point operation can round twice.
+uint16_t double_to_binary16(double x, int mant, int exp_bits) {
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  const uint16_t sign = static_cast<uint16_t>((u >> 63) << 15);
+  const uint16_t inf = static_cast<uint16_t>(((1u << exp_bits) - 1) << mant);
+  const uint64_t magnitude = u & ~(uint64_t{1} << 63);
+  const uint64_t double_inf = uint64_t{0x7ff} << 52;
+  if (magnitude > double_inf) return inf | static_cast<uint16_t>(1u << (mant - 1));
+  if (magnitude == double_inf) return sign | inf;
+  // Doubles below 2^-1022 round to zero in both formats (their least subnormal is 2^-133 or more).
+  if ((magnitude >> 52) == 0) return sign;
+  const int e = static_cast<int>(magnitude >> 52) - 1023;
+  const uint64_t significand = (magnitude & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
+  const int bias = (1 << (exp_bits - 1)) - 1, emin = 1 - bias;
+  // Bits of the significand below the result's quantum 2^(max(e, emin) - mant).
+  const int shift = 52 - mant + std::max(emin - e, 0);
+  if (shift > 53) return sign;  // below half the least subnormal
+  uint64_t q = significand >> shift;
+  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1),
+                 half = uint64_t{1} << (shift - 1);
+  if (rest > half || (rest == half && (q & 1))) ++q;
+  // A subnormal's q is its code; one rounded up to 2^mant is the least normal's code, 2^mant.
+  if (e < emin) return sign | static_cast<uint16_t>(q);
+  int field = e + bias;
+  if (q == (uint64_t{2} << mant)) q >>= 1, ++field;  // rounded up to the next power of two
+  if (field >= (1 << exp_bits) - 1) return sign | inf;
+  return sign | static_cast<uint16_t>(field << mant) |
+         static_cast<uint16_t>(q - (uint64_t{1} << mant));
+}
 }  // namespace
 
 uint16_t double_to_f16_bits(double x) {
-  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x)) return 0x7e00;
-  double ax = std::fabs(x);
-  if (std::isinf(ax)) return sign | 0x7c00;
-  double r = round_magnitude(ax, 10, -14, 65504.0);
-  if (std::isinf(r)) return sign | 0x7c00;
-  if (r == 0.0) return sign;
-  int e = std::ilogb(r);
-  if (e < -14) {  // subnormal: r = m * 2^-24
-    return sign | static_cast<uint16_t>(std::lround(std::ldexp(r, 24)));
-  }
-  uint16_t mant = static_cast<uint16_t>(std::lround(std::ldexp(r, -e) * 1024.0) - 1024);
-  return sign | static_cast<uint16_t>((e + 15) << 10) | mant;
+  return double_to_binary16(x, 10, 5);
 }
 
 double f16_bits_to_double(uint16_t bits) {
-  int sign = bits & 0x8000 ? -1 : 1;
-  int exp = (bits >> 10) & 0x1f;
-  int mant = bits & 0x3ff;
+  const int exp = (bits >> 10) & 0x1f;
+  const uint64_t mant = bits & 0x3ff;
+  const double sign = bits & 0x8000 ? -1.0 : 1.0;
   if (exp == 0x1f) return mant ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
-  if (exp == 0) return sign * std::ldexp(mant, -24);
-  return sign * std::ldexp(1024 + mant, exp - 25);
+  if (exp == 0) return sign * static_cast<double>(mant) * 0x1p-24;
+  const uint64_t u =
+      (uint64_t{bits & 0x8000u} << 48) | (uint64_t(exp - 15 + 1023) << 52) | (mant << 42);
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
 }
 
 uint16_t double_to_bf16_bits(double x) {
-  if (std::isnan(x)) return 0x7fc0;
-  // bf16 is the top half of an f32: round the double to f32 range and 8 significant bits.
-  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  double ax = std::fabs(x);
-  double maxv = std::ldexp(255.0, 127 - 7);  // (2 - 2^-7) * 2^127
-  double r = std::isinf(ax) ? ax : round_magnitude(ax, 7, -126, maxv);
-  float f = static_cast<float>(r);  // exact: r has at most 8 significant bits
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return sign | static_cast<uint16_t>(u >> 16);
+  return double_to_binary16(x, 7, 8);
 }
 
 double bf16_bits_to_double(uint16_t bits) {

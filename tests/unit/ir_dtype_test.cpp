@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 #include <cmath>
+#include <cstdint>
+#include <random>
 #include "ir/DType.h"
 using namespace kintsugi;
 TEST(DType, F16RoundTrip) {
@@ -12,6 +14,62 @@ TEST(DType, F16RoundTrip) {
   EXPECT_EQ(round_to_dtype(1.0 + std::ldexp(1.0, -8), DType::BF16), 1.0);
   EXPECT_EQ(round_to_dtype(-3.7, DType::I8), -3.0);
   EXPECT_EQ(round_to_dtype(300.0, DType::I8), 127.0);
+}
+
+// The 16-bit formats against their definition: every code decodes and encodes back to itself;
+// every exact midpoint between neighbours goes to the even code; random doubles across the whole
+// range (and beyond it) go to the code whose value is nearest, found by bisection over the codes
+// (non-negative codes are ordered as their values), ties to even; from the midpoint above the
+// largest finite value, infinity.
+void check_binary16(uint16_t (*encode)(double), double (*decode)(uint16_t), uint16_t largest,
+                    int min_exp, int max_exp) {
+  for (uint32_t c = 0; c <= largest; ++c) {
+    const uint16_t code = static_cast<uint16_t>(c);
+    ASSERT_EQ(encode(decode(code)), code) << c;
+    ASSERT_EQ(encode(-decode(code)), code | 0x8000) << c;
+    if (c < largest) {
+      const double mid = (decode(code) + decode(static_cast<uint16_t>(c + 1))) / 2;
+      ASSERT_EQ(encode(mid), c % 2 ? c + 1 : c) << "midpoint above " << c;
+    }
+  }
+  const double top = decode(largest), over = top + (top - decode(largest - 1)) / 2;
+  EXPECT_EQ(decode(encode(over)), INFINITY);
+  EXPECT_EQ(decode(encode(std::nextafter(over, 0.0))), top);
+  EXPECT_EQ(decode(encode(-INFINITY)), -INFINITY);
+  EXPECT_TRUE(std::isnan(decode(encode(std::nan("")))));
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int> exponent(min_exp, max_exp);
+  std::uniform_real_distribution<double> fraction(1.0, 2.0);
+  for (int k = 0; k < 200000; ++k) {
+    const double x = std::ldexp(fraction(rng), exponent(rng));
+    uint32_t lo = 0, hi = largest;  // the last code whose value is at most x
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi + 1) / 2;
+      if (decode(static_cast<uint16_t>(mid)) <= x)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    uint16_t want = static_cast<uint16_t>(lo);
+    if (x >= over) {
+      EXPECT_EQ(decode(encode(x)), INFINITY) << x;
+      continue;
+    }
+    if (lo < largest) {
+      const double below = x - decode(want), above = decode(static_cast<uint16_t>(lo + 1)) - x;
+      if (above < below || (above == below && lo % 2)) want = static_cast<uint16_t>(lo + 1);
+    }
+    ASSERT_EQ(encode(x), want) << std::hexfloat << x;
+  }
+}
+
+TEST(DType, F16AndBf16Rounding) {
+  check_binary16(double_to_f16_bits, f16_bits_to_double, 0x7bff, -30, 17);
+  check_binary16(double_to_bf16_bits, bf16_bits_to_double, 0x7f7f, -140, 130);
+  EXPECT_EQ(double_to_f16_bits(1e-300), 0);
+  EXPECT_EQ(double_to_f16_bits(-1e-310), 0x8000);
+  EXPECT_EQ(f16_bits_to_double(0x0001), std::ldexp(1.0, -24));
+  EXPECT_EQ(f16_bits_to_double(0xfbff), -65504.0);
 }
 
 // fp8 (OCP FP8): every code decodes and encodes back to itself (NaN to the canonical 0x7f), the
