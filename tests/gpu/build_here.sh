@@ -4,6 +4,7 @@
 # the Debian packages that scripts/gpu_debs.sh downloaded into this tree's build/debs (carried
 # there) into a private prefix, never into /, and configures against it, with the Python module
 # for this machine's python3. The binaries find libfmt through their build-tree RPATH.
+# KINTSUGI_TARGETS, when set, builds only those targets (e.g. "kintsugi_cli", the command line tool alone).
 #   tests/gpu/build_here.sh [BUILD_DIR [SOURCE_DIR]]   (default build-gpu of SOURCE_DIR, this tree)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -21,6 +22,6 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_C_COMPILER="$(command -v gcc)" -DCMAKE_CXX_COMPILER="$(command -v g++)" \
   -DCMAKE_PREFIX_PATH="$prefix/usr" -DKINTSUGI_BUILD_PYTHON=ON \
   -DPython_EXECUTABLE="$(command -v python3)" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+cmake --build "$build" -j "$(nproc)" ${KINTSUGI_TARGETS:+--target $KINTSUGI_TARGETS}
 # A copy of the tree may carry a stale .git: KINTSUGI_COMMIT, when set, names the commit.
 echo "built $build (commit ${KINTSUGI_COMMIT:-$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)})"
