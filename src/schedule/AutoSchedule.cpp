@@ -548,6 +548,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda")
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
+  if (target == "cuda") o.strip_tile_max = 8192;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
   return o;
 }
@@ -736,6 +737,22 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
   AutoScheduleOptions strips = given;
   strips.row_tile = given.strip_rows;
   strips.tile = given.strip_tile;
+  // Longer strips while every row still makes enough grid instances: fewer block reductions and
+  // more bytes in flight a CTA, without starving the grid of few long rows.
+  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+  const std::map<std::string, int64_t>& sizes =
+      given.sizes.empty() ? program.size_hints : given.sizes;
+  try {
+    int64_t rows = 1;
+    for (const ir::IterVar& iv : first.iters)
+      if (iv.kind == ir::IterKind::Spatial) rows *= ir::eval_int(iv.extent, sizes);
+    const int64_t length = ir::eval_int(axis, sizes);
+    while (2 * strips.tile <= given.strip_tile_max && 2 * strips.tile <= length &&
+           rows * ((length + 2 * strips.tile - 1) / (2 * strips.tile)) >= given.min_chunk_instances)
+      strips.tile *= 2;
+  } catch (const UserError&) {
+    // A size without a value: the strip tile as given.
+  }
   return strips;
 }
 

@@ -83,6 +83,12 @@ struct AutoScheduleOptions {
   // 0.185, 4096: 0.207).
   int64_t strip_rows = 0;
   int64_t strip_tile = 0;
+  // A strip is doubled up to this many columns while it stays no longer than the row and the
+  // rows times the strips a row still make min_chunk_instances grid instances (0: strip_tile
+  // only). On the H200 (docs/perf.md, 4096 rows of 131072) strips of 8192 rather than 1024 took
+  // layer norm f16 from 1.91 to 1.24 ms, l2norm from 1.01 to 0.77, rmsnorm_quant from 1.66 to
+  // 1.14; one row of 131072 (softmax f32) kept 1024: 0.0095 ms against 0.0119 at 8192.
+  int64_t strip_tile_max = 0;
   // A row reduction whose row has at most this many bytes at the sizes decided with (its length
   // times the widest element of the inputs the chain reads) is not fused: each of its reductions
   // runs over the whole row in one tile, and the row is read once (on CUDA, one row a CTA held in

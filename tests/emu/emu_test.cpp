@@ -213,6 +213,13 @@ TEST(Emulator, SplitKAtLongLengths) {
   verify({"norm/l2norm.te", {{"M", 130}, {"N", 16500}}, {}});
 }
 
+// Rows streamed in strips longer than the first (strip_tile_max): 130 rows of 16500 columns make
+// strips of 8192, two whole and one partial a row, with the cp.async pipeline of the larger tiles.
+TEST(Emulator, NormsInLongStrips) {
+  for (const char* name : {"norm/softmax.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
+    verify({name, {{"M", 130}, {"N", 16500}}, {}});
+}
+
 TEST(Emulator, NormsAtDefaultAndOddSizes) {
   for (const char* name :
        {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"}) {
