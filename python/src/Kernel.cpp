@@ -487,13 +487,14 @@ std::vector<OwnedTensor> Kernel::run(const std::vector<ArgView>& inputs,
         if (in_place(view)) {
           args.push_back(view.storage.get());
         } else {
-          runtime::Tensor& t = staged.emplace_back(view.dtype, view.shape);
+          runtime::Tensor& t =
+              staged.emplace_back(runtime::Tensor::for_output(view.dtype, view.shape, "output"));
           copy_back.push_back({&t, &view});
           args.push_back(&t);
         }
       } else {
-        auto t = std::make_shared<runtime::Tensor>(b.dtype, ir::eval_shape(b.shape, sizes, params_),
-                                                   "output '" + b.name + "'");
+        auto t = std::make_shared<runtime::Tensor>(runtime::Tensor::for_output(
+            b.dtype, ir::eval_shape(b.shape, sizes, params_), "output '" + b.name + "'"));
         allocated[b.name] = t;
         args.push_back(t.get());
       }
@@ -528,7 +529,9 @@ std::vector<OwnedTensor> Kernel::run_host(const Variant& v, const runtime::SizeM
   auto ref_of = [&](const ArgView& view, bool output) {
     if (std::find(used.begin(), used.end(), view.data) == used.end() || bytes_of(view) == 0)
       return runtime::TensorRef(view.dtype, view.shape, view.data, bytes_of(view));
-    runtime::Tensor& t = staged.emplace_back(view.dtype, view.shape);
+    // Written whole: by the copy below (an input) or by the kernel (an output).
+    runtime::Tensor& t = staged.emplace_back(
+        runtime::Tensor::for_output(view.dtype, view.shape, output ? "output" : "input"));
     if (output)
       copy_back.push_back({&t, &view});
     else
@@ -542,8 +545,8 @@ std::vector<OwnedTensor> Kernel::run_host(const Variant& v, const runtime::SizeM
       if (auto it = out_view.find(b.name); it != out_view.end()) {
         args.push_back(ref_of(*it->second, true));
       } else {
-        auto t = std::make_shared<runtime::Tensor>(b.dtype, ir::eval_shape(b.shape, sizes, params_),
-                                                   "output '" + b.name + "'");
+        auto t = std::make_shared<runtime::Tensor>(runtime::Tensor::for_output(
+            b.dtype, ir::eval_shape(b.shape, sizes, params_), "output '" + b.name + "'"));
         allocated[b.name] = t;
         args.push_back(runtime::TensorRef(*t));
       }

@@ -1,7 +1,8 @@
 // \file HostStorage.cpp
-// Zeroed host memory (see HostStorage.h): small blocks from the C library, cleared; large ones
-// mapped anonymously (zero by the operating system's guarantee) and advised into huge pages, or a
-// recently released block of the same size, cleared.
+// Host memory (see HostStorage.h): small blocks from the C library, cleared; large ones mapped
+// anonymously (zero by the operating system's guarantee) and advised into huge pages, or a
+// recently released block of the same size, cleared. Memory for an output written whole is not
+// cleared.
 #include "runtime/HostStorage.h"
 
 #include <sys/mman.h>
@@ -69,19 +70,19 @@ std::pair<void*, size_t> keep(void* p, size_t n) {
 
 }  // namespace
 
-void* allocate_zeroed(size_t bytes) noexcept {
+void* allocate_host(size_t bytes, bool zeroed) noexcept {
   if (bytes > SIZE_MAX - kMappedBytes) return nullptr;
   if (bytes < kMappedBytes) {
     size_t n = round_up(bytes == 0 ? 1 : bytes, 64);
     void* p = std::aligned_alloc(64, n);
-    if (p) std::memset(p, 0, n);
+    if (p && zeroed) std::memset(p, 0, n);
     return p;
   }
   // Mapped with a huge page of slack and trimmed to a 2 MiB boundary, so that every 2 MiB of the
   // block can be one huge page (one fault, not 512).
   size_t n = round_up(bytes, kPageBytes);
   if (void* reused = take_kept(n)) {
-    std::memset(reused, 0, n);
+    if (zeroed) std::memset(reused, 0, n);
     return reused;
   }
   void* raw =
@@ -98,7 +99,7 @@ void* allocate_zeroed(size_t bytes) noexcept {
   return p;
 }
 
-void release_zeroed(void* p, size_t bytes) noexcept {
+void release_host(void* p, size_t bytes) noexcept {
   if (!p) return;
   if (bytes < kMappedBytes) {
     std::free(p);

@@ -9,8 +9,14 @@
 // value-initialising an element (std::vector's resize and size constructor) leaves the memory as
 // allocated instead of writing it.
 //
-// Invariant: a Storage of n elements that was constructed or grown from empty reads as zeros.
-// (A vector shrunk and grown again within its capacity would not: Tensor never does that.)
+// An output that a kernel is about to write whole needs no zeros at all: a recently released
+// block reused for it is not cleared again (the clearing was a quarter of an f32 softmax call at
+// 4096 x 8192 through the Python module, docs/perf.md). Its allocator is made with
+// `zeroed = false` (Tensor::for_output).
+//
+// Invariant: a Storage of n elements that was constructed or grown from empty with a zeroing
+// allocator reads as zeros. (A vector shrunk and grown again within its capacity would not:
+// Tensor never does that.)
 #pragma once
 
 #include <cstddef>
@@ -22,26 +28,30 @@
 
 namespace kintsugi::runtime {
 
-// Zeroed, 64-byte aligned memory of `bytes` bytes; nullptr when it is not available.
-void* allocate_zeroed(size_t bytes) noexcept;
-// Returns memory from allocate_zeroed(bytes), with the same byte count.
-void release_zeroed(void* p, size_t bytes) noexcept;
+// 64-byte aligned memory of `bytes` bytes, zeroed unless `zeroed` is false (then it holds
+// whatever it held); nullptr when it is not available.
+void* allocate_host(size_t bytes, bool zeroed) noexcept;
+// Returns memory from allocate_host(bytes, ...), with the same byte count.
+void release_host(void* p, size_t bytes) noexcept;
 
 template <class T>
 struct ZeroedAllocator {
   using value_type = T;
 
+  bool zeroed = true;  // false: memory as it comes, for an output a kernel writes whole
+
   ZeroedAllocator() = default;
+  explicit ZeroedAllocator(bool zeroed) noexcept : zeroed(zeroed) {}
   template <class U>
-  ZeroedAllocator(const ZeroedAllocator<U>&) noexcept {}
+  ZeroedAllocator(const ZeroedAllocator<U>& other) noexcept : zeroed(other.zeroed) {}
 
   T* allocate(size_t n) {
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
-    void* p = allocate_zeroed(n * sizeof(T));
+    void* p = allocate_host(n * sizeof(T), zeroed);
     if (!p) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, size_t n) noexcept { release_zeroed(p, n * sizeof(T)); }
+  void deallocate(T* p, size_t n) noexcept { release_host(p, n * sizeof(T)); }
 
   // Default-initialises where the vector value-initialises: the memory is zero already.
   template <class U>
@@ -53,6 +63,7 @@ struct ZeroedAllocator {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
 
+  // Memory of either kind is released alike: any allocator frees what another allocated.
   template <class U>
   bool operator==(const ZeroedAllocator<U>&) const noexcept {
     return true;

@@ -59,11 +59,19 @@ Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_)
     : Tensor(dtype_, std::move(shape_), "tensor") {}
 
 Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_, const std::string& what)
+    : Tensor(dtype_, std::move(shape_), what, true) {}
+
+Tensor Tensor::for_output(DType dtype, std::vector<int64_t> shape, const std::string& what) {
+  return Tensor(dtype, std::move(shape), what, false);
+}
+
+Tensor::Tensor(DType dtype_, std::vector<int64_t> shape_, const std::string& what, bool zeroed)
     : dtype(dtype_), shape(std::move(shape_)) {
   internal_assert(is_storage(dtype)) << "tensor of non-storage type " << dtype_name(dtype);
   int64_t bytes = checked_bytes(shape, dtype_bytes(dtype), what);
   try {
-    data = Storage(static_cast<size_t>(bytes));  // zero as allocated: not written here
+    // As allocated: zero, or (an output) whatever the memory held; not written here.
+    data = Storage(static_cast<size_t>(bytes), ZeroedAllocator<uint8_t>(zeroed));
   } catch (const std::bad_alloc&) {
     arg_error << "cannot allocate " << what << " " << dtype_name(dtype) << shape_string(shape)
               << ": " << bytes << " bytes of memory are not available";

@@ -17,13 +17,15 @@ namespace kintsugi::runtime {
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  Storage data;  // zero when allocated, 64-byte aligned (HostStorage.h)
+  Storage data;  // 64-byte aligned; zero when allocated, but for for_output (HostStorage.h)
 
   Tensor() = default;
   Tensor(DType dtype, std::vector<int64_t> shape);  // zero-filled
   // Zero-filled; `what` names the tensor in the error raised when its size overflows or its
   // memory cannot be allocated (a RuntimeArgError with the shape and the byte count).
   Tensor(DType dtype, std::vector<int64_t> shape, const std::string& what);
+  // Not filled: for an output that a kernel (or a copy) is about to write whole. Errors as above.
+  static Tensor for_output(DType dtype, std::vector<int64_t> shape, const std::string& what);
 
   int64_t numel() const;
   void* ptr() { return data.data(); }
@@ -31,6 +33,9 @@ struct Tensor {
   // Element i (row-major) as a double, and a store that rounds to the dtype.
   double get(int64_t i) const;
   void set(int64_t i, double v);
+
+ private:
+  Tensor(DType dtype, std::vector<int64_t> shape, const std::string& what, bool zeroed);
 };
 
 // A tensor's memory seen without owning it (an array of the caller's, used in place): dtype,
