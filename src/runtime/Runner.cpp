@@ -440,8 +440,11 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
     if (b.role == ir::BufferRole::Output) {
       auto [it, _] = outputs.emplace(
-          b.name,
-          Tensor(b.dtype, ir::eval_shape(b.shape, r.shape, params), "output '" + b.name + "'"));
+          b.name, Tensor::for_output(b.dtype, ir::eval_shape(b.shape, r.shape, params),
+                                     "output '" + b.name + "'"));
+      // All ones: NaN in every float type, so that verification catches an element the kernel
+      // leaves unwritten (a zero-filled output would hide one whose value is 0).
+      std::fill(it->second.data.begin(), it->second.data.end(), uint8_t{0xff});
       args.push_back(&it->second);
     }
   }
