@@ -360,10 +360,75 @@ namespace {
 // the program allows it (the exact interpreter takes about 3 s for 2^23 elements of softmax).
 constexpr int64_t kVerifyWholeUpTo = int64_t{1} << 26;
 
+// Block iterations beyond which the exact interpreter is not asked to verify (it runs about 2e7
+// a second: 2^33 is several minutes; attention at 16 heads and 4096 x 4096 would take hours).
+constexpr int64_t kInterpretAtMost = int64_t{1} << 33;
+
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t k = 0; k < shape.size(); ++k) out += (k ? ", " : "") + std::to_string(shape[k]);
   return out + "]";
+}
+
+// The rows at which the exact interpreter verifies an instance of `shape`: all of them (`size`
+// empty), or, beyond kVerifyWholeUpTo input and output elements where the program computes every
+// row from its own rows (RowSample.h), `rows` of them along `size`.
+struct VerifiedRows {
+  std::string size;
+  int64_t rows = 0;
+};
+VerifiedRows verified_rows(const ir::LoopProgram& p, const SizeMap& shape, const ParamMap& params) {
+  int64_t elements = 0;
+  for (const ir::Buffer& b : p.buffers)
+    if (b.role == ir::BufferRole::Input || b.role == ir::BufferRole::Output)
+      elements += checked_numel(ir::eval_shape(b.shape, shape, params), "buffer '" + b.name + "'");
+  VerifiedRows v;
+  if (elements <= kVerifyWholeUpTo) return v;
+  v.size = independent_size(p);
+  if (v.size.empty()) return v;
+  const int64_t extent = shape.at(v.size);
+  v.rows = std::min(
+      extent, std::clamp(kVerifyWholeUpTo / 2 / (elements / extent), int64_t{64}, int64_t{1024}));
+  return v;
+}
+
+// The iterations of the blocks of `s` (each block's enclosing loop extents multiplied), at most
+// kInterpretAtMost + 1; -1 when an extent has no value at `sizes`.
+int64_t block_iterations(const ir::Stmt& s, const SizeMap& sizes, const ParamMap& params,
+                         int64_t outer = 1) {
+  if (!s) return 0;
+  switch (s->kind) {
+    case ir::StmtKind::Seq: {
+      int64_t total = 0;
+      for (const ir::Stmt& c : s->stmts) {
+        const int64_t n = block_iterations(c, sizes, params, outer);
+        if (n < 0) return -1;
+        total = std::min(total + n, kInterpretAtMost + 1);
+      }
+      return total;
+    }
+    case ir::StmtKind::For: {
+      int64_t extent = 0;
+      try {
+        extent = ir::eval_int(s->extent, sizes, params);
+      } catch (const UserError&) {
+        return -1;
+      }
+      if (extent <= 0) return 0;
+      const int64_t inner =
+          outer > (kInterpretAtMost + 1) / extent ? kInterpretAtMost + 1 : outer * extent;
+      return block_iterations(s->body, sizes, params, inner);
+    }
+    case ir::StmtKind::Block:
+      return outer;
+    case ir::StmtKind::If: {
+      const int64_t a = block_iterations(s->then_case, sizes, params, outer);
+      const int64_t b = block_iterations(s->else_case, sizes, params, outer);
+      return a < 0 || b < 0 ? -1 : std::max(a, b);
+    }
+    default:
+      return block_iterations(s->body, sizes, params, outer);
+  }
 }
 }  // namespace
 
@@ -401,6 +466,26 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   } else {
     r.shape = bind_sizes(p, o.shape);
     inputs = random_inputs(p, r.shape, o.seed, params);
+  }
+  const bool verify = o.verify || o.bench || !o.reference_dir.empty();
+  const VerifiedRows verified = verified_rows(p, r.shape, params);
+  if (verify && o.reference_dir.empty()) {
+    SizeMap at = r.shape;
+    if (!verified.size.empty()) at[verified.size] = verified.rows;
+    const int64_t work = block_iterations(p.body, at, params);
+    if (work > kInterpretAtMost) {
+      std::string sizes;
+      for (const auto& [d, v] : r.shape)
+        sizes += (sizes.empty() ? "" : ",") + d + "=" + std::to_string(v);
+      arg_error << (o.bench ? "--bench" : "--verify") << " at " << sizes
+                << ": the exact interpreter would run more than " << kInterpretAtMost
+                << " block iterations to verify " << p.name
+                << " (several minutes at the least); verify against float64 outputs computed "
+                   "elsewhere from the same "
+                   "inputs (run once with --save-io DIR, compute DIR's outputs, then --inputs DIR "
+                   "--reference REFDIR; bench/generality_bench.py does so with NumPy), or run "
+                   "smaller sizes";
+    }
   }
 
   // The kernel runs the scheduled program; verification always uses the unscheduled one.
@@ -458,7 +543,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   launch();
 
   // A timing is only reported for a kernel verified in the same run: --bench implies --verify.
-  if (o.verify || o.bench || !o.reference_dir.empty()) {
+  if (verify) {
     // The fp64 reference: the exact interpreter, or arrays computed elsewhere from the same
     // inputs (--reference, for sizes the interpreter is too slow for).
     std::map<std::string, std::vector<double>> reference;
@@ -466,18 +551,11 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
     if (o.reference_dir.empty()) {
       // An instance too large for the exact interpreter is checked on a sample of its rows where
       // the program computes every row from its own rows (RowSample.h).
-      int64_t elements = 0;
-      for (const auto& m : {&inputs, &outputs})
-        for (const auto& [name, t] : *m) elements += t.numel();
-      const std::string size = elements > kVerifyWholeUpTo ? independent_size(p) : "";
+      const std::string& size = verified.size;
       std::map<std::string, Tensor> sampled_inputs;
       SizeMap at = r.shape;
       if (!size.empty()) {
-        const int64_t extent = r.shape.at(size);
-        const int64_t count = std::min(
-            extent,
-            std::clamp(kVerifyWholeUpTo / 2 / (elements / extent), int64_t{64}, int64_t{1024}));
-        std::vector<int64_t> rows = sample_rows(extent, count, o.seed);
+        std::vector<int64_t> rows = sample_rows(r.shape.at(size), verified.rows, o.seed);
         sampled_inputs = take_rows(p, size, inputs, rows);
         checked_outputs = take_rows(p, size, outputs, rows);
         at[size] = static_cast<int64_t>(rows.size());
