@@ -126,6 +126,17 @@ def mup_scale(inputs, params):
                                    scale=1 / params["SCALE"])[0]}
 
 
+def attention_scale_in_exp(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"],
+                                   visible=j <= i + t_len - s_len)[0]}
+
+
+def softmax_temperature(inputs, params):
+    return {"Y": softmax_rows(inputs["X"] / params["TEMP"])}
+
+
 def qk_norm(inputs, params):
     q, k = inputs["Q"], inputs["K"]
     eps = params["EPS"]

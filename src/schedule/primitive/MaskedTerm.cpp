@@ -21,13 +21,16 @@ std::optional<double> first_trial(const ir::Expr& term, const algebra::LeafFn& f
                                   const std::function<bool(double)>& stop) {
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> dist(-4.0, 4.0);
+  // Sizes are positive: a term that scales by sqrt(f32(D)) is not NaN at any of them.
+  std::uniform_int_distribution<int> size(1, 64);
   for (int trial = 0; trial < 8; ++trial) {
     std::map<std::string, double> values;
     double v = algebra::eval_ir(term, [&](const ir::Expr& n, double* out) {
       if (fixed && fixed(n, out)) return true;
       if (n->op != ir::Op::Load && n->op != ir::Op::Var) return false;
       std::string key = ir::to_string(n);
-      if (!values.count(key)) values[key] = dist(rng);
+      const bool dim = n->op == ir::Op::Var && n->var_kind == ir::VarKind::Dim;
+      if (!values.count(key)) values[key] = dim ? size(rng) : dist(rng);
       *out = values[key];
       return true;
     });

@@ -38,6 +38,22 @@ TEST(algebra_repair, SoftmaxSumAfterMax) {
   EXPECT_EQ(r.values[0].new_var, "m'");
 }
 
+// 1b. A temperature or a scale applied after the maximum, exp((x - m) / T) and exp((x - m) * C)
+// (params: constant along the axis): the exponent is expanded before it is split, and the
+// repair's exponent is the difference scaled once, exact where m' is close to m.
+TEST(algebra_repair, SoftmaxWithTheScaleAfterTheMax) {
+  Expr x = ld("x", {idx("i"), idx("j")});
+  auto q1 = request(Reducer::Sum, ex(div(sub(x, m_i()), param("T"))), {"m"});
+  RepairResult r1 = derive_repair(q1);
+  expect_derived(q1, r1, 11);
+  EXPECT_EQ(r1.method, "separable product");
+  EXPECT_EQ(to_math(r1.h_unguarded), "t * exp((m - m') / T)");
+  auto q2 = request(Reducer::Sum, ex(mul(sub(x, m_i()), param("C"))), {"m"});
+  RepairResult r2 = derive_repair(q2);
+  expect_derived(q2, r2, 12);
+  EXPECT_EQ(to_math(r2.h_unguarded), "t * exp(C * (m - m'))");
+}
+
 // 2. attention P.V, normalisation after the matmul, P rounded to f16.
 TEST(algebra_repair, AttentionPVNormalisedAfter) {
   Expr s = ld("S", {idx("i"), idx("j")});
