@@ -133,6 +133,12 @@ def attention_scale_in_exp(inputs, params):
                                    visible=j <= i + t_len - s_len)[0]}
 
 
+def attention_mask_after_exp(inputs, params):
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=j <= i)[0]}
+
+
 def softmax_temperature(inputs, params):
     return {"Y": softmax_rows(inputs["X"] / params["TEMP"])}
 
