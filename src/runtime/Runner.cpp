@@ -481,10 +481,9 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
                 << ": the exact interpreter would run more than " << kInterpretAtMost
                 << " block iterations to verify " << p.name
                 << " (several minutes at the least); verify against float64 outputs computed "
-                   "elsewhere from the same "
-                   "inputs (run once with --save-io DIR, compute DIR's outputs, then --inputs DIR "
-                   "--reference REFDIR; bench/generality_bench.py does so with NumPy), or run "
-                   "smaller sizes";
+                   "elsewhere from the same inputs (run once with --save-io DIR, compute DIR's "
+                   "outputs, then --inputs DIR --reference REFDIR; bench/generality_bench.py does "
+                   "so with NumPy), or run smaller sizes";
     }
   }
 

@@ -713,6 +713,12 @@ std::vector<std::vector<std::string>> fusion_groups(
   return groups;
 }
 
+// The sizes the auto-scheduler decides with: the options', else the program's size hints.
+const std::map<std::string, int64_t>& decision_sizes(const ir::LoopProgram& program,
+                                                     const AutoScheduleOptions& options) {
+  return options.sizes.empty() ? program.size_hints : options.sizes;
+}
+
 // Whether a group is a row reduction: no block of the chain (`members`) or of its producers
 // (`closure`) reduces along an axis other than the chain's, of extent `axis`: softmax and norms,
 // not attention, whose scores reduce along the head dimension.
@@ -740,8 +746,7 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
   // Longer strips while every row still makes enough grid instances: fewer block reductions and
   // more bytes in flight a CTA, without starving the grid of few long rows.
   const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
-  const std::map<std::string, int64_t>& sizes =
-      given.sizes.empty() ? program.size_hints : given.sizes;
+  const std::map<std::string, int64_t>& sizes = decision_sizes(program, given);
   try {
     int64_t rows = 1;
     for (const ir::IterVar& iv : first.iters)
@@ -774,7 +779,7 @@ std::optional<RowSize> row_size(const ir::LoopProgram& program,
     if (iv.kind != ir::IterKind::Spatial) row.extent = iv.extent;
   std::set<std::string> blocks = producer_closure(program, first);
   if (!row_reduction(program, blocks, members, row.extent)) return std::nullopt;
-  std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
+  const std::map<std::string, int64_t>& sizes = decision_sizes(program, options);
   try {
     row.length = ir::eval_int(row.extent, sizes);
   } catch (const UserError&) {
@@ -844,7 +849,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   hoist_complete_producers(s, head, members);
   // Rows that run in parallel without splitting the axis: those of the first reduction that
   // the head runs along (not the columns of the values a weighted sum reads).
-  std::map<std::string, int64_t> sizes = options.sizes.empty() ? program.size_hints : options.sizes;
+  const std::map<std::string, int64_t>& sizes = decision_sizes(program, options);
   int64_t rows = 1;
   bool known = true;
   for (const ir::IterVar& iv : first.iters) {
