@@ -137,7 +137,10 @@ struct TileProgram {
   ir::LoopProgram source;                             // buffers, dims and params come from here
   std::map<std::string, Specialisation> specialised;  // by the extent's printed form
   std::map<std::string, Divisibility> divisible;      // by the extent's printed form
-  std::vector<Kernel> kernels;                        // run in order
+  // The sizes the kernels were generated for, dynamic ones left out: a back end may size
+  // resources by them (shared memory for a row's tiles), never assume them in the code.
+  std::map<std::string, int64_t> sizes;
+  std::vector<Kernel> kernels;  // run in order
 };
 
 // Whether `name` is a register (else it is a buffer in memory): an allocation of the source

@@ -1132,6 +1132,8 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     out.kernels.push_back(std::move(k));
   }
   record_divisibility(out, sizes, dynamic);
+  for (const auto& [name, value] : sizes)
+    if (!dynamic.count(name)) out.sizes[name] = value;
   verify(out);
   return out;
 }

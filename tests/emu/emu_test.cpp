@@ -220,6 +220,31 @@ TEST(Emulator, NormsInLongStrips) {
     verify({name, {{"M", 130}, {"N", 16500}}, {}});
 }
 
+// Rows kept in shared memory (CudaCodegen.cpp, loads staged): the later passes over a streamed
+// row read its first strips from the slots its first pass copied them to. The whole row (softmax
+// f32 at 20000 columns: 3 strips of 8192; layer norm f16 at 32768: 4), and part of it (softmax at
+// 40000: 3 slots for 5 strips; rmsnorm_quant at 60000: 6 for 8), where the strips past the kept
+// ones go through the last two slots in every pass.
+TEST(Emulator, RowsKeptInSharedMemory) {
+  struct Row {
+    const char* example;
+    int64_t n;
+    const char* kept;  // the row kept, as the kernel declares it
+  };
+  for (const Row& r : {Row{"norm/softmax.te", 20000, "<= 3LL ? 3LL : 1LL;"},
+                       Row{"norm/layernorm.te", 32768, "<= 4LL ? 4LL : 2LL;"},
+                       Row{"norm/softmax.te", 40000, "<= 3LL ? 3LL : 1LL;"},
+                       Row{"norm/rmsnorm_quant.te", 60000, "<= 6LL ? 6LL : 4LL;"}}) {
+    Case c{r.example, {{"M", 128}, {"N", r.n}}, {}};
+    std::vector<std::string> warnings;
+    std::string code = cuda::generate_cuda_source(compile(c, &warnings).tiles).code;
+    EXPECT_NE(code.find(std::string(r.kept) + "  // iterations read from the row kept"),
+              std::string::npos)
+        << describe(c);
+    verify(c);
+  }
+}
+
 TEST(Emulator, NormsAtDefaultAndOddSizes) {
   for (const char* name :
        {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"}) {

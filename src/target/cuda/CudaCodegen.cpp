@@ -30,6 +30,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
 #include "target/cuda/Fragments.h"
@@ -182,25 +183,27 @@ class CyclicWriter : public KernelWriter {
         continue;
       }
       bool streams = !staged_streams(s).empty();
-      if (streams && !prefetched_.count(&s)) issue_streams(s, s.min, "0");
+      if (streams) declare_kept(s);
+      if (streams && !prefetched_.count(&s)) issue_streams(s, s.min, Iteration::First);
       // A loop without barriers (a split-K combine: scalar loads and register updates) is
       // unrolled by four, so that the loads of four iterations are in flight together.
       std::string lo, hi;
       std::string var = open_loop(s, &lo, &hi, needs_barrier(s.body) ? "" : "#pragma unroll 4");
       if (streams) {
-        std::string slot = "ks_slot_" + var;
-        line("const int " + slot + " = (int)((" + var + " - " + lo + ") & 1);");
+        stream_vars_[&s] = var;
+        line("const int ks_slot_" + var + " = (int)((" + var + " - " + lo + ") & 1);");
+        if (reads_kept(s) || keeps(s))
+          line("const long long ks_q_" + var + " = " + var + " - " + lo + ";");
         line("if (" + var + " + 1 < " + hi + ") {");
         ++indent_;
         ir::Expr next = ir::make_binary(
             ir::Op::Add, ir::make_var(s.var, ir::VarKind::Index, DType::Int), ir::make_int(1));
-        issue_streams(s, next, "(1 - " + slot + ")");
+        issue_streams(s, next, Iteration::Next);
         --indent_;
         line("} else {");
         line("  cp_async_commit();  // an empty group: every iteration commits one");
         line("}");
         line("cp_async_wait_group<1>();  // this iteration's tiles have arrived");
-        stream_slots_[&s] = slot;
       }
       body(s.body);
       close_loop();
@@ -512,15 +515,32 @@ class CyclicWriter : public KernelWriter {
   //     iteration's tiles are issued before the loop, and each iteration issues the next one's
   //     into the other slot before it waits for its own (a split-K combine's partials). (A ring
   //     of four slots, three iterations ahead, measured no faster on the H200: docs/perf.md.)
+  //   - A row kept: when later loops of the kernel walk the same tiles of a buffer as an earlier
+  //     one (a norm's output pass after its statistics pass), the earlier loop's copies go to
+  //     R slots of their own (R from the iterations at the sizes the program was generated for,
+  //     within kMaxStagedBytes), and the later loops read the first `keep` iterations from them
+  //     instead of memory: keep = R when the loop has at most R iterations, else R - 2, and
+  //     slots R - 2 and R - 1 are the ring of the iterations past keep in every such loop. The
+  //     slots of a tile hold the same chunks of every thread in all these loops (one tile shape,
+  //     one layout), so a thread reads only what it copied itself.
   // The slots come first in shared memory; the scratch space of the other operations follows.
 
   struct Staged {
-    int64_t offset = 0;                    // byte offset of the slot (of the first of a loop's two)
+    int64_t offset = 0;                    // byte offset of the slot (of the first of a loop's)
     int64_t bytes = 0;                     // of one slot
     int group = 0;                         // top-level loads: commit group, in issue order
     const tile::TileStmt* loop = nullptr;  // stream loads: their pipelined loop
+    int64_t kept = 0;                      // a row kept: its R slots (0: a ring of two)
+    bool reads_kept = false;               // a later loop's load of a row kept: copies past keep
+    int owner = -1;                        // a row kept: the result of the first loop's load
   };
+  // (Rows kept within 144 KiB, one CTA an SM, and 112 KiB measured slower on the H200 than
+  // within these 96 KiB, two CTAs an SM: docs/perf.md.)
   static constexpr int64_t kMaxStagedBytes = 96 * 1024;
+  // The smallest slot of a row kept: a strip of a streamed row. A split-K combine's partials (a
+  // few bytes an iteration) are read by each pass from L2 with the first tiles of every pass in
+  // flight from the kernel's start, which keeping them would give up.
+  static constexpr int64_t kMinKeptSlotBytes = 4096;
 
   bool stageable(const TileOp& o, const std::set<std::string>& written) const {
     return o.kind == OpKind::Load && !written.count(o.buffer) && !o.type.shape.empty() &&
@@ -532,41 +552,102 @@ class CyclicWriter : public KernelWriter {
     return vector_type(o).empty() && buffer_dtype(o.buffer) == DType::F32;
   }
 
-  // Assigns slots to the stageable loads of `b` (top level) and of its pipelined loops, within
-  // kMaxStagedBytes in program order; then issues the top-level ones.
+  // A top-level loop whose stream loads may be staged: pipelined, and with a barrier in its body
+  // (which orders this iteration's reads of a slot before the copies the next iteration issues
+  // into it).
+  bool staging_loop(const tile::TileStmt& s) const {
+    return s.kind == tile::StmtKind::For && s.pipeline_stages >= 2 && needs_barrier(s.body);
+  }
+
+  // The loads of rows kept (see above): stream load -> the same tiles loaded by a stream load of
+  // an earlier top-level loop over the same iterations (its owner).
+  std::map<int, int> kept_rows(const tile::TileBody& b, const std::set<std::string>& written) {
+    std::map<int, int> owner;
+    std::vector<std::pair<const tile::TileStmt*, const TileOp*>> seen;
+    for (const tile::TileStmt& s : b) {
+      if (!staging_loop(s)) continue;
+      const ir::Expr var = ir::make_var(s.var, ir::VarKind::Index, DType::Int);
+      for (const tile::TileStmt& c : s.body) {
+        const TileOp& o = c.op;
+        if (c.kind != tile::StmtKind::Op || o.stream_loop != s.var || !stageable(o, written) ||
+            slot_bytes(o) < kMinKeptSlotBytes)
+          continue;
+        for (const auto& [first, f] : seen) {
+          if (f->buffer != o.buffer || f->type.shape != o.type.shape ||
+              f->type.dtype != o.type.dtype || !ir::equal(first->min, s.min) ||
+              !ir::equal(first->extent, s.extent) || f->starts.size() != o.starts.size())
+            continue;
+          bool same = true;
+          for (size_t d = 0; d < o.starts.size(); ++d)
+            same =
+                same && ir::equal(ir::substitute(f->starts[d], {{first->var, var}}), o.starts[d]);
+          if (!same) continue;
+          owner[o.result] = owner.count(f->result) ? owner.at(f->result) : f->result;
+          break;
+        }
+        seen.push_back({&s, &o});
+      }
+    }
+    return owner;
+  }
+
+  // Assigns slots to the stageable loads of `b` within kMaxStagedBytes: the rows kept first (a
+  // weight vector's tiles come from L2, a row's from memory; a row whose R would be below 2 is not
+  // kept), then its top-level loads and the rings of the other stream loads of its pipelined
+  // loops in program order; then issues the top-level loads.
   void issue_staged_loads(const tile::TileBody& b) {
     std::set<std::string> written = tile::written_in(b);
-    int64_t bytes = 0;
-    std::vector<const TileOp*> top;
-    std::function<void(const tile::TileBody&, bool)> plan = [&](const tile::TileBody& body,
+    std::map<int, int> owner = kept_rows(b, written);
+    std::set<int> owners;
+    for (const auto& [reader, first] : owner) owners.insert(first);
+    // The stageable loads in program order, each with its pipelined loop (none: top level).
+    std::vector<std::pair<const tile::TileStmt*, const TileOp*>> loads;
+    std::function<void(const tile::TileBody&, bool)> find = [&](const tile::TileBody& body,
                                                                 bool top_level) {
       for (const tile::TileStmt& s : body) {
         if (s.kind == tile::StmtKind::For) {
-          plan(s.body, false);
-          // (A barrier in the body orders this iteration's reads of a slot before the copies
-          // the next iteration issues into it.)
-          if (s.pipeline_stages < 2 || !needs_barrier(s.body)) continue;
-          for (const tile::TileStmt& c : s.body) {
-            const TileOp& o = c.op;
-            if (c.kind != tile::StmtKind::Op || o.stream_loop != s.var || !stageable(o, written))
-              continue;
-            int64_t size = slot_bytes(o);
-            if (bytes + 2 * size > kMaxStagedBytes) continue;
-            staged_[o.result] = Staged{bytes, size, 0, &s};
-            bytes += 2 * size;
-          }
-          continue;
+          find(s.body, false);
+          if (!staging_loop(s)) continue;
+          for (const tile::TileStmt& c : s.body)
+            if (c.kind == tile::StmtKind::Op && c.op.stream_loop == s.var &&
+                stageable(c.op, written))
+              loads.push_back({&s, &c.op});
+        } else if (top_level && stageable(s.op, written)) {
+          loads.push_back({nullptr, &s.op});
         }
-        const TileOp& o = s.op;
-        if (!top_level || !stageable(o, written)) continue;
-        int64_t size = slot_bytes(o);
-        if (bytes + size > kMaxStagedBytes) continue;
-        staged_[o.result] = Staged{bytes, size, static_cast<int>(top.size()), nullptr};
-        top.push_back(&o);
-        bytes += size;
       }
     };
-    plan(b, true);
+    find(b, true);
+    int64_t bytes = 0;
+    for (const auto& [s, o] : loads) {
+      if (!owners.count(o->result)) continue;
+      int64_t size = slot_bytes(*o), iterations = 0;
+      try {
+        iterations = ir::eval_int(s->extent, p_.sizes);
+      } catch (const UserError&) {
+        iterations = 0;  // a dynamic size: no row kept
+      }
+      int64_t r = std::min(iterations, (kMaxStagedBytes - bytes) / size);
+      if (r < 2) continue;
+      staged_[o->result] = Staged{bytes, size, 0, s, r, false, o->result};
+      bytes += r * size;
+    }
+    std::vector<const TileOp*> top;
+    for (const auto& [s, o] : loads) {
+      if (staged_.count(o->result)) continue;
+      auto first = owner.count(o->result) ? staged_.find(owner.at(o->result)) : staged_.end();
+      if (first != staged_.end() && first->second.kept) {  // a later loop's: the owner's slots
+        Staged st = first->second;
+        st.loop = s, st.reads_kept = true, st.owner = first->first;
+        staged_[o->result] = st;
+        continue;
+      }
+      int64_t size = slot_bytes(*o), slots = s ? 2 : 1;
+      if (bytes + slots * size > kMaxStagedBytes) continue;
+      staged_[o->result] = Staged{bytes, size, s ? 0 : static_cast<int>(top.size()), s};
+      if (!s) top.push_back(o);
+      bytes += slots * size;
+    }
     scratch_ = (bytes + 127) / 128 * 128;
     smem_bytes_ = std::max(smem_bytes_, scratch_);
     for (const TileOp* o : top) {
@@ -576,13 +657,69 @@ class CyclicWriter : public KernelWriter {
     groups_ = static_cast<int>(top.size());
     // The first iteration's tiles of every top-level pipelined loop follow, so that the loops'
     // first loads (a combine's maximum, sum and output passes) are in flight together. A loop's
-    // first wait then also waits for the groups issued before its own: never too early.
+    // first wait then also waits for the groups issued before its own: never too early. (Not the
+    // loops of a row kept: the first issues the row as it fits, the later ones' ring slots are
+    // the first one's until it ends.)
     for (const tile::TileStmt& s : b)
-      if (s.kind == tile::StmtKind::For && !staged_streams(s).empty()) {
-        issue_streams(s, s.min, "0");
+      if (s.kind == tile::StmtKind::For && !staged_streams(s).empty() && !reads_kept(s) &&
+          !keeps(s)) {
+        declare_kept(s);
+        issue_streams(s, s.min, Iteration::First);
         prefetched_.insert(&s);
         ++groups_;
       }
+  }
+
+  bool reads_kept(const tile::TileStmt& s) const {
+    for (const TileOp* o : staged_streams(s))
+      if (staged_.at(o->result).reads_kept) return true;
+    return false;
+  }
+
+  // Declares, before loop `s`, how many of its iterations read the slots of each row kept that it
+  // loads (keep, see above), once per loop.
+  void declare_kept(const tile::TileStmt& s) {
+    for (const TileOp* o : staged_streams(s)) {
+      const Staged& st = staged_.at(o->result);
+      if (!st.kept || keep_.count({&s, st.owner})) continue;
+      std::string keep = tmp(), r = std::to_string(st.kept) + "LL";
+      line("const long long " + keep + " = " + scalar(s.extent) + " <= " + r + " ? " + r + " : " +
+           std::to_string(st.kept - 2) + "LL;  // iterations read from the row kept");
+      keep_[{&s, st.owner}] = keep;
+    }
+  }
+
+  // The iterations of a pipelined loop whose slots the code names: the first (before the loop),
+  // the current one and the next (inside it).
+  enum class Iteration { First, Current, Next };
+  // The iteration number of `it` in loop `s` (an expression).
+  std::string iteration(const tile::TileStmt& s, Iteration it) const {
+    if (it == Iteration::First) return "0";
+    std::string q = "ks_q_" + stream_vars_.at(&s);
+    return it == Iteration::Next ? q + " + 1" : q;
+  }
+  // The byte offset (an expression) of the slot of staged stream load `st` of loop `s` at
+  // iteration `it`.
+  std::string slot_at(const tile::TileStmt& s, const Staged& st, Iteration it) const {
+    std::string off = std::to_string(st.offset), size = std::to_string(st.bytes);
+    if (!st.kept) {
+      if (it == Iteration::First) return off + " + 0 * " + size;
+      std::string slot = "ks_slot_" + stream_vars_.at(&s);
+      return off + " + " + (it == Iteration::Next ? "(1 - " + slot + ")" : slot) + " * " + size;
+    }
+    const std::string& keep = keep_.at({&s, st.owner});
+    std::string q = iteration(s, it);
+    return off + " + ((" + q + ") < " + keep + " ? (" + q + ") : " + keep + " + (((" + q + ") - " +
+           keep + ") & 1)) * " + size;
+  }
+
+  // Whether loop `s` copies a row kept for later loops.
+  bool keeps(const tile::TileStmt& s) const {
+    for (const TileOp* o : staged_streams(s)) {
+      const Staged& st = staged_.at(o->result);
+      if (st.kept && !st.reads_kept) return true;
+    }
+    return false;
   }
 
   // Bytes of a load's slot, rounded up to 16 so that every slot starts 16-byte aligned.
@@ -637,15 +774,23 @@ class CyclicWriter : public KernelWriter {
     return out;
   }
 
-  // Issues the stream loads of loop `s` for the iteration where its variable is `at`, into
-  // their slots number `slot` (an expression, 0 or 1), as one group.
-  void issue_streams(const tile::TileStmt& s, const ir::Expr& at, const std::string& slot) {
+  // Issues the stream loads of loop `s` for iteration `it`, where its variable is `at`, as one
+  // group. A later loop's load of a row kept copies
+  // only past the iterations read from the row (keep).
+  void issue_streams(const tile::TileStmt& s, const ir::Expr& at, Iteration it) {
     for (const TileOp* o : staged_streams(s)) {
       TileOp shifted = *o;
       for (ir::Expr& e : shifted.starts) e = ir::substitute(e, {{s.var, at}});
       const Staged& st = staged_.at(o->result);
-      issue_copy(shifted,
-                 std::to_string(st.offset) + " + " + slot + " * " + std::to_string(st.bytes));
+      if (st.reads_kept) {
+        line("if (" + iteration(s, it) + " >= " + keep_.at({&s, st.owner}) + ") {");
+        ++indent_;
+      }
+      issue_copy(shifted, slot_at(s, st, it));
+      if (st.reads_kept) {
+        --indent_;
+        line("}");
+      }
     }
     line("cp_async_commit();");
   }
@@ -661,7 +806,8 @@ class CyclicWriter : public KernelWriter {
     const Staged& st = staged_.at(o.result);
     std::string slot = std::to_string(st.offset);
     if (st.loop)
-      slot += " + " + stream_slots_.at(st.loop) + " * " + std::to_string(st.bytes);
+      slot = st.kept ? "(" + slot_at(*st.loop, st, Iteration::Current) + ")"
+                     : slot_at(*st.loop, st, Iteration::Current);
     else
       line("cp_async_wait_group<" + std::to_string(groups_ - 1 - st.group) + ">();");
     declare(v);
@@ -1008,7 +1154,9 @@ class CyclicWriter : public KernelWriter {
   bool planned_;                                // the staged loads are issued (or none are to be)
   std::map<int, Staged> staged_;                // load result -> its slot
   std::set<const tile::TileStmt*> prefetched_;  // loops whose first tiles the kernel start issues
-  std::map<const tile::TileStmt*, std::string> stream_slots_;  // loop -> its slot variable
+  std::map<const tile::TileStmt*, std::string> stream_vars_;  // pipelined loop -> its variable
+  // (loop, the owner of a row kept) -> the variable holding how many iterations read the row
+  std::map<std::pair<const tile::TileStmt*, int>, std::string> keep_;
   int groups_ = 0;
   int64_t scratch_ = 0;  // shared memory below this holds the staged slots
 };
