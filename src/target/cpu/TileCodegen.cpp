@@ -7,7 +7,9 @@
 // vectorises: elementwise operations are one flat loop, dot is the ks_dot micro-kernel, and
 // loads and stores walk the region with the innermost tile axis contiguous when the buffer's
 // last dimension is. Scalar-shaped values are plain C++ scalars. Float tiles are stored as f32
-// (f16/bf16 tiles hold rounded values); a cast to f32 of such a tile reuses its storage.
+// (f16/bf16 tiles hold rounded values); a cast to f32 of such a tile reuses its storage. A load
+// at the top of a kernel's body that no grid variable moves, from a buffer the kernel does not
+// write (a norm's weight row), fills its slot once a thread, before the first instance.
 //
 // Invariant established: the code computes what the tile IR means (TileIR.h): loads past a
 // buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
@@ -160,6 +162,10 @@ class TileEmitter : public Codegen {
     plan_reductions_in_producers(k.body);
     registers_.clear();
     ws_bytes_ = 0;
+    grid_vars_.clear();
+    for (const tile::GridAxis& g : k.grid) grid_vars_.insert(g.var);
+    written_ = tile::written_in(k.body);
+    prologue_.str("");
     std::ostringstream* saved = out_;
     std::ostringstream inner;
     out_ = &inner;
@@ -211,6 +217,16 @@ class TileEmitter : public Codegen {
       line("char* ks_ws = ks_workspace(" + ws_size + ");");
       line("if (!ks_ws) ks_fail_site(ks_e, \"out of memory for the tiles of kernel \", " +
            std::to_string(site(k.name)) + ");");
+      if (!prologue_.str().empty()) {
+        line("if (ks_ws) {  // the tiles every grid instance loads alike, once a thread");
+        ++indent_;
+        line("KsLocal ks_l = {};");
+        std::istringstream lines(prologue_.str());
+        for (std::string l; std::getline(lines, l);) line(l);
+        line("if (__builtin_expect(ks_l.bad, 0)) ks_flush(ks_e, ks_l);");
+        --indent_;
+        line("}");
+      }
       if (parallel) {
         // Instances in chunks of about 1/64 of a thread's share: small instances (a row of a
         // norm) do not pay a scheduling step each, uneven ones (causal row tiles) still balance.
@@ -491,7 +507,35 @@ class TileEmitter : public Codegen {
   }
 
   void declare_array(const Value& v) {
-    line(ptr_decl(v, slot(v.elements() * elem_bytes(v.dtype))));
+    slot_of_[v.name] = slot(v.elements() * elem_bytes(v.dtype));
+    line(ptr_decl(v, slot_of_.at(v.name)));
+  }
+
+  // A load at the top of a kernel's body whose tile no grid variable moves, from a buffer the
+  // kernel does not write: the same tile in every grid instance (a norm's weight vector).
+  bool same_in_every_instance(const TileOp& o) const {
+    if (scopes_.size() != 1 || o.type.shape.empty() || written_.count(o.buffer)) return false;
+    for (const Expr& start : o.starts)
+      for (const std::string& g : grid_vars_)
+        if (ir::uses_var(start, g)) return false;
+    return true;
+  }
+
+  // Load `o` into its slot once a thread, before the thread's first grid instance (the kernel's
+  // prologue): the slot is the value's alone, so it holds the tile for every instance after.
+  void fill_once(const TileOp& o, const Value& v) {
+    std::ostringstream* saved = out_;
+    const int saved_indent = indent_;
+    out_ = &prologue_;
+    indent_ = 0;
+    line("{  // load " + o.buffer + ": the same tile in every grid instance");
+    ++indent_;
+    line(ptr_decl(v, slot_of_.at(v.name)));
+    region(o, false);
+    --indent_;
+    line("}");
+    out_ = saved;
+    indent_ = saved_indent;
   }
 
   // Nested loops over `shape`; returns the index variables (outermost first).
@@ -933,6 +977,10 @@ class TileEmitter : public Codegen {
           return;
         }
         declare_array(v);
+        if (same_in_every_instance(o)) {
+          fill_once(o, v);
+          return;
+        }
         line("{  // load " + o.buffer);
         ++indent_;
         region(o, false);
@@ -956,6 +1004,10 @@ class TileEmitter : public Codegen {
   std::vector<bool> inline_;  // the inlining plan (plan_inlining)
   std::map<std::string, Value> registers_;
   int64_t ws_bytes_ = 0;
+  std::map<std::string, int64_t> slot_of_;  // array value -> its workspace offset
+  std::set<std::string> grid_vars_;         // of the kernel being written
+  std::set<std::string> written_;           // buffers the kernel being written stores to
+  std::ostringstream prologue_;             // its loads filled once a thread (fill_once)
   int64_t largest_workspace_ = 0;  // over the kernels: what each thread's workspace grows to
 };
 
