@@ -658,12 +658,11 @@ class CyclicWriter : public KernelWriter {
     // The first iteration's tiles of every top-level pipelined loop follow, so that the loops'
     // first loads (a combine's maximum, sum and output passes) are in flight together. A loop's
     // first wait then also waits for the groups issued before its own: never too early. (Not the
-    // loops of a row kept: the first issues the row as it fits, the later ones' ring slots are
-    // the first one's until it ends.)
+    // loops of a row kept, as measured: the first issues its first tile right before it, and the
+    // later ones' ring slots are the first one's until it ends.)
     for (const tile::TileStmt& s : b)
       if (s.kind == tile::StmtKind::For && !staged_streams(s).empty() && !reads_kept(s) &&
           !keeps(s)) {
-        declare_kept(s);
         issue_streams(s, s.min, Iteration::First);
         prefetched_.insert(&s);
         ++groups_;
@@ -775,8 +774,8 @@ class CyclicWriter : public KernelWriter {
   }
 
   // Issues the stream loads of loop `s` for iteration `it`, where its variable is `at`, as one
-  // group. A later loop's load of a row kept copies
-  // only past the iterations read from the row (keep).
+  // group. A later loop's load of a row kept copies only past the iterations read from the row
+  // (keep).
   void issue_streams(const tile::TileStmt& s, const ir::Expr& at, Iteration it) {
     for (const TileOp* o : staged_streams(s)) {
       TileOp shifted = *o;
