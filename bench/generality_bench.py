@@ -2,14 +2,16 @@
 
 For every tests/generality/*.te with a `# BENCH: EXAMPLE SIZES [PARAMS]` line, runs the variant
 and the example (examples/EXAMPLE.te) at SIZES (each program takes the sizes it has; PARAMS go to
-the variant only, chosen so that both do the same work), each verified before it is timed:
+the variant only, chosen so that both do the same work; an example is timed once a run for each
+set of sizes), each verified before it is timed:
 `kintsugi run --save-io` draws the inputs, the independent float64 NumPy reference
 (tests/generality/references.py for the variant, tests/crosscheck/references.py for the example)
 is computed from them, and `kintsugi run --inputs --reference --bench --json` checks the kernel
 against it and times it. Prints variant ms, example ms and their ratio; --json writes the rows,
 --perf FILE appends a markdown section (GPU, commit, date) to FILE.
 
-  python3 bench/generality_bench.py --kintsugi build-gpu/bin/kintsugi [--only a,b] [--json F]
+  python3 bench/generality_bench.py --kintsugi build-gpu/bin/kintsugi [--only a,b] [--part I/N]
+      [--json F] [--perf FILE]
 """
 import argparse
 import importlib.util
@@ -71,8 +73,11 @@ def verified_time(binary, path, sizes, params, reference):
     return out["time_ms"], out["max_rel_err"]
 
 
-def bench_rows(binary, only):
+def bench_rows(binary, only, part):
     corpus = os.path.join(ROOT, "tests", "generality")
+    examples = {}  # (example, sizes) -> (ms, max rel err): each example is timed once a run
+    index, parts = part
+    benched = 0
     for f in sorted(os.listdir(corpus)):
         name = f[:-3]
         if not f.endswith(".te") or (only and name not in only):
@@ -80,6 +85,9 @@ def bench_rows(binary, only):
         path = os.path.join(corpus, f)
         bench = re.search(r"^# BENCH: (\S+) (\S+)(?: (\S+))?$", open(path).read(), re.M)
         if not bench:
+            continue
+        benched += 1
+        if (benched - 1) % parts != index:
             continue
         example, size_text, param_text = bench.groups()
         sizes = dict(kv.split("=") for kv in size_text.split(","))
@@ -90,8 +98,11 @@ def bench_rows(binary, only):
             ours, err = verified_time(
                 binary, path, sizes, params,
                 lambda m, x: variant_ref(x, {k: float(v) for k, v in m["params"].items()}))
-            base, base_err = verified_time(binary, os.path.join(ROOT, "examples", example + ".te"),
-                                           sizes, {}, example_refs.reference)
+            if (example, size_text) not in examples:
+                examples[example, size_text] = verified_time(
+                    binary, os.path.join(ROOT, "examples", example + ".te"), sizes, {},
+                    example_refs.reference)
+            base, base_err = examples[example, size_text]
             row.update(ms=ours, example_ms=base, ratio=ours / base, err=err, example_err=base_err)
         except Exception as e:  # a failure is a row too: reported, never timed
             row["error"] = str(e)[-800:]
@@ -125,10 +136,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
     ap.add_argument("--only", default="", help="comma-separated variant names")
+    ap.add_argument("--part", default="0/1",
+                    help="I/N: every N-th BENCH line from the I-th (to split a run in parts)")
     ap.add_argument("--json")
     ap.add_argument("--perf")
     args = ap.parse_args()
-    rows = list(bench_rows(args.kintsugi, set(filter(None, args.only.split(",")))))
+    index, parts = (int(x) for x in args.part.split("/"))
+    rows = list(bench_rows(args.kintsugi, set(filter(None, args.only.split(","))), (index, parts)))
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)
     if args.perf:

@@ -312,12 +312,33 @@ class Engine {
         if (!tu.empty()) p.u.push_back(cx_.exp(cx_.add(tu)));
         if (!tx.empty()) p.x.push_back(cx_.exp(cx_.add(tx)));
         for (Term m : tm) p.mixed.push_back(cx_.exp(m));
+      } else if (Parts in = masked_product(f); in.mixed.empty() && !in.x.empty()) {
+        p.u.insert(p.u.end(), in.u.begin(), in.u.end());
+        p.x.insert(p.x.end(), in.x.begin(), in.x.end());
       } else {
         p.mixed.push_back(f);
       }
     }
     return p;
   }
+  // A mask that zeroes a product, select(c, U X, 0) with a complete condition c, is the masked
+  // complete part times the incomplete part: select(c, U, 0) X (and select(c, 0, U) X). The
+  // identity holds wherever X is finite, which is where g is evaluated; the numeric check of
+  // Eq. 3 confirms it. Returns the parts with `mixed` non-empty when f is no such mask.
+  Parts masked_product(Term f) {
+    Parts none;
+    none.mixed.push_back(f);
+    if (f->kind != TermKind::Select) return none;
+    const Term zero = cx_.constant(0.0);
+    const bool kept_first = f->args[2] == zero;
+    if (!kept_first && f->args[1] != zero) return none;
+    Parts in = split_product(f->args[kept_first ? 1 : 2]);
+    if (!in.mixed.empty() || in.x.empty()) return none;
+    Term u = cx_.mul(in.u);
+    in.u = {kept_first ? cx_.select(f->args[0], u, zero) : cx_.select(f->args[0], zero, u)};
+    return in;
+  }
+
   Parts split_sum(Term g) {
     Parts p;
     std::vector<Term> terms = g->kind == TermKind::Add ? g->args : std::vector<Term>{g};

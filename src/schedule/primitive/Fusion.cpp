@@ -223,14 +223,16 @@ bool is_map(const ir::StmtNode& b) {
 
 // How `producer` reaches its reducer's identity through a mask: its partial's term (the term of
 // a reduction with the producer's reducer whose result the producer's value loads) is
-// select(cond, v, identity) inline, or reads, directly or through maps, a map buffer
-// B = select(cond, v, K) (K a constant) such that the term is the identity wherever B is K
-// (checked numerically: attention's masked scores, and chains through them such as
+// select(cond, v, identity) inline (`term` and `inner` say where), or reads, directly or through
+// maps, a map buffer B = select(cond, v, K) (K a constant) such that the term is the identity
+// wherever B is K (checked numerically: attention's masked scores, and chains through them such as
 // exp(c - a) of c = select(.., -inf)).
 struct Mask {
   bool found = false;
   std::string buffer;  // empty: the mask is inline in the term
   double value = 0.0;  // K
+  ir::Expr term;       // inline: the partial's term that holds the mask
+  std::string inner;   // inline: the partial's reduction variable (its position in a tile)
 };
 
 // `target`: the value the mask drives the term to (the reducer's identity, or for a maximum or
@@ -241,13 +243,17 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
   auto writers = block_writers(p.body);
   if (!writers.count(producer) || !writers.at(producer)->body) return out;
   ir::Expr partial_term;
+  std::string inner;
   ir::visit(writers.at(producer)->body->value, [&](const ir::Expr& x) {
     if (x->op != ir::Op::Load || x->name == producer || !writers.count(x->name)) return true;
     const ir::StmtNode* w = writers.at(x->name);
     ir::Reducer r;
     ir::Expr g;
-    if (!partial_term && w->body && match_reduction_update(*w->body, &r, &g) && r == reducer)
+    if (!partial_term && w->body && match_reduction_update(*w->body, &r, &g) && r == reducer) {
       partial_term = g;
+      for (const ir::IterVar& iv : w->iters)
+        if (iv.kind == ir::IterKind::Reduce) inner = iv.name;
+    }
     return true;
   });
   if (!partial_term) return out;
@@ -262,6 +268,8 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
   // branches makes it the target.
   if (masked_term_can_be(partial_term, target)) {
     out.found = true;
+    out.term = partial_term;
+    out.inner = inner;
     return out;
   }
   // The map buffers the term reads through maps, nearest first.
@@ -292,11 +300,33 @@ Mask producer_mask(const ir::LoopProgram& p, const std::string& producer, ir::Re
       });
     };
     if (masked_term_can_be(expand(partial_term), target)) {
-      out = {true, b, *k};
+      out = {true, b, *k, nullptr, ""};
       return out;
     }
   }
   return out;
+}
+
+// Whether two index conditions provably agree: the same comparison of operands whose
+// differences are provably equal (j0 * 64 + (j - j0 * 64) <= i and j <= i), and conjunctions and
+// disjunctions of agreeing parts.
+bool same_condition(const ir::Expr& a, const ir::Expr& b) {
+  if (ir::equal(a, b)) return true;
+  if (a->op == b->op && (a->op == ir::Op::And || a->op == ir::Op::Or))
+    return same_condition(a->args[0], b->args[0]) && same_condition(a->args[1], b->args[1]);
+  if (a->op != b->op || !ir::is_comparison(a->op)) return false;
+  return ir::provably_equal(ir::make_binary(ir::Op::Sub, a->args[0], a->args[1]),
+                            ir::make_binary(ir::Op::Sub, b->args[0], b->args[1]));
+}
+
+// The value a map block stores, at the indices of `load` (its store indices that are its own
+// variables replaced by the load's).
+ir::Expr read_at(const ir::StmtNode& map, const ir::Expr& load) {
+  std::map<std::string, ir::Expr> at;
+  const std::vector<ir::Expr>& store = map.body->indices;
+  for (size_t k = 0; k < store.size() && k < load->args.size(); ++k)
+    if (store[k]->op == ir::Op::Var) at[store[k]->name] = load->args[k];
+  return ir::substitute(map.body->value, at);
 }
 
 }  // namespace
@@ -338,20 +368,47 @@ bool mask_makes_producer_infinite(const ir::LoopProgram& p, const std::string& p
 bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
                           ir::Reducer producer_reducer, const ir::Expr& term,
                           ir::Reducer target_reducer,
-                          const std::map<std::string, std::string>& aliases) {
+                          const std::map<std::string, std::string>& aliases,
+                          const ir::Expr& inner_position) {
   Mask mask = producer_mask(p, producer, producer_reducer, ir::reducer_identity(producer_reducer));
-  if (!mask.found) return true;           // no mask: the data itself is the identity
-  if (mask.buffer.empty()) return false;  // an inline mask: no buffer the target could read
+  if (!mask.found) return true;  // no mask: the data itself is the identity
+  // An inline mask select(C, v, identity) hides an element where C is false. C is written in
+  // the partial's variables: with its position in the tile expressed in the target's (the
+  // partial's reduction variable = inner_position), a select of the target's term on a condition
+  // that agrees with C everywhere is taken on its hiding side.
+  std::vector<std::pair<ir::Expr, bool>> hiding;  // (C, whether the mask hides where C holds)
+  if (mask.buffer.empty()) {
+    if (!inner_position || mask.inner.empty()) return false;
+    const double id = ir::reducer_identity(producer_reducer);
+    auto is_identity = [&](const ir::Expr& e) {
+      return e->op == ir::Op::FloatImm && e->float_value == id;
+    };
+    ir::visit(mask.term, [&](const ir::Expr& n) {
+      if (n->op == ir::Op::Select && is_identity(n->args[1]) != is_identity(n->args[2]))
+        hiding.push_back(
+            {ir::substitute(n->args[0], {{mask.inner, inner_position}}), is_identity(n->args[1])});
+      return true;
+    });
+    if (hiding.empty()) return false;  // no condition the target could share
+  }
+  auto hidden_branch = [&](const ir::Expr& n) -> ir::Expr {
+    if (n->op != ir::Op::Select) return nullptr;
+    for (const auto& [cond, hides_where_true] : hiding)
+      if (same_condition(n->args[0], cond)) return hides_where_true ? n->args[1] : n->args[2];
+    return nullptr;
+  };
   std::set<std::string> hidden = {mask.buffer};
   if (auto a = aliases.find(mask.buffer); a != aliases.end()) hidden.insert(a->second);
   auto writers = block_writers(p.body);
   std::function<ir::Expr(const ir::Expr&)> expand = [&](const ir::Expr& e) -> ir::Expr {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      if (ir::Expr branch = hidden_branch(n)) return branch;
       if (n->op != ir::Op::Load) return n;
       if (hidden.count(n->name)) return ir::make_float(mask.value, n->type);
       auto w = writers.find(n->name);
       if (w == writers.end() || !is_map(*w->second)) return n;
-      return expand(w->second->body->value);
+      // Conditions are compared by value: the map's body is read at the load's indices.
+      return expand(hiding.empty() ? w->second->body->value : read_at(*w->second, n));
     });
   };
   return !masked_term_differs(expand(term), ir::reducer_identity(target_reducer));

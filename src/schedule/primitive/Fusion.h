@@ -50,16 +50,21 @@ std::string repair_pole(const algebra::RepairResult& repair,
 // buffer B = select(cond, v, K) and is the identity wherever B is K), the target's `term` with B
 // and its copies (`aliases`, the names B was cloned to) replaced by K, everything else random
 // finite, must give the target's identity (MaskedTerm.h; what propagate_mask checks of a skipped
-// tile). A mask written inline in the producer's term names no buffer the target could read: not
-// sound. A term counts as masked when some choice of its selects' branches makes it the identity
-// (MaskedTerm.h masked_term_can_be): an index predicate beside the mask can hold on a whole chunk.
-// Without a mask (the data itself is the identity: -inf inputs) the guard stays.
-// `producer` is the buffer the incomplete value reads (a scan, or the result a combine writes);
-// `p` the program that holds it, its partial and the maps.
+// tile). A mask written inline in the producer's partial, select(C, v, identity), is sound when
+// the target's term is the identity with each select on a condition that agrees with C taken on
+// its hiding side (the target masks the same elements itself). `inner_position` is the target
+// element's position in its tile or chunk, in the target's variables (the value of the
+// partial's reduction variable at that element); null: inline masks are refused. A term counts as
+// masked when some choice of its selects' branches makes it the identity (MaskedTerm.h
+// masked_term_can_be): an index predicate beside the mask can hold on a whole chunk. Without a mask
+// (the data itself is the identity: -inf inputs) the guard stays. `producer` is the buffer the
+// incomplete value reads (a scan, or the result a combine writes); `p` the program that holds it,
+// its partial and the maps.
 bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
                           ir::Reducer producer_reducer, const ir::Expr& term,
                           ir::Reducer target_reducer,
-                          const std::map<std::string, std::string>& aliases);
+                          const std::map<std::string, std::string>& aliases,
+                          const ir::Expr& inner_position);
 
 // Whether a mask can leave `producer` (the buffer an incomplete value reads) at its reducer's
 // identity on a whole tile or chunk: its partial reduces select(cond, v, identity) inline, or a

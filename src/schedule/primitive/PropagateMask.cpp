@@ -70,7 +70,9 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
                                               ir::make_int(1)))
                : nullptr;
       auto f = ext ? ir::as_const_int(ext) : std::nullopt;
-      if (f &&
+      // The tiled axis is the variable a tile spans; a block that also reads the tile's index
+      // itself (a variable bound to the loop, one value a tile) keeps the axis.
+      if (f && *f > factor &&
           ir::provably_equal(r.lo, ir::make_binary(ir::Op::Mul, var(l.var), ir::make_int(*f)))) {
         axis = iv.name;
         factor = *f;

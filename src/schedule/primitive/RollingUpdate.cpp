@@ -432,7 +432,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
                                      ", from which the repair cannot re-base the tile's terms");
         continue;
       }
-      if (!identity_guard_sound(tmp.program_, prod->body->buffer, pr, term, reducer, renamed))
+      ir::Expr inner_position = ir::make_binary(
+          ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
+      if (!identity_guard_sound(tmp.program_, prod->body->buffer, pr, term, reducer, renamed,
+                                inner_position))
         throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
                                    "': on a tile where " + prod->body->buffer +
                                    " is still its identity its terms are not " +

@@ -335,7 +335,10 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
                                    "': a chunk that the mask hides from " + global +
                                    " leaves it at " + ir::format_double(id) +
                                    ", from which the repair cannot re-base the chunk's terms");
-      if (annihilates && !identity_guard_sound(tmp.program_, global, pr, term, reducer, renamed))
+      ir::Expr inner_position = ir::make_binary(
+          ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
+      if (annihilates &&
+          !identity_guard_sound(tmp.program_, global, pr, term, reducer, renamed, inner_position))
         throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
                                    "': on a chunk where " + global +
                                    " is still its identity its terms are not " +

@@ -96,6 +96,27 @@ TEST(algebra_repair, MaskedSoftcapAlibiScores) {
   EXPECT_EQ(to_math(r2.h_unguarded), "t * exp(m - m')");
 }
 
+// 4b. A mask applied after the exponential, select(j <= i, exp(s - m), 0) (and its mirror with
+// the zero first): the zeroed product separates as select(c, exp(s), 0) exp(-m), so the repair
+// is the unmasked one. A mask that keeps a non-zero constant does not separate.
+TEST(algebra_repair, MaskAroundTheExponential) {
+  Expr s = ld("S", {idx("i"), idx("j")});
+  Expr mask = make_binary(Op::Le, idx("j"), idx("i"));
+  auto q1 = request(Reducer::Sum, make_select(mask, ex(sub(s, m_i())), lit(0.0)), {"m"});
+  RepairResult r1 = derive_repair(q1);
+  expect_derived(q1, r1, 43);
+  EXPECT_EQ(r1.method, "separable product");
+  EXPECT_EQ(to_math(r1.h_unguarded), "t * exp(m - m')");
+  Expr v = ld("V", {idx("j"), idx("d")}, DType::F16);
+  auto q2 = request(Reducer::Sum,
+                    mul(f32(f16(make_select(mask, lit(0.0), ex(sub(s, m_i()))))), f32(v)), {"m"});
+  RepairResult r2 = derive_repair(q2);
+  expect_derived(q2, r2, 44);
+  EXPECT_EQ(to_math(r2.h_unguarded), "t * exp(m - m')");
+  auto q3 = request(Reducer::Sum, make_select(mask, ex(sub(s, m_i())), lit(1.0)), {"m"});
+  EXPECT_EQ(derive_repair(q3).kind, RepairResult::Kind::Refused);
+}
+
 // 5. logsumexp = m + log(sum_j exp(c - m)): the sum's repair is the softmax one; the epilogue
 // m + log(l) reads only complete values and needs none.
 TEST(algebra_repair, LogSumExp) {
