@@ -392,6 +392,17 @@ TEST(Emulator, GatherOutOfRangeIsAnError) {
   }
 }
 
+// A bias tile read from global memory beside the scores (relative_bias_tensor: BIAS[h, i, j])
+// is read without per-element bounds tests in the loop version whose tiles lie inside the
+// buffer, and with them in the other: interior and tail tiles of rows and keys in one run.
+TEST(Emulator, BiasTilesInsideAndAcrossTheBufferEnd) {
+  Case c{"tests/generality/relative_bias_tensor.te",
+         {{"B", 1}, {"H", 1}, {"S", 300}, {"T", 200}, {"D", 32}},
+         {}};
+  c.from_root = true;
+  verify(c);
+}
+
 // Every key scores the same (Q and K constant): each row's maximum is reached in its first key
 // tile and never grows after it (the rescale factor of every later tile is exactly 1), and the
 // output is the mean of V over the visible keys.

@@ -386,6 +386,12 @@ class FragmentWriter : public KernelWriter {
         // transpose holds keys, not rows, whatever its shape (a key tile as long as the row
         // tile): read at its uses, for the computed B operand.
         v.kind = reaches_b_operand(o.result) ? Kind::Lazy : data_kind(o.type.shape);
+        // A fragment of a buffer this kernel does not write, used once (a bias added to the
+        // scores), is read at its use: the same loads, without a register tile live across
+        // the operations in between.
+        if (v.kind == Kind::Frag && !stored_here && users_.count(o.result) &&
+            users_.at(o.result).size() == 1)
+          v.kind = Kind::Lazy;
         // A vector along another axis than the rows (a per-key bias or norm, a per-column
         // weight) is read element by element where it is used, from its region (L1-cached).
         // So is a 2-D tile of other rows (keys that a computed B operand transforms).
@@ -1192,10 +1198,21 @@ class FragmentWriter : public KernelWriter {
       steady[st.op.result] = *value;
       all += " && ((" + scalar(st.op.scalar) + ") == " + (*value ? "true" : "false") + ")";
     }
+    // Tiles read from global memory into registers or at their uses (a bias over the scores)
+    // whose start moves only with the loops: where the whole tile lies inside its buffer, its
+    // elements are read without a bounds test each.
+    std::set<const TileOp*> interior;
+    for (const tile::TileStmt& st : s.body) {
+      if (st.kind != tile::StmtKind::Op) continue;
+      std::optional<std::string> test = interior_test(st.op);
+      if (!test) continue;
+      all += " && " + *test;
+      interior.insert(&st.op);
+    }
     // A comparison's limit defined inside a version is declared in that version's scope (and in
     // the loop's): the other version, and what follows the loop, define it again.
     const std::map<int, Comparison> outside = comparisons_;
-    if (versioned.empty() && steady.empty()) {
+    if (versioned.empty() && steady.empty() && interior.empty()) {
       body(s.body);
       comparisons_ = outside;
       return;
@@ -1206,10 +1223,12 @@ class FragmentWriter : public KernelWriter {
     ++indent_;
     for (int id : versioned) assumed_true_.insert(id);
     for (auto [id, value] : steady) assumed_uniform_[id] = value;
+    interior_loads_ = interior;
     body(s.body);
     comparisons_ = outside;
     for (int id : versioned) assumed_true_.erase(id);
     for (auto [id, value] : steady) assumed_uniform_.erase(id);
+    interior_loads_.clear();
     --indent_;
     line("} else {");
     ++indent_;
@@ -1217,6 +1236,32 @@ class FragmentWriter : public KernelWriter {
     comparisons_ = outside;
     --indent_;
     line("}");
+  }
+
+  // For a load of a Frag or Lazy tile whose region the bounds may cut and whose starts read only
+  // loop variables, sizes and params: the test that the whole tile lies inside the buffer.
+  std::optional<std::string> interior_test(const TileOp& o) {
+    if (o.kind != OpKind::Load || o.result < 0) return std::nullopt;
+    Kind k = val(o.result).kind;
+    if (k != Kind::Frag && k != Kind::Lazy) return std::nullopt;
+    std::string test;
+    const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+    for (size_t d = 0; d < o.starts.size(); ++d) {
+      if (o.axis_of_dim[d] < 0 || !o.bounds_checked[d]) continue;
+      bool loads = false;
+      ir::visit(o.starts[d], [&](const ir::Expr& x) {
+        loads = loads || x->op == Op::Load;
+        return true;
+      });
+      if (loads) return std::nullopt;
+      std::string start = "(" + scalar(o.starts[d]) + ")";
+      int64_t last = o.type.shape[static_cast<size_t>(o.axis_of_dim[d])] - 1;
+      test += std::string(test.empty() ? "" : " && ") + "(unsigned long long)" + start +
+              " < (unsigned long long)" + ext[d] + " && " + start + " + " + std::to_string(last) +
+              " < " + ext[d];
+    }
+    if (test.empty()) return std::nullopt;
+    return "(" + test + ")";
   }
 
   // Whether value `id` is defined in a loop nested in body `b`.
@@ -1968,7 +2013,10 @@ class FragmentWriter : public KernelWriter {
     switch (v.kind) {
       case Kind::Lazy:
         if (o.kind == OpKind::Map) define_comparison(o);
-        if (o.kind == OpKind::Load) lazy_loads_[o.result] = open_region(o);
+        if (o.kind == OpKind::Load) {
+          lazy_loads_[o.result] = open_region(o);
+          lazy_loads_[o.result].interior = interior_loads_.count(&o) > 0;
+        }
         if (o.kind == OpKind::Reduce) write_computed_vector(o);
         return;  // spelled at the uses
       case Kind::RowBcast:
@@ -1989,6 +2037,7 @@ class FragmentWriter : public KernelWriter {
       line("{");
       ++indent_;
       Region reg = open_region(o);
+      reg.interior = interior_loads_.count(&o) > 0;
       open_slots(v.kind, v.kind == Kind::Frag ? o.type.shape[1] : 0);
       std::string offset, inside;
       element(reg,
@@ -2183,6 +2232,7 @@ class FragmentWriter : public KernelWriter {
   };
   bool hoisting_ = false;       // defining comparisons at a loop's top: no names of its body
   std::set<int> assumed_true_;  // comparisons the current loop version knows hold everywhere
+  std::set<const TileOp*> interior_loads_;  // loads whose tile the loop version knows is inside
   // (value, along the rows) -> its element in the lane's row or column array, while an
   // elementwise operation's slot loop is written (hoist_slot_values).
   std::map<std::pair<int, bool>, std::string> slot_values_;

@@ -419,7 +419,7 @@ void KernelWriter::element(const Region& r, const std::vector<std::string>& ix, 
     std::string idx = r.starts[d];
     if (o.axis_of_dim[d] >= 0) idx += " + " + ix[static_cast<size_t>(o.axis_of_dim[d])];
     *offset = d == 0 ? "(" + idx + ")" : "(" + *offset + ") * " + ext[d] + " + (" + idx + ")";
-    if (o.axis_of_dim[d] >= 0 && o.bounds_checked[d])
+    if (o.axis_of_dim[d] >= 0 && o.bounds_checked[d] && !r.interior)
       *inside += " && (unsigned long long)(" + idx + ") < (unsigned long long)" + ext[d];
   }
   if (offset->empty()) *offset = "0";

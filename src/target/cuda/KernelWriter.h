@@ -90,7 +90,8 @@ class KernelWriter {
   struct Region {
     const tile::TileOp* op = nullptr;
     std::vector<std::string> starts;
-    std::string ok;  // every squeezed index in range
+    std::string ok;         // every squeezed index in range
+    bool interior = false;  // the whole tile lies inside the buffer (tested by the caller)
   };
   Region open_region(const tile::TileOp& o);
   void element(const Region& r, const std::vector<std::string>& ix, std::string* offset,
