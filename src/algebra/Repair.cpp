@@ -37,6 +37,11 @@ struct Candidate {
   std::vector<std::vector<Term>> groups;  // Product/Sum: the x-only parts of gx, by group
   std::vector<int> stats;                 // statistic symbols (augmented)
   std::vector<Term> stat_terms;           // u-only summand of each statistic
+  // Running sums: statistic symbol -> the producer's running value it equals (over old values);
+  // h = scale * sum of corrections (t and one term a statistic).
+  std::unordered_map<int, Term> running;
+  Term scale = nullptr;
+  std::vector<Term> corrections;
 };
 
 class Engine {
@@ -310,6 +315,18 @@ class Engine {
         std::vector<Term> tu, tx, tm;
         for (Term s : terms) (!uses_x(s) ? tu : !uses_u(s) ? tx : tm).push_back(s);
         if (!tu.empty()) p.u.push_back(cx_.exp(cx_.add(tu)));
+        // exp(c log a) of a positive incomplete a is a^c: a ratio of running values, not an
+        // exponential of one (exp(s - m - log l) = exp(s) exp(-m) / l).
+        std::erase_if(tx, [&](Term s) {
+          double c = 1.0;
+          Term a = s;
+          if (s->kind == TermKind::Mul && s->args.size() == 2 &&
+              s->args[0]->kind == TermKind::Const)
+            c = s->args[0]->value, a = s->args[1];
+          if (a->kind != TermKind::Log || cx_.sign(a->args[0]) != Sign::Pos) return false;
+          p.x.push_back(cx_.pow(a->args[0], c));
+          return true;
+        });
         if (!tx.empty()) p.x.push_back(cx_.exp(cx_.add(tx)));
         for (Term m : tm) p.mixed.push_back(cx_.exp(m));
       } else if (Parts in = masked_product(f); in.mixed.empty() && !in.x.empty()) {
@@ -644,11 +661,15 @@ class Engine {
     if (groups.size() < 2) return false;
     // The accumulator t carries the group whose x-part is constant (t = A_1 + sum_k A_k b_k(x));
     // without one, t would be re-scaled and corrected (t rho - A_k b_k rho), which cancels
-    // catastrophically, so that form is not offered.
+    // catastrophically, so that form is not offered, unless every other group's sum is a
+    // producer's running value (running_sum_of): then t = A_1 b_1 + sum_k A_k b_k with known
+    // A_k, and h = rho (t + sum_k A_k (b_k' / rho - b_k)), rho = b_1' / b_1, whose corrections
+    // simplify to differences of old and new values (softmax entropy: rho (t + m - m' + log l -
+    // log l'), rho = exp(m - m') l / l').
     size_t base = groups.size();
     for (size_t i = 0; i < groups.size(); ++i)
       if (groups[i].first->kind == TermKind::Const) base = i;
-    if (base == groups.size()) return false;
+    if (base == groups.size()) return running_sums(groups, c, need);
     Term b1 = groups[base].first;
     Term rho = simplify(cx_, cx_.mul(to_new(b1), cx_.pow(b1, -1.0)));
     std::vector<Term> h = {cx_.mul(t_sym(), rho)};
@@ -698,6 +719,83 @@ class Engine {
     return true;
   }
 
+  // A group's complete part split into its constant coefficient and the rest.
+  std::pair<double, Term> coefficient(Term a) {
+    if (a->kind == TermKind::Const) return {a->value, cx_.constant(1.0)};
+    if (a->kind == TermKind::Mul && a->args[0]->kind == TermKind::Const)
+      return {a->args[0]->value, cx_.mul(std::vector<Term>(a->args.begin() + 1, a->args.end()))};
+    return {1.0, a};
+  }
+
+  // The sum over the prefix of complete part `a` when it is the complete part of a running sum
+  // producer's summand (RepairRequest::running_sums): its running value over the summand's
+  // incomplete part, at the old values. Null otherwise.
+  Term running_sum_of(Term a) {
+    for (const auto& [name, summand] : req_.running_sums) {
+      auto v = std::find_if(values_.begin(), values_.end(),
+                            [&](const Value& x) { return x.load->name == name; });
+      if (v == values_.end()) continue;
+      Term ts;
+      const size_t known_values = values_.size();
+      try {
+        ts = simplify(cx_, convert(summand));
+      } catch (const Refusal&) {
+        values_.resize(known_values);
+        continue;
+      }
+      if (values_.size() != known_values) {  // reads an incomplete value the term does not
+        values_.resize(known_values);
+        continue;
+      }
+      Parts p = split_product(ts);
+      if (!p.mixed.empty() || p.u.empty()) continue;
+      auto [coef, rest] = coefficient(cx_.mul(p.u));
+      if (rest != a) continue;
+      Term k = cx_.mul(p.x);
+      return cx_.mul({cx_.constant(1.0 / coef), cx_.sym(v->old_sym), cx_.pow(k, -1.0)});
+    }
+    return nullptr;
+  }
+
+  // The augmented form whose statistics are all running sums but for the group t carries.
+  bool running_sums(const std::vector<std::pair<Term, std::vector<Term>>>& groups, Candidate* c,
+                    std::string* need) {
+    size_t base = groups.size();
+    std::vector<Term> known(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      known[i] = running_sum_of(coefficient(cx_.add(groups[i].second)).second);
+      if (known[i]) continue;
+      if (base != groups.size()) return false;  // two groups no producer sums
+      base = i;
+    }
+    if (base == groups.size()) return false;
+    Term b1 = groups[base].first;
+    Term rho = simplify(cx_, cx_.mul(to_new(b1), cx_.pow(b1, -1.0)));
+    std::vector<Term> corrections = {t_sym()};
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (i == base) continue;
+      auto [coef, a] = coefficient(cx_.add(groups[i].second));
+      Symbol st;
+      st.role = SymRole::Stat;
+      st.value = static_cast<int>(c->stats.size());
+      st.name = "S" + std::to_string(c->stats.size());
+      int si = cx_.add_symbol(st);
+      c->stats.push_back(si);
+      c->stat_terms.push_back(a);
+      c->running[si] = known[i];
+      Term bk = groups[i].first;
+      corrections.push_back(cx_.mul(
+          {cx_.constant(coef), cx_.sym(si), cx_.sub(cx_.mul(to_new(bk), cx_.pow(rho, -1.0)), bk)}));
+      *need += std::string(need->empty() ? "" : " and ") + "sum of " + cx_.str(a);
+    }
+    c->h = cx_.mul(rho, cx_.add(corrections));
+    c->scale = rho;
+    c->corrections = corrections;
+    c->method = "running sums";
+    c->shape = Candidate::Shape::General;
+    return true;
+  }
+
   Candidate derive() {
     bool sum_reducer = req_.reducer == ir::Reducer::Sum;
     // 1. separable product
@@ -716,7 +814,7 @@ class Engine {
         std::string need, mixed;
         Candidate a;
         bool aug = augmented(&a, &need, &mixed);
-        if (aug && req_.allow_augmented_state) return a;
+        if (aug && (req_.allow_augmented_state || !a.running.empty())) return a;
         try {
           check_distributes(c.h);
         } catch (const Refusal& r) {
@@ -744,7 +842,7 @@ class Engine {
     std::string need, mixed;
     Candidate a;
     bool aug = sum_reducer && augmented(&a, &need, &mixed);
-    if (aug && req_.allow_augmented_state) return a;
+    if (aug && (req_.allow_augmented_state || !a.running.empty())) return a;
     if (mixed.empty()) {
       Parts s = split_sum(expand(cx_, g_));
       if (!s.mixed.empty())
@@ -820,7 +918,22 @@ class Engine {
       }
       case TermKind::Add: {
         ir::Expr out;
-        for (Term a : t->args) {
+        // An old value and its new value's negation are added first, (m - m') + ..., so that
+        // the difference of two large, close values is formed exactly before it meets small
+        // terms (t + m - m' would round t to the precision of m).
+        std::vector<Term> args;
+        std::vector<bool> taken(t->args.size(), false);
+        if (t->args.size() > 2)
+          for (size_t i = 0; i < t->args.size(); ++i)
+            for (size_t j = 0; j < t->args.size() && !taken[i]; ++j)
+              if (!taken[j] && i != j && cx_.uses_role(t->args[i], SymRole::Old) &&
+                  t->args[j] == cx_.neg(to_new(t->args[i]))) {
+                args.push_back(cx_.add(t->args[i], t->args[j]));
+                taken[i] = taken[j] = true;
+              }
+        for (size_t i = 0; i < t->args.size(); ++i)
+          if (!taken[i]) args.push_back(t->args[i]);
+        for (Term a : args) {
           bool neg = (a->kind == TermKind::Const && a->value < 0) ||
                      (a->kind == TermKind::Mul && a->args[0]->kind == TermKind::Const &&
                       a->args[0]->value < 0);
@@ -1195,7 +1308,104 @@ class Engine {
       res->h = nullptr;
       return;
     }
+    if (!c.running.empty()) {
+      // Verified with its statistics; each is now the producer's running value, which holds
+      // wherever h is applied (a partial and its producers' values over the same elements).
+      Candidate r = c;
+      std::unordered_map<int, Term> sub(c.running.begin(), c.running.end());
+      std::vector<Term> corrections;
+      for (Term k : c.corrections)
+        corrections.push_back(simplify(cx_, expand(cx_, cx_.substitute(k, sub))));
+      r.h = cx_.mul(c.scale, cx_.add(corrections));
+      r.stats.clear();
+      r.stat_terms.clear();
+      r.running.clear();
+      res->statistics.clear();
+      res->h_unguarded = emit(r.h);
+      res->h = guarded(r);
+      if (!running_sums_hold(res->h, &why)) {
+        res->kind = RepairResult::Kind::Refused;
+        res->reason = "derived h = " + cx_.str(r.h) + " (" + c.method +
+                      ") failed numeric verification: " + why;
+        res->h = nullptr;
+        return;
+      }
+    }
     res->kind = RepairResult::Kind::Derived;
+  }
+
+  // h with its statistics replaced by running sums, checked on prefixes: the running sums' old
+  // values are their summands' sums over the prefix at the old values, the new values are free,
+  // and h(sum g(old), old, new) must be sum g(new) (sum reducer; chunks add).
+  bool running_sums_hold(const ir::Expr& h, std::string* why) {
+    std::vector<double> vals(cx_.num_symbols(), std::numeric_limits<double>::quiet_NaN());
+    Sampler smp{std::mt19937_64(0x72756e6e696e67ULL), 0};
+    std::vector<std::pair<size_t, Term>> sums;  // value index -> its summand
+    for (size_t i = 0; i < values_.size(); ++i) {
+      auto it = req_.running_sums.find(values_[i].load->name);
+      if (it != req_.running_sums.end()) sums.push_back({i, simplify(cx_, convert(it->second))});
+    }
+    int valid = 0;
+    for (int trial = 0; trial < 240; ++trial) {
+      smp.regime = trial % 4;
+      for (int s : complete_)
+        if (cx_.symbol(s).invariant)
+          vals[s] = smp.draw(cx_.symbol(s).fact, cx_.symbol(s).integer, false);
+      std::vector<double> r(values_.size()), rn(values_.size());
+      for (size_t i = 0; i < values_.size(); ++i) {
+        Sign f = cx_.symbol(values_[i].old_sym).fact;
+        r[i] = smp.draw(f, false, false);
+        rn[i] = smp.draw(f, false, false);
+      }
+      const int n = 1 + static_cast<int>(smp.rng() % 4);
+      std::vector<std::vector<double>> elements;
+      for (auto& [i, summand] : sums) r[i] = 0;
+      for (int e = 0; e < n; ++e) {
+        for (int s : complete_)
+          if (!cx_.symbol(s).invariant)
+            vals[s] = smp.draw(cx_.symbol(s).fact, cx_.symbol(s).integer, false);
+        elements.push_back(vals);
+        for (size_t i = 0; i < values_.size(); ++i) {
+          vals[values_[i].old_sym] = r[i];
+          vals[values_[i].new_sym] = r[i];
+        }
+        for (auto& [i, summand] : sums) r[i] += cx_.eval(summand, vals);
+      }
+      double t = 0, want = 0, scale = 0;
+      bool ok = true;
+      for (std::vector<double>& el : elements) {
+        for (size_t i = 0; i < values_.size(); ++i)
+          el[values_[i].old_sym] = el[values_[i].new_sym] = r[i];
+        double gv = eval_with(req_.term, el);
+        for (size_t i = 0; i < values_.size(); ++i)
+          el[values_[i].old_sym] = el[values_[i].new_sym] = rn[i];
+        double gn = eval_with(req_.term, el);
+        ok = ok && std::isfinite(gv) && std::isfinite(gn);
+        t += gv;
+        want += gn;
+        scale += std::fabs(gv) + std::fabs(gn);
+      }
+      if (!ok) continue;
+      for (size_t i = 0; i < values_.size(); ++i) {
+        vals[values_[i].old_sym] = r[i];
+        vals[values_[i].new_sym] = rn[i];
+      }
+      vals[acc_] = t;
+      double got = eval_with(h, vals);
+      if (!std::isfinite(got)) continue;
+      ++valid;
+      if (!close(got, want, scale)) {
+        *why = "on a prefix of " + std::to_string(n) + " elements h gives " +
+               ir::format_double(got) + " but the sum at the new values is " +
+               ir::format_double(want) + " (trial " + std::to_string(trial) + ")";
+        return false;
+      }
+    }
+    if (valid < 40) {
+      *why = "too few valid prefixes (" + std::to_string(valid) + ") to verify h";
+      return false;
+    }
+    return true;
   }
 
   const RepairRequest& req_;

@@ -47,6 +47,19 @@
 // `allow_augmented_state` is set (method "augmented state (Welford)") and otherwise refuses,
 // naming the statistics that would be needed.
 //
+// Running sums. A statistic can be a producer the target already reads: the entropy of a
+// softmax, sum_j p log p with p = exp(x - m) / l, expands to (x - m - log l) exp(x - m) / l,
+// whose correction needs sum_j exp(x) beside t, and that sum is l exp(m), l's own running value
+// (l = sum_j exp(x - m)). Given the summands of the incomplete sums (`running_sums`), such a
+// statistic is replaced by the producer's old value over its incomplete part, and t carries the
+// one group no producer sums: h = rho (t + sum_k A_k (b_k' / rho - b_k)), rho = b_1' / b_1, which
+// simplifies to old-minus-new differences (entropy: l (m - m' + log l - log l' + t) exp(m - m')
+// / l'). It holds wherever h is applied to a partial and the producers' values over the same
+// elements (a tile prefix, a chunk); it is verified with its statistics (Eq. 3, 4) and again
+// with them replaced, on prefixes whose running sums are their summands' sums (method "running
+// sums"). Emission adds each old value to its new value's negation first (m - m' + t, not
+// t + m - m'), so that t never meets a large value alone.
+//
 // Guard convention (masked tiles). The emitted h is safe when r = r' = -inf (a fully masked
 // leading tile): every factor k_C of h = t * prod_C k_C that depends on a group C of incomplete
 // values is emitted as select(x == x' && ..., 1, k_C) (additive parts: select(.., 0, k_C);
@@ -77,6 +90,11 @@ struct RepairRequest {
   // producer itself (the max of a reduction and a complete term is a max reduction started
   // from that term).
   std::string axis;
+  // Incomplete buffers that are sums over the target's axis, with their summand in the target's
+  // variables (loads of incomplete buffers as in `term`). A statistic of an augmented state that
+  // is such a summand's complete part is the producer's running value divided by its incomplete
+  // part (at the old values), so h needs no statistic of its own ("running sums").
+  std::map<std::string, ir::Expr> running_sums;
 };
 
 struct IncompleteValue {

@@ -147,8 +147,33 @@ class ChainFinder {
     req.allow_augmented_state = true;
     req.axis = c.axis;
     req.facts = repair_facts(p_);
+    req.running_sums = running_sums(c, incomplete, candidates);
     c.repair = algebra::derive_repair(req);
     return c;
+  }
+
+  // The summand of each incomplete producer that is a sum, in the target's variables: its
+  // reduction variable is the target's, its other variables the indices the target reads it at.
+  std::map<std::string, Expr> running_sums(const ReductionChain& c,
+                                           const std::set<std::string>& incomplete,
+                                           const std::set<std::string>& candidates) {
+    std::map<std::string, Expr> out;
+    for (const std::string& name : incomplete) {
+      const BlockInfo& b = blocks_.at(name);
+      if (b.reducer != ir::Reducer::Sum || !b.reduce_iter) continue;
+      Expr load;
+      ir::visit(c.term, [&](const Expr& n) {
+        if (!load && n->op == Op::Load && n->name == name) load = n;
+        return !load;
+      });
+      std::map<std::string, Expr> sub = {
+          {b.reduce_iter->name, ir::make_var(c.axis, ir::VarKind::Index, DType::Int)}};
+      const std::vector<Expr>& at = b.block->body->indices;
+      for (size_t d = 0; d < at.size() && d < load->args.size(); ++d)
+        if (at[d]->op == Op::Var) sub[at[d]->name] = load->args[d];
+      out[name] = inline_term(ir::substitute(b.value, sub), candidates);
+    }
+    return out;
   }
 };
 

@@ -19,6 +19,7 @@
 #include "Emulator.h"
 #include "driver/Driver.h"
 #include "ir/Interpreter.h"
+#include "ir/Printer.h"
 #include "runtime/Runner.h"
 #include "support/Error.h"
 #include "te/Lower.h"
@@ -43,6 +44,7 @@ struct Case {
   // Sizes the kernel runs at when they differ from those it is scheduled and generated for
   // (`sizes`): the sizes a Python kernel takes as dynamic.
   runtime::SizeMap run_sizes = {};
+  int64_t whole_row_bytes = -1;  // rows held whole up to this many bytes; -1: the target's
 };
 
 std::string describe(const Case& c) {
@@ -70,6 +72,7 @@ Compiled compile(const Case& c, std::vector<std::string>* warnings) {
   o.target = driver::Target::parse("cuda");
   o.sizes = r.sizes;
   o.chunk_tiles = c.chunk_tiles;
+  o.whole_row_bytes = c.whole_row_bytes;
   for (const auto& [name, value] : c.run_sizes) o.dynamic.insert(name);
   driver::Scheduled s = driver::schedule_program(r.program, o);
   for (const std::string& w : s.warnings) {
@@ -389,6 +392,23 @@ TEST(Emulator, GatherOutOfRangeIsAnError) {
     ADD_FAILURE() << "an out-of-range target id ran";
   } catch (const RuntimeArgError& e) {
     EXPECT_NE(std::string(e.what()).find("failed at X"), std::string::npos) << e.what();
+  }
+}
+
+// The entropy of a softmax over streamed rows (rows held whole never fuse): its sum of p log p
+// is repaired through the normaliser's running value (the "running sums" repair), split over
+// chunks for few rows and rolled over tiles for many, and the repaired sum's scan feeds it.
+TEST(Emulator, EntropyOfStreamedRows) {
+  for (int64_t m : {37, 300}) {
+    Case c{"tests/generality/softmax_entropy.te", {{"M", m}, {"N", 3000}}, {}};
+    c.from_root = true;
+    c.whole_row_bytes = 0;
+    std::vector<std::string> warnings;
+    Compiled k = compile(c, &warnings);
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    std::string fused = ir::to_string(k.scheduled);
+    EXPECT_NE(fused.find("H.sum0.rf"), std::string::npos) << "M=" << m << ": not fused";
+    verify(c);
   }
 }
 

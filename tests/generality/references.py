@@ -248,6 +248,11 @@ def softmax_entropy(inputs, params):
     return {"H": -(p * np.log(p)).sum(axis=-1)}
 
 
+def entropy_from_log_softmax(inputs, params):
+    p = softmax_rows(inputs["X"].astype(np.float64) / params["TAU"])
+    return {"H": -(p * np.log(p)).sum(axis=-1)}
+
+
 def rmsnorm_weight(inputs, params):
     x = inputs["X"]
     return {"Y": x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + params["EPS"]) * inputs["Wt"]}

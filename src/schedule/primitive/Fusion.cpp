@@ -414,6 +414,91 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
   return !masked_term_differs(expand(term), ir::reducer_identity(target_reducer));
 }
 
+namespace {
+
+ir::Expr running_sum_summand(const ir::LoopProgram& p, const std::string& buffer,
+                             const ir::Expr& inner_position, const std::string& loop_var,
+                             const ir::Expr& position) {
+  auto writers = block_writers(p.body);
+  auto w = writers.find(buffer);
+  if (w == writers.end() || !w->second->body) return nullptr;
+  auto summand = [&](const ir::StmtNode& b) -> ir::Expr {
+    ir::Reducer r;
+    ir::Expr g;
+    if (!b.body || !match_reduction_update(*b.body, &r, &g) || r != ir::Reducer::Sum)
+      return nullptr;
+    // The element first (its tile start reads the loop variable), then the loop's position
+    // spelled as the target's term spells it.
+    std::string inner, tile;
+    for (const ir::IterVar& iv : b.iters) {
+      if (iv.kind == ir::IterKind::Reduce) inner = iv.name;
+      if (iv.kind == ir::IterKind::Spatial && iv.binding->op == ir::Op::Var &&
+          iv.binding->name == loop_var)
+        tile = iv.name;
+    }
+    if (inner.empty()) return nullptr;
+    std::map<std::string, ir::Expr> at = {{loop_var, position}};
+    if (!tile.empty()) at[tile] = position;
+    return ir::substitute(ir::substitute(g, {{inner, inner_position}}), at);
+  };
+  if (ir::Expr g = summand(*w->second)) return g;  // a chunk's partial
+  ir::Expr found;                                  // a scan: the partial it adds up
+  ir::visit(w->second->body->value, [&](const ir::Expr& x) {
+    if (!found && x->op == ir::Op::Load && x->name != buffer && writers.count(x->name))
+      found = summand(*writers.at(x->name));
+    return !found;
+  });
+  return found;
+}
+
+}  // namespace
+
+std::map<std::string, ir::Expr> running_sums(
+    const ir::LoopProgram& p, const std::set<std::string>& incomplete,
+    const ir::Expr& inner_position, const std::string& loop_var, const ir::Expr& position,
+    const std::function<ir::Expr(const ir::Expr&)>& expand) {
+  // Maps the target's term does not pass through (a summand named apart, l.term0) are inlined
+  // too: at the load's indices, the loop's iteration at `position`.
+  // Only maps that read a running value: the others stay complete values, as in the target.
+  auto writers = block_writers(p.body);
+  std::function<bool(const ir::Expr&)> reads_running = [&](const ir::Expr& e) {
+    bool found = false;
+    ir::visit(e, [&](const ir::Expr& n) {
+      if (found || n->op != ir::Op::Load) return !found;
+      auto w = writers.find(n->name);
+      found = incomplete.count(n->name) ||
+              (w != writers.end() && is_map(*w->second) && reads_running(w->second->body->value));
+      return !found;
+    });
+    return found;
+  };
+  std::function<ir::Expr(const ir::Expr&)> inline_maps = [&](const ir::Expr& e) -> ir::Expr {
+    return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
+      auto w = writers.find(n->op == ir::Op::Load ? n->name : "");
+      if (w == writers.end() || !is_map(*w->second) || !reads_running(w->second->body->value))
+        return n;
+      std::map<std::string, ir::Expr> at;
+      const std::vector<ir::Expr>& store = w->second->body->indices;
+      for (size_t d = 0; d < store.size() && d < n->args.size(); ++d)
+        if (store[d]->op == ir::Op::Var) at[store[d]->name] = n->args[d];
+      for (const ir::IterVar& iv : w->second->iters)
+        if (!at.count(iv.name) && iv.binding->op == ir::Op::Var && iv.binding->name == loop_var)
+          at[iv.name] = position;
+      return inline_maps(ir::substitute(w->second->body->value, at));
+    });
+  };
+  std::map<std::string, ir::Expr> out;
+  for (const std::string& buffer : incomplete)
+    if (ir::Expr summand = running_sum_summand(p, buffer, inner_position, loop_var, position))
+      out[buffer] = ir::mutate(inline_maps(expand(summand)), [](const ir::Expr& n) {
+        if (n->op != ir::Op::Load) return n;
+        std::vector<ir::Expr> index;
+        for (const ir::Expr& a : n->args) index.push_back(ir::simplify(a));
+        return ir::make_load(n->name, n->type, index);
+      });
+  return out;
+}
+
 void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
                                        const algebra::RepairResult& repair,
                                        const std::string& primitive, const std::string& refusal) {

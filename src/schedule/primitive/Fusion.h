@@ -43,6 +43,17 @@ std::string repair_pole(const algebra::RepairResult& repair,
                         const std::set<std::string>& incomplete,
                         const std::map<std::string, std::string>& facts);
 
+// algebra::RepairRequest::running_sums: for each incomplete buffer that holds a running sum (a
+// scan of tile partials, or a chunk's partial, of a sum over the target's axis), the term of the
+// partial reduction summing into it, with the partial's reduction variable at the target's
+// element (`inner_position`, as for identity_guard_sound) and loop `loop_var`'s iteration
+// spelled `position` (as the target's term reads running values), fused maps inlined by
+// `expand` (the expansion of the target's own term) and load indices simplified.
+std::map<std::string, ir::Expr> running_sums(
+    const ir::LoopProgram& p, const std::set<std::string>& incomplete,
+    const ir::Expr& inner_position, const std::string& loop_var, const ir::Expr& position,
+    const std::function<ir::Expr(const ir::Expr&)>& expand);
+
 // The identity guard (repair_annihilates_identity) drops what a tile or chunk contributed while
 // an incomplete value's producer held its reducer's identity. That is sound when the target's
 // terms are its own identity on the elements that made the producer's terms the identity: where a

@@ -6,10 +6,15 @@
 // becomes
 //   for j0: R.scan[i, j0] = select(j0 > 0, R.scan[i, j0 - 1], identity) (+) v(j0)
 //
+// A repaired write-back (rolling_update's R[i] = h(R[i], ..) (+) v(j0)) scans the same way, its
+// reads of R[i] taken from the previous position.
+//
 // Readers under `loop` now see the running value of the current iteration (R.scan[i, j0]; they
 // get an iteration variable bound to `loop` if they lack one), readers after it the final value
 // R.scan[i, extent - 1]. This is the step that makes a producer "incomplete" on purpose, so that
 // rolling_update can repair its consumers. The original buffer must be an intermediate.
+#include <map>
+
 #include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
@@ -66,6 +71,50 @@ ir::Stmt read_loop_position(
   });
 }
 
+namespace {
+
+// x[...] = A op g where g does not read x and A reads x only at the stored indices: a reduction
+// (A = x) or its repaired write-back after rolling_update (A = h(x, r, r')).
+bool match_running_update(const ir::StmtNode& store, ir::Reducer* r, ir::Expr* running,
+                          ir::Expr* g) {
+  ir::Expr direct;
+  if (match_reduction_update(store, r, &direct)) {
+    *running = store.value->args[0];
+    *g = direct;
+    return true;
+  }
+  const ir::Expr& v = store.value;
+  if (store.kind != ir::StmtKind::Store || !v || v->args.size() != 2) return false;
+  const std::map<ir::Op, ir::Reducer> reducers = {{ir::Op::Add, ir::Reducer::Sum},
+                                                  {ir::Op::Mul, ir::Reducer::Prod},
+                                                  {ir::Op::Max, ir::Reducer::Max},
+                                                  {ir::Op::Min, ir::Reducer::Min}};
+  auto it = reducers.find(v->op);
+  if (it == reducers.end()) return false;
+  auto reads = [&](const ir::Expr& e, bool* elsewhere) {
+    bool any = false;
+    ir::visit(e, [&](const ir::Expr& x) {
+      if (x->op == ir::Op::Load && x->name == store.buffer) {
+        any = true;
+        bool same = x->args.size() == store.indices.size();
+        for (size_t k = 0; same && k < x->args.size(); ++k)
+          same = ir::equal(x->args[k], store.indices[k]);
+        *elsewhere = *elsewhere || !same;
+      }
+      return true;
+    });
+    return any;
+  };
+  bool elsewhere = false;
+  if (!reads(v->args[0], &elsewhere) || reads(v->args[1], &elsewhere) || elsewhere) return false;
+  *r = it->second;
+  *running = v->args[0];
+  *g = v->args[1];
+  return true;
+}
+
+}  // namespace
+
 std::string Schedule::reduce_to_scan(const std::string& block, const LoopRef& loop) {
   const std::string P = "reduce_to_scan";
   if (loop.block != block) throw ScheduleError(P, "the loop must enclose block '" + block + "'");
@@ -74,8 +123,8 @@ std::string Schedule::reduce_to_scan(const std::string& block, const LoopRef& lo
   const ir::StmtNode& w = *path.back();
   const ir::StmtNode& l = *lpath.back();
   ir::Reducer reducer;
-  ir::Expr term;
-  if (!w.body || !match_reduction_update(*w.body, &reducer, &term))
+  ir::Expr term, running;
+  if (!w.body || !match_running_update(*w.body, &reducer, &running, &term))
     throw ScheduleError(P, "block '" + block + "' is not a reduction x[...] = x[...] op g");
   int reduce_count = 0;
   const ir::IterVar* red = nullptr;
@@ -119,7 +168,11 @@ std::string Schedule::reduce_to_scan(const std::string& block, const LoopRef& lo
   nb.init = nullptr;
   for (ir::IterVar& iv : nb.iters)
     if (iv.kind != ir::IterKind::Spatial) iv.kind = ir::IterKind::Scan;
-  nb.body = ir::make_store(scan, at(pos), combine(reducer, start, term));
+  // The running value, repaired or not, read from the previous position of the scan.
+  ir::Expr self = ir::make_load(st.buffer, acc_type, st.indices);
+  ir::Expr carried =
+      ir::mutate(running, [&](const ir::Expr& e) { return ir::equal(e, self) ? start : e; });
+  nb.body = ir::make_store(scan, at(pos), combine(reducer, carried, term));
   ir::LoopProgram p = program_;
   auto shape = buf->shape;
   shape.push_back(l.extent);

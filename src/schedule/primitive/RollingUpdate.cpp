@@ -149,6 +149,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   std::map<std::string, AxisIteration> axis_iter =
       axis_iterations(tmp.program(), block, axis->name, between);
   auto box_for = [&](const std::string& name) { return axis_box(axis_iter, name, tile); };
+  // A placeholder read is placed like a read of the scan it stands for (a block between that
+  // reads a producer's running value and nothing else the loop produces).
+  std::map<std::string, std::string> running_reads;
+  for (const auto& [scan, ph] : placeholder) running_reads[ph] = scan;
   // Blocks between that others still read are cloned: the fused copy reads running values.
   std::map<std::string, std::string> renamed;  // original buffer -> buffer the fused blocks read
   for (const std::string& name : between) {
@@ -208,10 +212,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
       });
       tmp.program_ = p;
       renamed[buffer] = nbuf;
-      tmp.reverse_compute_at_box(nb, LoopRef{loop.block, lv}, box_for(name));
+      tmp.reverse_compute_at_box(nb, LoopRef{loop.block, lv}, box_for(name), running_reads);
       if (axis_iter.count(name)) axis_iter[nb] = axis_iter.at(name);
     } else {
-      tmp.reverse_compute_at_box(name, LoopRef{loop.block, lv}, box_for(name));
+      tmp.reverse_compute_at_box(name, LoopRef{loop.block, lv}, box_for(name), running_reads);
     }
   }
   {
@@ -286,6 +290,9 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     if (req.facts.count(producer)) req.facts.emplace(running, req.facts.at(producer));
   req.allow_augmented_state = true;
   req.axis = axis->name;
+  const ir::Expr inner_position = ir::make_binary(
+      ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
+  req.running_sums = running_sums(tmp.program_, scan_bufs, inner_position, lv, var(kPos), expand);
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
@@ -432,8 +439,6 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
                                      ", from which the repair cannot re-base the tile's terms");
         continue;
       }
-      ir::Expr inner_position = ir::make_binary(
-          ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
       if (!identity_guard_sound(tmp.program_, prod->body->buffer, pr, term, reducer, renamed,
                                 inner_position))
         throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +

@@ -200,7 +200,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
       if (n->op != ir::Op::Load || rf_bufs.count(n->name) || !writers_now.count(n->name)) return n;
       const ir::StmtNode* prod = writers_now.at(n->name);
-      if (std::find(between.begin(), between.end(), prod->name) == between.end()) return n;
+      // A fused block, or its chunk-local copy (what a producer's own partial reads).
+      if (std::none_of(between.begin(), between.end(), [&](const std::string& b) {
+            return prod->name == b || prod->name.rfind(b + ".sk", 0) == 0;
+          }))
+        return n;
       const ir::StmtNode& st = *prod->body;
       std::map<std::string, ir::Expr> sub;
       for (size_t d = 0; d < st.indices.size(); ++d) sub[st.indices[d]->name] = n->args[d];
@@ -218,6 +222,9 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
     if (req.facts.count(producer)) req.facts.emplace(running, req.facts.at(producer));
   req.allow_augmented_state = true;
   req.axis = axis->name;
+  const ir::Expr inner_position = ir::make_binary(
+      ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
+  req.running_sums = running_sums(tmp.program_, rf_bufs, inner_position, lv, var(kChunk), expand);
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
@@ -335,8 +342,6 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
                                    "': a chunk that the mask hides from " + global +
                                    " leaves it at " + ir::format_double(id) +
                                    ", from which the repair cannot re-base the chunk's terms");
-      ir::Expr inner_position = ir::make_binary(
-          ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
       if (annihilates &&
           !identity_guard_sound(tmp.program_, global, pr, term, reducer, renamed, inner_position))
         throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +

@@ -27,10 +27,15 @@ void Schedule::split_scan_buffer(const std::string& block, const LoopRef& loop) 
     throw ScheduleError(P, "block '" + block + "' is not a scan over loop '" + loop.var +
                                "' (use reduce_to_scan first)");
   const ir::StmtNode& st = *w.body;
-  // The store is S[idx.., pos] = combine(select(pos > 0, S[idx.., pos - 1], init), v).
+  // The store is S[idx.., pos] = combine(select(pos > 0, S[idx.., pos - 1], init), v), or a
+  // repaired combine that reads that select (reduce_to_scan of a rolled write-back).
   ir::Expr init_value;
-  if (st.value->args.size() == 2 && st.value->args[0]->op == ir::Op::Select)
-    init_value = st.value->args[0]->args[2];
+  ir::visit(st.value, [&](const ir::Expr& x) {
+    if (!init_value && x->op == ir::Op::Select && x->args[1]->op == ir::Op::Load &&
+        x->args[1]->name == st.buffer)
+      init_value = x->args[2];
+    return !init_value;
+  });
   if (!init_value)
     throw ScheduleError(P, "block '" + block + "' does not start from an initial value");
   for (const ir::IterVar& iv : w.iters)

@@ -117,6 +117,44 @@ TEST(algebra_repair, MaskAroundTheExponential) {
   EXPECT_EQ(derive_repair(q3).kind, RepairResult::Kind::Refused);
 }
 
+// 4c. The entropy of a softmax, sum_j p log p with p = exp(x - m) / l: after expansion the
+// statistic sum_j exp(x) that the correction needs is the producer l itself (l = sum_j
+// exp(x - m), given as a running sum), so h reads only t, m, m', l, l', with the old and new
+// values paired so that no large value meets t first. Without the running sum, or with one whose
+// summand is not that statistic, there is no repair.
+TEST(algebra_repair, EntropyThroughItsNormaliser) {
+  Expr x = ld("x", {idx("i"), idx("j")});
+  Expr l = ld("l", {idx("i")});
+  Expr p = div(ex(sub(x, m_i())), l);
+  auto q = request(Reducer::Sum, mul(p, lg(p)), {"m", "l"}, {{"l", "positive"}});
+  EXPECT_EQ(derive_repair(q).kind, RepairResult::Kind::Refused);
+  q.running_sums = {{"l", ex(sub(x, m_i()))}};
+  RepairResult r = derive_repair(q);
+  ASSERT_EQ(r.kind, RepairResult::Kind::Derived) << r.reason;
+  EXPECT_EQ(r.method, "running sums");
+  EXPECT_TRUE(r.statistics.empty());
+  EXPECT_EQ(to_math(r.h_unguarded), "l * (m - m' + (-log(l') + log(l)) + t) * exp(m - m') / l'");
+  // h on a prefix of two elements, l at its definition: the sum of p log p at the new values.
+  const double x0 = 999.5, x1 = 1001.25, m0 = 1000.0, m1 = 1002.0, l1 = 3.5;
+  const double l0 = std::exp(x0 - m0) + std::exp(x1 - m0);
+  auto plogp = [](double xv, double mv, double lv) {
+    double pv = std::exp(xv - mv) / lv;
+    return pv * std::log(pv);
+  };
+  double t = plogp(x0, m0, l0) + plogp(x1, m0, l0);
+  double want = plogp(x0, m1, l1) + plogp(x1, m1, l1);
+  double got = algebra::eval_ir(r.h_unguarded, [&](const Expr& n, double* v) {
+    if (n->op != Op::Var) return false;
+    const std::map<std::string, double> at = {
+        {"t", t}, {"m", m0}, {"m'", m1}, {"l", l0}, {"l'", l1}};
+    *v = at.at(n->name);
+    return true;
+  });
+  EXPECT_NEAR(got, want, 1e-12 * std::fabs(want));
+  q.running_sums = {{"l", ex(sub(mul(lit(2.0), x), m_i()))}};
+  EXPECT_EQ(derive_repair(q).kind, RepairResult::Kind::Refused);
+}
+
 // 5. logsumexp = m + log(sum_j exp(c - m)): the sum's repair is the softmax one; the epilogue
 // m + log(l) reads only complete values and needs none.
 TEST(algebra_repair, LogSumExp) {
@@ -246,13 +284,13 @@ TEST(algebra_repair, AdditiveUnderMaxAndPeeledInverse) {
   RepairResult r = derive_repair(q);
   expect_derived(q, r, 12);
   EXPECT_EQ(r.method, "separable sum");
-  EXPECT_EQ(to_math(r.h_unguarded), "t + m - m'");
+  EXPECT_EQ(to_math(r.h_unguarded), "m - m' + t");  // the difference first
 
   auto peel = request(Reducer::Max, lg(mul(c, ex(make_unary(Op::Neg, m_i())))), {"m"});
   RepairResult p = derive_repair(peel);
   expect_derived(peel, p, 13);
   EXPECT_EQ(p.method, "peeled inverse (Eq. 5)");
-  EXPECT_EQ(to_math(p.h_unguarded), "t + m - m'");
+  EXPECT_EQ(to_math(p.h_unguarded), "m - m' + t");
 }
 
 // A max of the running value and a complete value constant along the axis (a learned sink logit
