@@ -1152,14 +1152,7 @@ class Engine {
   bool numeric(const Candidate& c, const ir::Expr& h, std::string* why) {
     std::vector<double> vals(cx_.num_symbols(), std::numeric_limits<double>::quiet_NaN());
     Sampler smp{std::mt19937_64(0x4b696e7473756769ULL), 0};
-    auto draw_u = [&](bool invariant) {
-      for (int s : complete_) {
-        const Symbol& sy = cx_.symbol(s);
-        if (sy.invariant != invariant) continue;
-        vals[s] = smp.draw(sy.fact, sy.integer && sy.origin->type != DType::Bool,
-                           sy.origin->type == DType::Bool);
-      }
-    };
+    auto draw_u = [&](bool invariant) { draw_complete(smp, invariant, &vals); };
     auto set_x = [&](const std::vector<double>& r, const std::vector<double>& rn) {
       for (size_t i = 0; i < values_.size(); ++i) {
         vals[values_[i].old_sym] = r[i];
@@ -1334,6 +1327,16 @@ class Engine {
     res->kind = RepairResult::Kind::Derived;
   }
 
+  // Draws the complete values that are (`invariant`) or are not constant along the axis.
+  void draw_complete(Sampler& smp, bool invariant, std::vector<double>* vals) {
+    for (int s : complete_) {
+      const Symbol& sy = cx_.symbol(s);
+      if (sy.invariant != invariant) continue;
+      const bool boolean = sy.origin->type == DType::Bool;
+      (*vals)[s] = smp.draw(sy.fact, sy.integer && !boolean, boolean);
+    }
+  }
+
   // h with its statistics replaced by running sums, checked on prefixes: the running sums' old
   // values are their summands' sums over the prefix at the old values, the new values are free,
   // and h(sum g(old), old, new) must be sum g(new) (sum reducer; chunks add).
@@ -1348,9 +1351,7 @@ class Engine {
     int valid = 0;
     for (int trial = 0; trial < 240; ++trial) {
       smp.regime = trial % 4;
-      for (int s : complete_)
-        if (cx_.symbol(s).invariant)
-          vals[s] = smp.draw(cx_.symbol(s).fact, cx_.symbol(s).integer, false);
+      draw_complete(smp, true, &vals);
       std::vector<double> r(values_.size()), rn(values_.size());
       for (size_t i = 0; i < values_.size(); ++i) {
         Sign f = cx_.symbol(values_[i].old_sym).fact;
@@ -1361,9 +1362,7 @@ class Engine {
       std::vector<std::vector<double>> elements;
       for (auto& [i, summand] : sums) r[i] = 0;
       for (int e = 0; e < n; ++e) {
-        for (int s : complete_)
-          if (!cx_.symbol(s).invariant)
-            vals[s] = smp.draw(cx_.symbol(s).fact, cx_.symbol(s).integer, false);
+        draw_complete(smp, false, &vals);
         elements.push_back(vals);
         for (size_t i = 0; i < values_.size(); ++i) {
           vals[values_[i].old_sym] = r[i];
