@@ -412,6 +412,21 @@ TEST(Emulator, EntropyOfStreamedRows) {
   }
 }
 
+// KL divergence between two softmaxes of the same rows over streamed rows (many rows: rolled):
+// the second softmax reads nothing of the first one's tile loop and is placed beside it (a
+// sibling: by its axis' tile and the row loop of the same extent), and KL's repair reads both
+// normalisers' running values.
+TEST(Emulator, KlDivergenceOfStreamedRows) {
+  Case c{"tests/generality/kl_divergence_rows.te", {{"M", 300}, {"N", 3000}}, {}};
+  c.from_root = true;
+  c.whole_row_bytes = 0;
+  std::vector<std::string> warnings;
+  Compiled k = compile(c, &warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_NE(ir::to_string(k.scheduled).find("KL.rf"), std::string::npos) << "not fused";
+  verify(c);
+}
+
 // A bias tile read from global memory beside the scores (relative_bias_tensor: BIAS[h, i, j])
 // is read without per-element bounds tests in the loop version whose tiles lie inside the
 // buffer, and with them in the other: interior and tail tiles of rows and keys in one run.

@@ -155,6 +155,30 @@ void Schedule::reverse_compute_at_box(const std::string& block, const LoopRef& l
       });
     });
   }
+  // A sibling (a reduction over the same axis that reads nothing the loop produces, such as the
+  // second of two softmaxes of the same rows) is placed by the box it was given along the axis
+  // and, for each other variable, by the one loop around `loop` of the same extent (none or
+  // several: refused). The placement is checked by execution like every other.
+  if (!any && !extra.empty()) {
+    std::set<std::string> used;
+    bool placed = true;
+    for (const ir::IterVar& iv : c.iters) {
+      if (box.count(iv.name) || extra.count(iv.name)) continue;
+      std::vector<std::string> same;
+      for (size_t k = 0; k + 1 < lpath.size(); ++k)
+        if (lpath[k]->kind == ir::StmtKind::For && !used.count(lpath[k]->var) &&
+            ir::provably_equal(lpath[k]->extent, iv.extent) &&
+            ir::equal(lpath[k]->min, ir::make_int(0)))
+          same.push_back(lpath[k]->var);
+      if (same.size() != 1) {
+        placed = false;
+        break;
+      }
+      used.insert(same[0]);
+      box[iv.name] = Range{var(same[0]), ir::make_int(1)};
+    }
+    any = placed;
+  }
   if (!any)
     throw ScheduleError(
         P, "block '" + block + "' reads nothing that loop '" + loop.var + "' produces");
