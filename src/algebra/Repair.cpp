@@ -41,6 +41,7 @@ struct Candidate {
   // h = scale * sum of corrections (t and one term a statistic).
   std::unordered_map<int, Term> running;
   Term scale = nullptr;
+  bool scale_at_most_one = false;  // scale = a running sum's old / new value (RepairResult)
   std::vector<Term> corrections;
 };
 
@@ -757,6 +758,37 @@ class Engine {
     return nullptr;
   }
 
+  // Whether x-part b is k / p for a running sum p whose summand is a(u) k(x) with a >= 0: then
+  // b' / b = (p k^-1) / (p' k'^-1), a sum of a over the partial's elements over the same sum
+  // over a superset of them.
+  bool running_sum_ratio(Term b) {
+    for (const auto& [name, summand] : req_.running_sums) {
+      auto v = std::find_if(values_.begin(), values_.end(),
+                            [&](const Value& x) { return x.load->name == name; });
+      if (v == values_.end()) continue;
+      const size_t known_values = values_.size();
+      Term ts;
+      try {
+        ts = simplify(cx_, convert(summand));
+      } catch (const Refusal&) {
+        values_.resize(known_values);
+        continue;
+      }
+      if (values_.size() != known_values) {
+        values_.resize(known_values);
+        continue;
+      }
+      Parts p = split_product(ts);
+      if (!p.mixed.empty()) continue;
+      Sign a = cx_.sign(cx_.mul(p.u));
+      if (a != Sign::Pos && a != Sign::NonNeg) continue;
+      if (simplify(cx_, cx_.mul(cx_.mul(p.x), cx_.pow(cx_.sym(v->old_sym), -1.0))) ==
+          simplify(cx_, b))
+        return true;
+    }
+    return false;
+  }
+
   // The augmented form whose statistics are all running sums but for the group t carries.
   bool running_sums(const std::vector<std::pair<Term, std::vector<Term>>>& groups, Candidate* c,
                     std::string* need) {
@@ -790,6 +822,7 @@ class Engine {
     }
     c->h = cx_.mul(rho, cx_.add(corrections));
     c->scale = rho;
+    c->scale_at_most_one = running_sum_ratio(b1);
     c->corrections = corrections;
     c->method = "running sums";
     c->shape = Candidate::Shape::General;
@@ -1314,6 +1347,7 @@ class Engine {
       r.stat_terms.clear();
       r.running.clear();
       res->statistics.clear();
+      res->scale_at_most_one = c.scale_at_most_one;
       res->h_unguarded = emit(r.h);
       res->h = guarded(r);
       if (!running_sums_hold(res->h, &why)) {

@@ -124,6 +124,10 @@ struct RepairResult {
                        // "augmented state (Welford)", "identity"
   std::string reason;  // Refused: why
   bool verified_symbolic = false, verified_numeric = false;
+  // Running sums whose scale is a running sum's old value over its new one (h = rho (..), rho =
+  // sum over the partial's elements of a nonnegative summand / the same sum over a superset):
+  // wherever h is applied, rho is in [0, 1], so h never scales a partial up.
+  bool scale_at_most_one = false;
 };
 
 RepairResult derive_repair(const RepairRequest& request);

@@ -524,6 +524,7 @@ void refuse_masked_infinite_statistics(const ir::LoopProgram& p,
 
 bool repair_scale_may_overflow(const algebra::RepairResult& repair,
                                const std::map<std::string, ir::Reducer>& moves) {
+  if (repair.scale_at_most_one) return false;  // proven by the algebra (running sums)
   // Old values and steps of the new value from the old one (signed as the producer allows).
   const double olds[] = {-3.0, 0.5, 7.0, 40.0};
   const double steps[] = {0.0, 0.25, 3.0, 30.0};

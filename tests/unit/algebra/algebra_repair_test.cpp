@@ -133,6 +133,8 @@ TEST(algebra_repair, EntropyThroughItsNormaliser) {
   ASSERT_EQ(r.kind, RepairResult::Kind::Derived) << r.reason;
   EXPECT_EQ(r.method, "running sums");
   EXPECT_TRUE(r.statistics.empty());
+  EXPECT_TRUE(
+      r.scale_at_most_one);  // exp(m - m') l / l' = the partial's sum of exp(x) / a superset's
   EXPECT_EQ(to_math(r.h_unguarded), "l * (m - m' + (-log(l') + log(l)) + t) * exp(m - m') / l'");
   // h on a prefix of two elements, l at its definition: the sum of p log p at the new values.
   const double x0 = 999.5, x1 = 1001.25, m0 = 1000.0, m1 = 1002.0, l1 = 3.5;
