@@ -728,16 +728,22 @@ class Engine {
     return {1.0, a};
   }
 
-  // The sum over the prefix of complete part `a` when it is the complete part of a running sum
-  // producer's summand (RepairRequest::running_sums): its running value over the summand's
-  // incomplete part, at the old values. Null otherwise.
-  Term running_sum_of(Term a) {
+  // A running sum the term reads (RepairRequest::running_sums) whose summand separates as a(u)
+  // k(x) over the term's own incomplete values.
+  struct RunningSum {
+    size_t value;  // index in values_
+    Term summand, u, k;
+  };
+  const std::vector<RunningSum>& running_sum_parts() {
+    if (running_sums_ready_) return running_sums_;
+    running_sums_ready_ = true;
     for (const auto& [name, summand] : req_.running_sums) {
       auto v = std::find_if(values_.begin(), values_.end(),
                             [&](const Value& x) { return x.load->name == name; });
       if (v == values_.end()) continue;
-      Term ts;
+      const size_t index = static_cast<size_t>(v - values_.begin());
       const size_t known_values = values_.size();
+      Term ts;
       try {
         ts = simplify(cx_, convert(summand));
       } catch (const Refusal&) {
@@ -750,10 +756,20 @@ class Engine {
       }
       Parts p = split_product(ts);
       if (!p.mixed.empty() || p.u.empty()) continue;
-      auto [coef, rest] = coefficient(cx_.mul(p.u));
+      running_sums_.push_back({index, ts, cx_.mul(p.u), cx_.mul(p.x)});
+    }
+    return running_sums_;
+  }
+
+  // The sum over the prefix of complete part `a` when it is the complete part of a running sum's
+  // summand: its running value over the summand's incomplete part, at the old values. Null
+  // otherwise.
+  Term running_sum_of(Term a) {
+    for (const RunningSum& r : running_sum_parts()) {
+      auto [coef, rest] = coefficient(r.u);
       if (rest != a) continue;
-      Term k = cx_.mul(p.x);
-      return cx_.mul({cx_.constant(1.0 / coef), cx_.sym(v->old_sym), cx_.pow(k, -1.0)});
+      return cx_.mul(
+          {cx_.constant(1.0 / coef), cx_.sym(values_[r.value].old_sym), cx_.pow(r.k, -1.0)});
     }
     return nullptr;
   }
@@ -762,27 +778,10 @@ class Engine {
   // b' / b = (p k^-1) / (p' k'^-1), a sum of a over the partial's elements over the same sum
   // over a superset of them.
   bool running_sum_ratio(Term b) {
-    for (const auto& [name, summand] : req_.running_sums) {
-      auto v = std::find_if(values_.begin(), values_.end(),
-                            [&](const Value& x) { return x.load->name == name; });
-      if (v == values_.end()) continue;
-      const size_t known_values = values_.size();
-      Term ts;
-      try {
-        ts = simplify(cx_, convert(summand));
-      } catch (const Refusal&) {
-        values_.resize(known_values);
-        continue;
-      }
-      if (values_.size() != known_values) {
-        values_.resize(known_values);
-        continue;
-      }
-      Parts p = split_product(ts);
-      if (!p.mixed.empty()) continue;
-      Sign a = cx_.sign(cx_.mul(p.u));
+    for (const RunningSum& r : running_sum_parts()) {
+      Sign a = cx_.sign(r.u);
       if (a != Sign::Pos && a != Sign::NonNeg) continue;
-      if (simplify(cx_, cx_.mul(cx_.mul(p.x), cx_.pow(cx_.sym(v->old_sym), -1.0))) ==
+      if (simplify(cx_, cx_.mul(r.k, cx_.pow(cx_.sym(values_[r.value].old_sym), -1.0))) ==
           simplify(cx_, b))
         return true;
     }
@@ -1378,10 +1377,7 @@ class Engine {
     std::vector<double> vals(cx_.num_symbols(), std::numeric_limits<double>::quiet_NaN());
     Sampler smp{std::mt19937_64(0x72756e6e696e67ULL), 0};
     std::vector<std::pair<size_t, Term>> sums;  // value index -> its summand
-    for (size_t i = 0; i < values_.size(); ++i) {
-      auto it = req_.running_sums.find(values_[i].load->name);
-      if (it != req_.running_sums.end()) sums.push_back({i, simplify(cx_, convert(it->second))});
-    }
+    for (const RunningSum& r : running_sum_parts()) sums.push_back({r.value, r.summand});
     int valid = 0;
     for (int trial = 0; trial < 240; ++trial) {
       smp.regime = trial % 4;
@@ -1448,6 +1444,8 @@ class Engine {
   int acc_ = -1;
   Term g_ = nullptr;
   std::vector<Value> values_;
+  std::vector<RunningSum> running_sums_;  // running_sum_parts, computed once
+  bool running_sums_ready_ = false;
   std::vector<int> complete_;
   std::unordered_map<const ir::ExprNode*, bool> has_x_;
   std::unordered_map<const ir::ExprNode*, int> node_sym_;

@@ -395,39 +395,35 @@ TEST(Emulator, GatherOutOfRangeIsAnError) {
   }
 }
 
-// The entropy of a softmax over streamed rows (rows held whole never fuse): its sum of p log p
-// is repaired through the normaliser's running value (the "running sums" repair), split over
-// chunks for few rows and rolled over tiles for many, and the repaired sum's scan feeds it.
-TEST(Emulator, EntropyOfStreamedRows) {
+// A corpus row reduction over streamed rows (rows held whole never fuse), at few rows (split-K)
+// and many (rolled): scheduled without a warning, its target reduction fused (a partial block
+// `target`.rf), and verified.
+static void verify_streamed_rows(const std::string& file, const std::string& target) {
   for (int64_t m : {37, 300}) {
-    Case c{"tests/generality/softmax_entropy.te", {{"M", m}, {"N", 3000}}, {}};
+    Case c{file, {{"M", m}, {"N", 3000}}, {}};
     c.from_root = true;
     c.whole_row_bytes = 0;
     std::vector<std::string> warnings;
     Compiled k = compile(c, &warnings);
     EXPECT_TRUE(warnings.empty()) << warnings.front();
-    std::string fused = ir::to_string(k.scheduled);
-    EXPECT_NE(fused.find("H.sum0.rf"), std::string::npos) << "M=" << m << ": not fused";
+    EXPECT_NE(ir::to_string(k.scheduled).find(target + ".rf"), std::string::npos)
+        << file << " M=" << m << ": not fused";
     verify(c);
   }
 }
 
-// KL divergence between two softmaxes of the same rows over streamed rows (few rows split, many
-// rolled; its repair's scale is a ratio of running sums, at most 1):
-// the second softmax reads nothing of the first one's tile loop and is placed beside it (a
-// sibling: by its axis' tile and the row loop of the same extent), and KL's repair reads both
-// normalisers' running values.
+// The entropy of a softmax: its sum of p log p is repaired through the normaliser's running
+// value (the "running sums" repair), and the repaired sum's scan feeds it.
+TEST(Emulator, EntropyOfStreamedRows) {
+  verify_streamed_rows("tests/generality/softmax_entropy.te", "H.sum0");
+}
+
+// KL divergence between two softmaxes of the same rows: the second softmax reads nothing of the
+// first one's tile loop and is placed beside it (a sibling: by its axis' tile and the row loop
+// of the same extent); KL's repair reads both normalisers' running values, its scale a ratio of
+// running sums (at most 1).
 TEST(Emulator, KlDivergenceOfStreamedRows) {
-  for (int64_t m : {37, 300}) {
-    Case c{"tests/generality/kl_divergence_rows.te", {{"M", m}, {"N", 3000}}, {}};
-    c.from_root = true;
-    c.whole_row_bytes = 0;
-    std::vector<std::string> warnings;
-    Compiled k = compile(c, &warnings);
-    EXPECT_TRUE(warnings.empty()) << warnings.front();
-    EXPECT_NE(ir::to_string(k.scheduled).find("KL.rf"), std::string::npos) << "M=" << m;
-    verify(c);
-  }
+  verify_streamed_rows("tests/generality/kl_divergence_rows.te", "KL");
 }
 
 // A bias tile read from global memory beside the scores (relative_bias_tensor: BIAS[h, i, j])
