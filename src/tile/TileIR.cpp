@@ -170,7 +170,9 @@ std::string op_text(const TileOp& o) {
              std::to_string(o.axis) + ty;
     case OpKind::Gather: {
       std::string out = res + "gather " + o.buffer + "[";
-      for (size_t k = 0; k < o.args.size(); ++k) out += (k ? ", " : "") + v(o.args[k]);
+      for (size_t k = 0; k < o.args.size(); ++k)
+        out += (k ? ", " : "") + v(o.args[k]) +
+               (k < o.index_in_bounds.size() && o.index_in_bounds[k] ? " in bounds" : "");
       return out + "]" + ty;
     }
   }
@@ -360,6 +362,8 @@ class Verifier {
         internal_assert(b &&
                         (o.args.size() == b->shape.size() || o.args.size() == b->shape.size() + 1))
             << "gather of " << o.buffer << " needs an index per dimension";
+        internal_assert(o.index_in_bounds.size() == b->shape.size())
+            << "gather of " << o.buffer << " says of each index whether it is in bounds";
         for (size_t k = 0; k < o.args.size(); ++k) {
           if (!arg(o, k).shape.empty()) same_shape(o, arg(o, k));
           bool mask = k == b->shape.size();

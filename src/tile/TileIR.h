@@ -66,6 +66,9 @@ struct TileOp {
   std::vector<ir::Expr> starts;
   std::vector<int> axis_of_dim;
   std::vector<bool> bounds_checked;
+  // Gather only: index_in_bounds[d] when index d provably lies inside the buffer's extent, so
+  // the back ends read it without a check (printed `in bounds`).
+  std::vector<bool> index_in_bounds;
   // Load only: the loop of a pipelined stream this load belongs to (set by the pipelining pass).
   std::string stream_loop;
   ir::Expr scalar;  // Full: the value; Arange: the start

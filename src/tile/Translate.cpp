@@ -650,6 +650,24 @@ class NestTranslator {
     return r && n && r->first >= 0 && r->second < n->first;
   }
 
+  // A gather index the buffer's extent provably contains, so no element needs its check: an
+  // index squeezed_in_bounds takes, or a clamp to [lo, hi] with lo >= 0 and extent - 1 - hi >= 0
+  // (a table lookup at a clamped position, T5's bucket of j - i).
+  bool gather_index_in_bounds(const Expr& index, const Expr& extent) const {
+    if (squeezed_in_bounds(index, extent)) return true;
+    Expr i = ir::simplify(index);
+    if (i->op != Op::Call || i->fn != ir::MathFn::Clamp) return false;
+    auto nonnegative = [&](const Expr& e) {
+      Expr s = ir::simplify(e);
+      if (s->op == Op::IntImm) return s->int_value >= 0;
+      auto r = range_of(s);
+      return r && r->first >= 0;
+    };
+    return nonnegative(i->args[1]) &&
+           nonnegative(ir::make_binary(Op::Sub, ir::make_binary(Op::Sub, extent, ir::make_int(1)),
+                                       i->args[2]));
+  }
+
   // An element-wise load: every element's indices computed as tiles (a lookup by an index
   // tensor, an index along two tile axes or through a modulo), checked against the buffer where
   // the block's predicate holds (the elements the loop program reads).
@@ -673,6 +691,8 @@ class NestTranslator {
     o.kind = OpKind::Gather;
     o.buffer = b.name;
     for (const Val& v : idx) o.args.push_back(v.axes.empty() ? v.id : arrange(v, out).id);
+    for (size_t d = 0; d < indices.size(); ++d)
+      o.index_in_bounds.push_back(gather_index_in_bounds(indices[d], b.shape[d]));
     if (!live.empty()) {
       // The mask itself is read unguarded: a select's condition is evaluated whichever branch
       // is taken (and a load in it, guarded again, would need this mask).

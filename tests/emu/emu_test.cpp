@@ -373,6 +373,30 @@ TEST(Emulator, ChunkMaskPerTile) {
   }
 }
 
+// A bias looked up through two tables at j - i, which the tensor-core writer reads once a
+// diagonal of a lane's elements: verified at full tiles and at tails whose rows and keys past the
+// sequences index outside the first table (masked there, no error), and a bucket outside the
+// second table where the mask holds is an error naming it.
+TEST(Emulator, GathersAlongDiagonals) {
+  const auto buckets = [](int64_t broken) {
+    return [broken](std::map<std::string, runtime::Tensor>& in) {
+      runtime::Tensor& rel = in.at("REL");
+      for (int64_t k = 0; k < rel.numel(); ++k) rel.set(k, k == broken ? 16 : k % 16);
+    };
+  };
+  for (const runtime::SizeMap& sizes : {runtime::SizeMap{}, runtime::SizeMap{{"S", 70}, {"T", 130}},
+                                        runtime::SizeMap{{"S", 130}, {"T", 70}}}) {
+    Case c{"tests/emu/relative_position_table.te", sizes, {}};
+    c.from_root = true;
+    c.adjust_inputs = buckets(-1);
+    verify(c);
+  }
+  Case c{"tests/emu/relative_position_table.te", {{"S", 70}, {"T", 130}}, {}};
+  c.from_root = true;
+  c.adjust_inputs = buckets(70);  // j - i + S = 70 on the diagonal j = i
+  EXPECT_NE(check(c).find("failed at BIAS"), std::string::npos) << check(c);
+}
+
 // A target id outside the vocabulary is a run-time error naming the buffer it indexes, as in the
 // reference interpreter (the corpus, GeneralityCorpus, runs the gathers on valid ids).
 TEST(Emulator, GatherOutOfRangeIsAnError) {

@@ -956,11 +956,13 @@ class TileEmitter : public Codegen {
         for (size_t d = 0; d < rank; ++d) {
           std::string ix = tmp();
           line("const int64_t " + ix + " = " + at(o.args[d], "i") + ";");
-          checks += std::string(d ? " && " : "") + "ks_chk(ks_l, " + ix + ", " + b.shape[d] + ", " +
-                    std::to_string(site(o.buffer)) + ", " + std::to_string(d) + ")";
+          if (!o.index_in_bounds[d])
+            checks += std::string(checks.empty() ? "" : " && ") + "ks_chk(ks_l, " + ix + ", " +
+                      b.shape[d] + ", " + std::to_string(site(o.buffer)) + ", " +
+                      std::to_string(d) + ")";
           offset = d == 0 ? ix : "(" + offset + ") * " + b.shape[d] + " + " + ix;
         }
-        if (!ok.empty()) checks = ok + " && " + checks;
+        if (!ok.empty()) checks = checks.empty() ? ok : ok + " && " + checks;
         std::string raw = b.id + "[" + (offset.empty() ? "0" : offset) + "]";
         std::string conv = b.buf->dtype == DType::F16    ? "ks_h2f(" + raw + ")"
                            : b.buf->dtype == DType::BF16 ? "ks_b2f(" + raw + ")"

@@ -941,6 +941,9 @@ class FragmentWriter : public KernelWriter {
       if (ix.size() == 1 && (ix[0] == frag_row() || ix[0] == frag_col()))
         if (auto it = slot_values_.find({id, ix[0] == frag_row()}); it != slot_values_.end())
           return it->second;
+      if (auto it = diagonal_values_.find(id);
+          it != diagonal_values_.end() && ix == std::vector{frag_row(), frag_col()})
+        return diagonal_element(it->second, ix);
       if (v.kind == Kind::Uniform) return v.name;
       if (assumed_true_.count(id)) return "true";
       auto cmp = comparisons_.find(id);
@@ -987,7 +990,15 @@ class FragmentWriter : public KernelWriter {
         if (in_front) return std::nullopt;
         std::vector<std::string> a;
         for (int x : o.args) a.push_back(*index_code(x, ix, false));
-        return gather_element(o, a, o.type.dtype);  // its index checks go in front of the use
+        if (!diagonal_checks_)
+          return gather_element(o, a, o.type.dtype);  // its index checks go in front of the use
+        std::string inside;
+        std::string e = gather_element(o, a, o.type.dtype, &inside);
+        if (!inside.empty()) {
+          const std::string& checks = diagonal_checks_->at(&o);
+          line(checks + "[ks_s] = " + inside + ";");
+        }
+        return e;
       }
       case OpKind::Cast:
       case OpKind::Map: {
@@ -2077,6 +2088,7 @@ class FragmentWriter : public KernelWriter {
     }
     close_slots();
     slot_values_.clear();
+    diagonal_values_.clear();
   }
 
   // A value of a row or a column coordinate alone that costs more than a few instructions an
@@ -2097,10 +2109,16 @@ class FragmentWriter : public KernelWriter {
       hoist_slot_values(o.args[0], o.dims[0] == 0 ? Position::Row : Position::Column, cols);
       return;
     }
-    if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Load) return;
+    if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Load &&
+        o.kind != OpKind::Gather)
+      return;
     bool division = o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
                     (is_float(o.type.dtype) ? val(o.args[1]).kind != Kind::Uniform
                                             : !constant_value(o.args[1]));
+    if (o.kind == OpKind::Gather) {
+      if (at == Position::Element) hoist_diagonal(id, cols);
+      return;
+    }
     bool costly = division || o.kind == OpKind::Load || (o.kind == OpKind::Map && o.is_call);
     if (!costly || at == Position::Element) {
       for (int x : o.args) hoist_slot_values(x, at, cols);
@@ -2120,6 +2138,159 @@ class FragmentWriter : public KernelWriter {
         (rows ? row_slot()
               : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
         "]";
+  }
+
+  // How value `id`, read at a Frag element, depends on the element's row i and column j; `axes`
+  // says for each axis of the value whether it runs along the rows (0) or the columns (1). Only
+  // the element's indices count: a gather's mask, its last argument, is collected in `masks`
+  // and left to the use.
+  struct Dependence {
+    enum Form { None, Affine, Diagonal, Other } form = None;  // Diagonal: through j - i alone
+    int64_t row = 0, col = 0;                                 // Affine: row i + col j + uniform
+  };
+  Dependence dependence(int id, const std::vector<int>& axes, std::set<int>* masks) const {
+    const Val& v = val(id);
+    if (v.kind == Kind::Uniform || assumed_true_.count(id)) return {};
+    const auto diagonal = [](const Dependence& d) {
+      if (d.form != Dependence::Affine) return d;
+      if (d.row == 0 && d.col == 0) return Dependence{};
+      return Dependence{d.row == -d.col ? Dependence::Diagonal : Dependence::Other};
+    };
+    if (auto c = comparisons_.find(id); c != comparisons_.end()) {
+      Dependence d{Dependence::Affine};
+      for (size_t k = 0; k < axes.size(); ++k) (axes[k] == 0 ? d.row : d.col) += c->second.coef[k];
+      return diagonal(d);
+    }
+    const TileOp& o = *v.def;
+    switch (o.kind) {
+      case OpKind::Full:
+        return {};
+      case OpKind::Arange: {
+        Dependence d{Dependence::Affine};
+        (axes[static_cast<size_t>(o.axis)] == 0 ? d.row : d.col) = 1;
+        return d;
+      }
+      case OpKind::Broadcast: {
+        std::vector<int> src;
+        for (int d : o.dims) src.push_back(axes[static_cast<size_t>(d)]);
+        return dependence(o.args[0], src, masks);
+      }
+      case OpKind::Permute: {
+        std::vector<int> src(axes.size());
+        for (size_t k = 0; k < o.perm.size(); ++k) src[static_cast<size_t>(o.perm[k])] = axes[k];
+        return dependence(o.args[0], src, masks);
+      }
+      case OpKind::Map:
+      case OpKind::Cast:
+      case OpKind::Gather: {
+        size_t n = o.args.size();
+        if (o.kind == OpKind::Gather && n > o.index_in_bounds.size()) masks->insert(o.args[--n]);
+        std::vector<Dependence> a;
+        for (size_t k = 0; k < n; ++k) {
+          a.push_back(dependence(o.args[k], axes, masks));
+          if (a.back().form == Dependence::Other) return a.back();
+        }
+        bool affine = std::all_of(a.begin(), a.end(), [](const Dependence& d) {
+          return d.form == Dependence::None || d.form == Dependence::Affine;
+        });
+        if (o.kind == OpKind::Map && !o.is_call && affine &&
+            (o.op == Op::Add || o.op == Op::Sub || o.op == Op::Neg)) {
+          int64_t sign = o.op == Op::Add ? 1 : -1;
+          Dependence d{Dependence::Affine, o.op == Op::Neg ? -a[0].row : a[0].row,
+                       o.op == Op::Neg ? -a[0].col : a[0].col};
+          if (o.op != Op::Neg) d.row += sign * a[1].row, d.col += sign * a[1].col;
+          return d;
+        }
+        Dependence d;  // any other function of its arguments
+        for (const Dependence& x : a) {
+          Dependence f = diagonal(x);
+          if (f.form == Dependence::Other) return f;
+          if (f.form == Dependence::Diagonal) d = f;
+        }
+        return d;
+      }
+      default:
+        return Dependence{Dependence::Other};
+    }
+  }
+
+  // A gather at each Frag element whose value depends on the element's row i and column j
+  // through j - i alone (T5's bias, looked up by the bucket of the relative position): a lane's
+  // elements lie on 2 (cols / 8 + 2 mblocks - 1) diagonals (the rows ks_row0 + 8 r and columns
+  // 8 c + ks_col0 + b differ by 8 (c - r) + b plus the lane's own offset), so it is looked up
+  // once a diagonal in front of the slot loop, at one element on it, instead of once an element
+  // (22 lookups for 64 at 32 rows and 64 columns). Gathers inside it are read whatever their
+  // mask, where their indices are inside the buffer; the mask, one for all of them, and the
+  // index checks are applied at each element, where they differ along a diagonal.
+  struct Diagonal {
+    std::string values;                               // the lane's array, by diagonal
+    int mask = -1;                                    // the gathers' mask, -1: none
+    std::vector<std::pair<int, std::string>> checks;  // (error site, array of in-bounds flags)
+    DType dtype = DType::F32;
+  };
+  void hoist_diagonal(int id, int64_t cols) {
+    if (diagonal_values_.count(id)) return;
+    std::set<int> masks;
+    const TileOp& root = *val(id).def;
+    if (dependence(id, {0, 1}, &masks).form != Dependence::Diagonal || masks.size() > 1 ||
+        (!masks.empty() &&
+         (root.args.size() == root.index_in_bounds.size() || root.args.back() != *masks.begin())))
+      return;
+    Diagonal d;
+    d.mask = masks.empty() ? -1 : *masks.begin();
+    d.dtype = root.type.dtype;
+    d.values = tmp();
+    const int64_t lane_rows = 2 * mblocks_, n = 2 * (cols / 8 + lane_rows - 1);
+    const std::string count = std::to_string(n);
+    std::map<const TileOp*, std::string> checks;
+    checked_gathers(id, &checks);
+    line(std::string(ctype(d.dtype)) + " " + d.values + "[" + count + "];");
+    for (auto& [gather, name] : checks) {
+      name = tmp();
+      line("bool " + name + "[" + count + "];");
+      d.checks.emplace_back(site(gather->buffer), name);
+    }
+    // Diagonal ks_s >> 1 less (lane_rows - 1) is c - r; its element with the least r is on it.
+    const std::string offset = "((ks_s >> 1) - " + std::to_string(lane_rows - 1) + ")";
+    line("#pragma unroll");
+    line("for (int ks_s = 0; ks_s < " + count + "; ++ks_s) {");
+    ++indent_;
+    diagonal_checks_ = &checks;
+    std::string e = *index_code(id,
+                                {"(ks_row0 + max(0, -" + offset + ") * 8)",
+                                 "(max(" + offset + ", 0) * 8 + ks_col0 + (ks_s & 1))"},
+                                /*in_front=*/false);
+    diagonal_checks_ = nullptr;
+    line(d.values + "[ks_s] = " + e + ";");
+    --indent_;
+    line("}");
+    diagonal_values_[id] = std::move(d);
+  }
+  // The gathers under value `id` whose indices are checked, each with a name to be given.
+  void checked_gathers(int id, std::map<const TileOp*, std::string>* out) const {
+    const Val& v = val(id);
+    if (v.kind == Kind::Uniform || !v.def) return;
+    const TileOp& o = *v.def;
+    if (o.kind == OpKind::Gather &&
+        !std::all_of(o.index_in_bounds.begin(), o.index_in_bounds.end(), [](bool b) { return b; }))
+      (*out)[&o];
+    if (o.kind == OpKind::Map || o.kind == OpKind::Cast || o.kind == OpKind::Gather ||
+        o.kind == OpKind::Broadcast || o.kind == OpKind::Permute)
+      for (int x : o.args) checked_gathers(x, out);
+  }
+  // The hoisted gather at the current Frag element: its diagonal's value where the mask holds,
+  // after the index checks there.
+  std::string diagonal_element(const Diagonal& d, const std::vector<std::string>& ix) {
+    const int64_t lane_rows = 2 * mblocks_;
+    const std::string slot = "(((ks_k >> " + std::to_string(2 + log2_mblocks()) + ") - " +
+                             row_slot() + " + " + std::to_string(lane_rows - 1) +
+                             ") * 2 + (ks_k & 1))";
+    std::string mask = d.mask >= 0 ? *index_code(d.mask, ix, false) : "true";
+    for (const auto& [where, flags] : d.checks)
+      line("if ((" + mask + ") && !" + flags + "[" + slot + "]) ks_fail(ks_err, " +
+           std::to_string(where) + ");");
+    std::string value = d.values + "[" + slot + "]";
+    return d.mask >= 0 ? "((" + mask + ") ? " + value + " : (" + ctype(d.dtype) + ")0)" : value;
   }
 
   // f32 exp(u - v) of a data tile less a row or uniform value, as 2^(u log2 e - v log2 e): one
@@ -2236,6 +2407,9 @@ class FragmentWriter : public KernelWriter {
   // (value, along the rows) -> its element in the lane's row or column array, while an
   // elementwise operation's slot loop is written (hoist_slot_values).
   std::map<std::pair<int, bool>, std::string> slot_values_;
+  std::map<int, Diagonal> diagonal_values_;  // gathers computed once a diagonal (hoist_diagonal)
+  // While a diagonal is computed: the array of in-bounds flags of each checked gather in it.
+  const std::map<const TileOp*, std::string>* diagonal_checks_ = nullptr;
   std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
   std::map<int, Comparison> comparisons_;
   std::map<int, Region> lazy_loads_;  // the open region of each load read at its uses

@@ -476,20 +476,27 @@ std::string KernelWriter::load_value(const std::string& buffer, const std::strin
 }
 
 std::string KernelWriter::gather_element(const tile::TileOp& o,
-                                         const std::vector<std::string>& args, DType to) {
+                                         const std::vector<std::string>& args, DType to,
+                                         std::string* unchecked) {
   const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
   std::string offset, inside = "true";
   for (size_t d = 0; d < ext.size(); ++d) {
     std::string ix = tmp();
     line("const long long " + ix + " = " + args[d] + ";");
-    inside += " && (unsigned long long)" + ix + " < (unsigned long long)" + ext[d];
+    if (!o.index_in_bounds[d])
+      inside += " && (unsigned long long)" + ix + " < (unsigned long long)" + ext[d];
     offset = d == 0 ? ix : "(" + offset + ") * " + ext[d] + " + " + ix;
   }
   std::string read = tmp();
-  line("const bool " + read + " = " + (args.size() > ext.size() ? args.back() : "true") + ";");
+  line("const bool " + read + " = " +
+       (args.size() > ext.size() && !unchecked ? args.back() : "true") + ";");
   std::string ok = tmp();
   line("const bool " + ok + " = " + inside + ";");
-  line("if (" + read + " && !" + ok + ") ks_fail(ks_err, " + std::to_string(site(o.buffer)) + ");");
+  if (unchecked)
+    *unchecked = inside == "true" ? "" : ok;
+  else if (inside != "true")
+    line("if (" + read + " && !" + ok + ") ks_fail(ks_err, " + std::to_string(site(o.buffer)) +
+         ");");
   return "((" + read + " && " + ok + ") ? " +
          load_value(o.buffer,
                     buffer_ids_.at(o.buffer) + "[" + (offset.empty() ? "0" : offset) + "]", to) +

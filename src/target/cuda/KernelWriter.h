@@ -108,8 +108,12 @@ class KernelWriter {
   std::string load_value(const std::string& buffer, const std::string& raw, DType to) const;
   // One element of gather `o` whose operands' values are `args` (the indices, then the mask if
   // any): emits the index checks (an index outside the buffer where the mask holds records the
-  // buffer's error site) and returns the element's value, 0 where it is not read.
-  std::string gather_element(const tile::TileOp& o, const std::vector<std::string>& args, DType to);
+  // buffer's error site) and returns the element's value, 0 where it is not read. With
+  // `unchecked`, the element is read whatever the mask, where its indices lie inside the buffer,
+  // and no check is emitted: *unchecked names the condition that they do ("" when provably
+  // always), for the caller to check where the mask holds.
+  std::string gather_element(const tile::TileOp& o, const std::vector<std::string>& args, DType to,
+                             std::string* unchecked = nullptr);
   std::string store_value(const std::string& buffer, const std::string& v) const;
 
   const tile::TileProgram& p_;
