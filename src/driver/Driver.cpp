@@ -304,6 +304,7 @@ tile::TileProgram tiles_through(const Scheduled& s, const runtime::SizeMap& size
     tile::passes()[k].run(tp);
     tile::verify(tp);
   }
+  tile::prove_int32_divisions(tp);
   return tp;
 }
 

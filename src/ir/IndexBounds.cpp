@@ -37,6 +37,22 @@ class Bounds {
     }
     scope_ = globals_;
   }
+  // For divisions_fit_int32: each size anywhere in [value, value + overrun], each integer param
+  // anywhere in its type's range.
+  Bounds(const LoopProgram& p, const runtime::SizeMap& sizes, int64_t overrun,
+         const std::string& kernel)
+      : kernel_(kernel) {
+    for (const auto& [name, v] : sizes) globals_[name] = {v, v + overrun};
+    for (const Param& q : p.params)
+      if (q.dtype == DType::I8 || q.dtype == DType::I32)
+        globals_[q.name] = q.dtype == DType::I8 ? Range{-128, 127} : Range{INT32_MIN, INT32_MAX};
+    scope_ = globals_;
+  }
+
+  // Whether every integer division or modulo by a value other than a literal seen so far had
+  // operands that a 32-bit division takes: the dividend in (INT32_MIN, INT32_MAX], the divisor
+  // in [INT32_MIN, INT32_MAX].
+  bool divisions_fit_int32() const { return divisions_fit_int32_; }
 
   void stmt(const Stmt& s) {
     if (!s) return;
@@ -92,6 +108,7 @@ class Bounds {
 
  private:
   std::string kernel_;
+  bool divisions_fit_int32_ = true;
   std::map<std::string, Range> globals_, scope_;
   std::string where_;
 
@@ -130,6 +147,10 @@ class Bounds {
     bool integer = is_int(e->type) || e->type == DType::Bool;
     if (!integer) return std::nullopt;
     auto arg = [&](size_t k) { return a[k].value_or(kFull); };
+    if ((e->op == Op::Div || e->op == Op::Mod) && e->args[1]->op != Op::IntImm &&
+        (arg(0).lo <= INT32_MIN || arg(0).hi > INT32_MAX || arg(1).lo < INT32_MIN ||
+         arg(1).hi > INT32_MAX))
+      divisions_fit_int32_ = false;
     switch (e->op) {
       case Op::IntImm:
       case Op::BoolImm:
@@ -210,14 +231,28 @@ void check_integer_ranges(const LoopProgram& p, const runtime::SizeMap& sizes,
   Bounds(p, sizes, params, kernel).stmt(p.body);
 }
 
+bool divisions_fit_int32(const LoopProgram& p, const runtime::SizeMap& sizes, int64_t overrun) {
+  Bounds b(p, sizes, overrun, p.name);
+  try {
+    b.stmt(p.body);
+  } catch (const RuntimeArgError&) {
+    return false;  // beyond 64 bits somewhere: the launch refuses these sizes anyway
+  }
+  return b.divisions_fit_int32();
+}
+
 void ProvenRanges::check(const LoopProgram& p, const runtime::SizeMap& sizes,
-                         const runtime::ParamMap& params, const std::string& kernel) {
+                         const runtime::ParamMap& params, const std::string& kernel,
+                         int64_t int32_division_overrun) {
   std::pair<runtime::SizeMap, runtime::ParamMap> at{sizes, params};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (std::find(proven_.begin(), proven_.end(), at) != proven_.end()) return;
   }
   check_integer_ranges(p, sizes, params, kernel);
+  if (int32_division_overrun >= 0 && !divisions_fit_int32(p, sizes, int32_division_overrun))
+    arg_error << "kernel " << kernel << " was generated for 32-bit integer divisions, which "
+              << "these sizes may leave (a divided value beyond 2^31): compile it for these sizes";
   std::lock_guard<std::mutex> lock(mu_);
   if (proven_.size() >= 64) proven_.clear();
   proven_.push_back(std::move(at));

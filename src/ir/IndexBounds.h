@@ -23,13 +23,22 @@ namespace kintsugi::ir {
 void check_integer_ranges(const LoopProgram& p, const runtime::SizeMap& sizes,
                           const runtime::ParamMap& params, const std::string& kernel);
 
+// Whether every integer division or modulo by a value other than a literal in `p` has operands a
+// 32-bit division takes, for every size anywhere in [its value, its value + overrun] (the tiles
+// of a compiled kernel run up to `overrun` past a loop's end) and every integer param anywhere in
+// its type's range. A kernel generated with 32-bit divisions on this proof is launched only at
+// sizes where it holds again (ProvenRanges::check).
+bool divisions_fit_int32(const LoopProgram& p, const runtime::SizeMap& sizes, int64_t overrun);
+
 // The size and param values at which a compiled kernel's integer ranges were proven: check() runs
 // check_integer_ranges once for each (the proof is most of a small call's host time) and after
 // that only looks the values up. Thread-safe; keeps the last 64.
 class ProvenRanges {
  public:
+  // int32_division_overrun >= 0: the kernel divides in 32 bits (divisions_fit_int32 with this
+  // overrun must hold too).
   void check(const LoopProgram& p, const runtime::SizeMap& sizes, const runtime::ParamMap& params,
-             const std::string& kernel);
+             const std::string& kernel, int64_t int32_division_overrun = -1);
 
  private:
   std::mutex mu_;

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "ir/IndexBounds.h"
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
 #include "ir/Visit.h"
@@ -52,6 +53,26 @@ void check_divisible(const std::map<std::string, Divisibility>& divisible,
                 << d.divisor << " (vector loads), got " << value
                 << "; compile it again for these sizes";
   }
+}
+
+namespace {
+int64_t largest_extent(const TileBody& body) {
+  int64_t n = 1;
+  for (const TileStmt& s : body) {
+    if (s.kind == StmtKind::For) n = std::max(n, largest_extent(s.body));
+    for (int64_t e : s.op.type.shape) n = std::max(n, e);
+  }
+  return n;
+}
+}  // namespace
+
+void prove_int32_divisions(TileProgram& p) {
+  p.int32_division_overrun = -1;
+  for (const std::string& d : p.source.dims)
+    if (!p.sizes.count(d)) return;  // a dynamic size: nothing to prove it at
+  int64_t overrun = 1;
+  for (const Kernel& k : p.kernels) overrun = std::max(overrun, largest_extent(k.body));
+  if (ir::divisions_fit_int32(p.source, p.sizes, overrun)) p.int32_division_overrun = overrun;
 }
 
 int64_t TileType::elements() const {
@@ -223,6 +244,7 @@ std::string to_string(const TileProgram& p) {
     os << ")";
   }
   for (const auto& [text, d] : p.divisible) os << " (" << text << " % " << d.divisor << " == 0)";
+  if (p.int32_division_overrun >= 0) os << " (32-bit divisions)";
   os << "\n";
   Printer printer(os);
   for (const Kernel& k : p.kernels) {

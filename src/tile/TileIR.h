@@ -144,7 +144,16 @@ struct TileProgram {
   // resources by them (shared memory for a row's tiles), never assume them in the code.
   std::map<std::string, int64_t> sizes;
   std::vector<Kernel> kernels;  // run in order
+  // >= 0: every integer division by a value other than a literal has 32-bit operands at `sizes`
+  // with tiles running this far past a loop's end and any param value (ir::divisions_fit_int32),
+  // so a back end may divide in 32 bits; a launch checks it again at its sizes. -1: not proven
+  // (a dynamic size, or values that may not fit).
+  int64_t int32_division_overrun = -1;
 };
+
+// Proves what int32_division_overrun says for `p` and sets it, the overrun being the largest tile
+// extent of any kernel.
+void prove_int32_divisions(TileProgram& p);
 
 // Whether `name` is a register (else it is a buffer in memory): an allocation of the source
 // program, which translation turns into a register of its kernel. A pass may have dropped the

@@ -2129,7 +2129,10 @@ class FragmentWriter : public KernelWriter {
     std::string name = tmp(), n = std::to_string(rows ? 2 * mblocks_ : cols / 4);
     std::string coordinate =
         rows ? "(ks_row0 + ks_s * 8)" : "((ks_s >> 1) * 8 + ks_col0 + (ks_s & 1))";
-    line(std::string(ctype(o.type.dtype)) + " " + name + "[" + n + "];");
+    // A 32-bit division's quotient in a 32-bit register (ks_fdiv_i32): 20 64-bit ones for a
+    // chunked mask's rows and columns spilled.
+    bool narrow = division && !is_float(o.type.dtype) && p_.int32_division_overrun >= 0;
+    line(std::string(narrow ? "int" : ctype(o.type.dtype)) + " " + name + "[" + n + "];");
     line("#pragma unroll");
     line("for (int ks_s = 0; ks_s < " + n + "; ++ks_s) " + name +
          "[ks_s] = " + *index_code(id, {coordinate}, /*in_front=*/false) + ";");

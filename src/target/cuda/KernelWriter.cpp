@@ -147,16 +147,21 @@ std::string program_preamble(const tile::TileProgram& p) {
   // 104 -> 836 bytes on sm_90a). INT_MIN / -1 overflows 32 bits: -1 divides in 64.
   src << "__device__ __forceinline__ bool ks_fits32(long long a, long long b) {\n"
          "  return a == (long long)(int)a && b == (long long)(int)b && b != -1;\n}\n";
-  src << "__device__ __forceinline__ long long ks_fdiv32(long long a, long long b, int* err, int "
-         "site) {\n  if (!ks_fits32(a, b)) return ks_fdiv(a, b, err, site);\n"
-         "  if (b == 0) { ks_fail(err, site); return 0; }\n"
-         "  const int x = (int)a, y = (int)b, q = x / y;\n"
+  // In 32 bits alone: a kernel whose divisions were proven to fit (TileProgram::
+  // int32_division_overrun, checked again at launch) calls these directly, and keeps their
+  // results in 32-bit registers (a chunked mask's quotients: 64-bit ones spilled).
+  src << "__device__ __forceinline__ int ks_fdiv_i32(int x, int y, int* err, int site) {\n"
+         "  if (y == 0) { ks_fail(err, site); return 0; }\n  const int q = x / y;\n"
          "  return (x - q * y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;\n}\n";
-  src << "__device__ __forceinline__ long long ks_fmod32(long long a, long long b, int* err, int "
-         "site) {\n  if (!ks_fits32(a, b)) return ks_fmod(a, b, err, site);\n"
-         "  if (b == 0) { ks_fail(err, site); return 0; }\n"
-         "  const int x = (int)a, y = (int)b, r = x % y;\n"
+  src << "__device__ __forceinline__ int ks_fmod_i32(int x, int y, int* err, int site) {\n"
+         "  if (y == 0) { ks_fail(err, site); return 0; }\n  const int r = x % y;\n"
          "  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;\n}\n";
+  src << "__device__ __forceinline__ long long ks_fdiv32(long long a, long long b, int* err, int "
+         "site) {\n  return ks_fits32(a, b) ? ks_fdiv_i32((int)a, (int)b, err, site) : "
+         "ks_fdiv(a, b, err, site);\n}\n";
+  src << "__device__ __forceinline__ long long ks_fmod32(long long a, long long b, int* err, int "
+         "site) {\n  return ks_fits32(a, b) ? ks_fmod_i32((int)a, (int)b, err, site) : "
+         "ks_fmod(a, b, err, site);\n}\n";
   // e^x on the approximate exp2 unit: relative error about 2^-21 plus the rounding of x log2 e.
   src << "__device__ __forceinline__ float ks_exp(float x) { return ex2_approx(x * "
          "1.4426950408889634f); }\n";
@@ -256,10 +261,12 @@ const target::CHelpers& KernelWriter::helpers() {
         target::CHelpers{"fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_,
                          tanh_function_, [this](Op op, const std::string& x, const std::string& y) {
                            // By a value unknown at compile time (a param, a size), the helper that
-                           // divides in 32 bits when the operands fit; a literal divisor the
-                           // compiler reduces to a multiply.
+                           // divides in 32 bits when the operands fit, or in 32 bits alone where
+                           // the program proves they do; a literal divisor the compiler reduces to
+                           // a multiply.
                            std::string helper = op == Op::Div ? "ks_fdiv" : "ks_fmod";
-                           if (!int_literal(y) && !literal_names_.count(y)) helper += "32";
+                           if (!int_literal(y) && !literal_names_.count(y))
+                             helper += p_.int32_division_overrun >= 0 ? "_i32" : "32";
                            return helper + "(" + x + ", " + y + ", ks_err, " +
                                   std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
                          }});

@@ -43,7 +43,7 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
     l.args.params[q] = v;
     values[p.params[q].name] = v;
   }
-  proven.check(p, sizes, values, p.name);
+  proven.check(p, sizes, values, p.name, program.int32_division_overrun);
   size_t index = 0;
   for (size_t k = 0; k < p.buffers.size(); ++k) {
     const ir::Buffer& b = p.buffers[k];

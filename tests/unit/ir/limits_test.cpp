@@ -91,6 +91,40 @@ TEST(Limits, IntegerRangesOfAKernel) {
   EXPECT_EQ(range_error(ok, {{"N", int64_t{1} << 61}}), "");
 }
 
+// The proof that lets a kernel divide in 32 bits: every division by a value other than a literal
+// has a dividend in (INT32_MIN, INT32_MAX] and a divisor in 32 bits, for sizes up to the tiles'
+// overrun past them and for any value of an integer param; a launch at sizes where it fails is
+// refused with the reason.
+TEST(Limits, DivisionsIn32Bits) {
+  auto chunked =
+      lowered("param C: i32 = 48\ninput X: f32[N]\noutput Y[i: N]: f32 = X[i] * f32(i / C)\n");
+  EXPECT_TRUE(ir::divisions_fit_int32(chunked, {{"N", 4096}}, 128));
+  EXPECT_TRUE(ir::divisions_fit_int32(chunked, {{"N", 2147483647 - 127}}, 128));
+  EXPECT_FALSE(ir::divisions_fit_int32(chunked, {{"N", 2147483647 - 126}}, 128));  // i up to 2^31
+  // Literal divisors are not counted (the compiler multiplies); a param in a dividend takes any
+  // value of its type, and so does a difference of sizes.
+  auto literal = lowered("input X: f32[N]\noutput Y[i: N]: f32 = X[i] * f32(i * N / 3)\n");
+  EXPECT_TRUE(ir::divisions_fit_int32(literal, {{"N", 1 << 20}}, 128));
+  auto offset =
+      lowered("param O: i32 = 5\ninput X: f32[N]\noutput Y[i: N]: f32 = X[i] * f32((i + O) / N)\n");
+  EXPECT_FALSE(ir::divisions_fit_int32(offset, {{"N", 4096}}, 128));
+  auto by_size = lowered(
+      "input X: f32[N]\ninput Z: f32[M]\noutput Y[i: N]: f32 = X[i] * f32((i - N) % M) + Z[0]\n");
+  EXPECT_TRUE(ir::divisions_fit_int32(by_size, {{"N", 4096}, {"M", 7}}, 128));
+
+  ir::ProvenRanges proven;
+  proven.check(chunked, {{"N", 4096}}, {}, chunked.name, 128);
+  try {
+    proven.check(chunked, {{"N", int64_t{1} << 31}}, {}, chunked.name, 128);
+    ADD_FAILURE() << "a launch beyond the 32-bit proof ran";
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("generated for 32-bit integer divisions"),
+              std::string::npos)
+        << e.what();
+  }
+  proven.check(chunked, {{"N", int64_t{1} << 31}}, {}, chunked.name);  // 64-bit: runs
+}
+
 TEST(Limits, CheckedElementAndByteCounts) {
   EXPECT_EQ(runtime::checked_numel({0, int64_t{1} << 62, 5}, "t"), 0);
   EXPECT_EQ(runtime::checked_bytes({int64_t{1} << 30, 4}, 4, "t"), int64_t{1} << 34);
