@@ -275,8 +275,9 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   auto t0 = std::chrono::steady_clock::now();
   ValidationReport report;
   // The scale of the other dims: the smallest power of two that brings them to kSmallDim; a
-  // shrunk instance the original cannot run (an index out of bounds once sizes lose their ratio)
-  // is retried less shrunk.
+  // shrunk instance the original cannot run (an index out of bounds once sizes lose their ratio,
+  // a table of buckets looked up by position that needs all of them) is retried less shrunk, down
+  // to those dims unshrunk.
   std::set<std::string> axis, rows;
   fused_dims(original, o, &axis, &rows);
   int64_t largest = 1;
@@ -285,7 +286,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   int64_t exponent = 0;
   while ((largest >> exponent) > kSmallDim) ++exponent;
   const std::vector<InputSet> sets = input_sets();
-  for (int attempt = 0; attempt < 3 && exponent >= 0; ++attempt, --exponent) {
+  for (; exponent >= 0; --exponent) {
     // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
     // rows (one partial row tile) with every input set; both with the whole shrunk axis.
     // The axis ends in a partial tile in the first, in a chunk (or tile) of one element in the

@@ -579,16 +579,56 @@ Schedule auto_schedule(const ir::LoopProgram& program, const AutoScheduleOptions
 
 namespace {
 
-// Step 0 (see AutoSchedule.h): a reduction of a chain that reads an incomplete producer in its
-// own term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term named as an elementwise
-// block (name_term), the form in which fusion moves it under the tile loop: writing an
-// expression inline or naming it schedules alike.
+// Whether some input or output spans every dim of `b` (a table the size of the data it goes with,
+// a rotary angle [S, D]), as opposed to an S x T matrix of positions that no operand spans.
+bool spanned_by_an_operand(const ir::LoopProgram& p, const ir::Buffer& b) {
+  return std::any_of(p.buffers.begin(), p.buffers.end(), [&](const ir::Buffer& o) {
+    if (o.role == ir::BufferRole::Intermediate) return false;
+    return std::all_of(b.shape.begin(), b.shape.end(), [&](const ir::Expr& d) {
+      return std::any_of(o.shape.begin(), o.shape.end(),
+                         [&](const ir::Expr& e) { return ir::equal(d, e); });
+    });
+  });
+}
+
+// Step 0 (see AutoSchedule.h): a definition computed from indices, sizes and params alone over
+// dims that no operand spans together (a mask or a bias over positions, `allowed[i: S, j: T] =
+// select(j <= i, 1.0, 0.0)`, T5's bucket of j - i) is inlined into what reads it: materialised,
+// it is an S x T buffer read once a head, and it hides the mask from the tile tests. (A smaller
+// table, a rotary angle [S, D], stays one, computed once.) Then a reduction of a chain that reads
+// an incomplete producer in its own term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term
+// named as an elementwise block (name_term), the form in which fusion moves it under the tile
+// loop: writing an expression inline or naming it schedules alike.
 Schedule normal_form(const ir::LoopProgram& program,
                      const std::function<void(const std::string&)>& note) {
   Schedule s(program);
-  for (const ReductionChain& c : find_reduction_chains(program)) {
+  std::set<std::string> kept;  // refused by compute_inline
+  for (bool inlined = true; inlined;) {
+    inlined = false;
+    for (const ir::StmtNode* b : ordered_blocks(s.program())) {
+      if (kept.count(b->name)) continue;
+      const ir::Buffer* out = nullptr;
+      for (const std::string& w : block_writes(*b)) out = s.program().find_buffer(w);
+      bool elementwise = std::all_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
+        return iv.kind == ir::IterKind::Spatial;
+      });
+      if (!out || out->role != ir::BufferRole::Intermediate || !elementwise ||
+          !block_reads(*b).empty() || spanned_by_an_operand(s.program(), *out))
+        continue;
+      try {
+        s.compute_inline(b->name);
+        inlined = true;  // the program changed: walk it again
+        break;
+      } catch (const ScheduleError& e) {
+        note("'" + b->name + "' is computed from positions alone but stays a buffer: " + e.what());
+        kept.insert(b->name);
+      }
+    }
+  }
+  const ir::LoopProgram base = s.program();
+  for (const ReductionChain& c : find_reduction_chains(base)) {
     if (c.producers.empty()) continue;
-    const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
+    const ir::StmtNode& b = *find_block(base.body, c.target, "auto").back();
     std::set<std::string> direct;
     for (const std::string& r : block_reads(b))
       if (std::find(c.producers.begin(), c.producers.end(), r) != c.producers.end())

@@ -387,6 +387,22 @@ def t5_bias_attention(inputs, params):
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
+def causal_mask_definition(inputs, params):
+    qpos, kpos = positions(inputs["Q"].shape[2], inputs["K"].shape[2])
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=kpos <= qpos)[0]}
+
+
+def t5_log_buckets(inputs, params):
+    """Unscaled attention plus BIAS[h, bucket(j - i)], T5's bidirectional log-spaced buckets."""
+    q, k = inputs["Q"], inputs["K"]
+    rel = np.arange(k.shape[2])[None, :] - np.arange(q.shape[2])[:, None]
+    dist = np.abs(rel)
+    far = 8 + np.trunc(np.log(np.maximum(dist, 1) / 8.0) / np.log(16.0) * 8.0).astype(np.int64)
+    bucket = np.where(rel > 0, 16, 0) + np.where(dist < 8, dist, np.minimum(far, 15))
+    scores = q @ k.swapaxes(-1, -2) + inputs["BIAS"][:, bucket][None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
 def rotate_half(x, cos, sin):
     """RoFormer's rotation in the rotate-half layout: x [B, H, L, D], cos and sin [L, D/2]."""
     half = x.shape[-1] // 2

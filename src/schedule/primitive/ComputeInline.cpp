@@ -3,6 +3,8 @@
 // store at exactly its iteration variables) disappears; every load of its buffer elsewhere is
 // replaced by its value with the iteration variables replaced by the load's indices. Its
 // buffer, an intermediate, is removed.
+#include <optional>
+
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/primitive/Inline.h"
@@ -39,9 +41,57 @@ ElementwiseBlock match_elementwise(const ir::LoopProgram& program, const ir::Stm
   return out;
 }
 
+namespace {
+
+std::optional<double> immediate(const ir::Expr& e) {
+  if (e->op == ir::Op::IntImm) return static_cast<double>(e->int_value);
+  if (e->op == ir::Op::FloatImm) return round_to_dtype(e->float_value, e->type);
+  return std::nullopt;
+}
+
+bool compare(ir::Op op, double a, double b) {
+  switch (op) {
+    case ir::Op::Lt:
+      return a < b;
+    case ir::Op::Le:
+      return a <= b;
+    case ir::Op::Gt:
+      return a > b;
+    case ir::Op::Ge:
+      return a >= b;
+    case ir::Op::Eq:
+      return a == b;
+    default:
+      return a != b;
+  }
+}
+
+// A comparison of an indicator with a constant, select(c, 1.0, 0.0) > 0.0 (a mask written as a
+// definition, then inlined), is its condition c, !c, or a constant: the condition stays visible
+// to the mask analyses (the tile tests of propagate_mask).
+ir::Expr fold_indicator_comparison(const ir::Expr& n) {
+  if (n->op != ir::Op::Lt && n->op != ir::Op::Le && n->op != ir::Op::Gt && n->op != ir::Op::Ge &&
+      n->op != ir::Op::Eq && n->op != ir::Op::Ne)
+    return n;
+  for (size_t side = 0; side < 2; ++side) {
+    const ir::Expr& sel = n->args[side];
+    std::optional<double> k = immediate(n->args[1 - side]);
+    if (sel->op != ir::Op::Select || !k) continue;
+    std::optional<double> then = immediate(sel->args[1]), otherwise = immediate(sel->args[2]);
+    if (!then || !otherwise) continue;
+    bool t = side == 0 ? compare(n->op, *then, *k) : compare(n->op, *k, *then);
+    bool f = side == 0 ? compare(n->op, *otherwise, *k) : compare(n->op, *k, *otherwise);
+    if (t == f) return ir::make_bool(t);
+    return t ? sel->args[0] : ir::make_unary(ir::Op::Not, sel->args[0]);
+  }
+  return n;
+}
+
+}  // namespace
+
 ir::Expr inline_loads(const ir::Expr& e, const ElementwiseBlock& eb) {
   return ir::mutate(e, [&](const ir::Expr& n) -> ir::Expr {
-    if (n->op != ir::Op::Load || n->name != eb.buffer) return n;
+    if (n->op != ir::Op::Load || n->name != eb.buffer) return fold_indicator_comparison(n);
     std::map<std::string, ir::Expr> sub;
     for (size_t k = 0; k < eb.iters.size(); ++k) sub[eb.iters[k]] = n->args[k];
     return ir::substitute(eb.value, sub);

@@ -315,6 +315,37 @@ TEST(AutoSchedule, KeySideDefinitionsAreComputedPerKeyTile) {
   }
 }
 
+// A definition computed from positions alone over dims no operand spans together (a causal mask
+// as an indicator [S, T]) is inlined, and its comparison with a constant folds to the mask's
+// condition: fused, no S x T buffer left, and the rolling update's causal tiles skipped
+// (propagate_mask). A table
+// that an operand spans ([S, D], like a rotary angle) stays a buffer.
+TEST(AutoSchedule, PositionDefinitionsAreInlined) {
+  ir::LoopProgram p = generality("causal_mask_definition.te");
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 4}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"T", 6}, {"D", 2}}};
+  for (int64_t below : {1, 1000}) {
+    Schedule s = scheduled(p, below);
+    expect_fused(s, "causal_mask_definition");
+    EXPECT_EQ(s.primitive_names().front(), "compute_inline") << s.trace().dump(1);
+    EXPECT_EQ(s.program().find_buffer("allowed"), nullptr);
+    EXPECT_EQ(count(s, "propagate_mask"), below == 1 ? 1 : 0) << s.trace().dump(1);
+    expect_equivalent(p, s.program(), shapes);
+  }
+  ir::LoopProgram table = schedtest::lowered(R"(
+input Q: f32[S, D]
+input K: f32[T, D]
+angle[i: S, d: D] = f32(i) * f32(d + 1)
+s[i, j] = sum[d](Q[i, d] * tanh(angle[i, d]) * K[j, d])
+m[i] = max[j](s[i, j])
+l[i] = sum[j](exp(s[i, j] - m[i]))
+output L[i]: f32 = m[i] + log(l[i])
+)");
+  Schedule kept = scheduled(table, 1);
+  EXPECT_EQ(count(kept, "compute_inline"), 0) << kept.trace().dump(1);
+  EXPECT_NE(kept.program().find_buffer("angle"), nullptr);
+}
+
 // An expression over the running max written inside the sum fuses as its named spelling does.
 TEST(AutoSchedule, InlineTermFusesLikeItsNamedSpelling) {
   ir::LoopProgram p = generality("softmax_inlined_exp.te");
