@@ -216,6 +216,22 @@ class FragmentWriter : public KernelWriter {
       w.offset = offset;
       offset += (w.reduce->type.shape[0] * 4 + 15) / 16 * 16;
     }
+    for (const TileOp* o : ops_) {
+      int mask = -1;
+      if (o->kind != OpKind::Gather || o->type.dtype != DType::F32 || o->type.shape.size() != 2 ||
+          o->type.shape[0] != rows_ || !diagonal_gather(o->result, &mask))
+        continue;
+      DiagonalTable& t = diagonal_tables_[o->result];
+      t.entries = rows_ + o->type.shape[1] - 1;
+      t.offset = offset;
+      offset += (t.entries * 4 + 15) / 16 * 16;
+      std::map<const TileOp*, std::string> checked;
+      checked_gathers(o->result, &checked);
+      for (const auto& [gather, unused] : checked) {
+        t.flags[gather] = offset;
+        offset += (t.entries + 15) / 16 * 16;
+      }
+    }
     smem_total_ = offset;
     return true;
   }
@@ -2218,53 +2234,77 @@ class FragmentWriter : public KernelWriter {
   }
 
   // A gather at each Frag element whose value depends on the element's row i and column j
-  // through j - i alone (T5's bias, looked up by the bucket of the relative position): a lane's
-  // elements lie on 2 (cols / 8 + 2 mblocks - 1) diagonals (the rows ks_row0 + 8 r and columns
-  // 8 c + ks_col0 + b differ by 8 (c - r) + b plus the lane's own offset), so it is looked up
-  // once a diagonal in front of the slot loop, at one element on it, instead of once an element
-  // (22 lookups for 64 at 32 rows and 64 columns). Gathers inside it are read whatever their
-  // mask, where their indices are inside the buffer; the mask, one for all of them, and the
-  // index checks are applied at each element, where they differ along a diagonal.
+  // through j - i alone (T5's bias, looked up by the bucket of the relative position, or computed
+  // from it with a logarithm): the tile's rows + cols - 1 diagonals are computed once an
+  // iteration by the CTA's threads into a shared table, between barriers (the previous
+  // iteration's readers are done; every entry is written before use), each at one element on
+  // it; a lane then reads the 2 (cols / 8 + 2 mblocks - 1) diagonals its elements lie on (the
+  // rows ks_row0 + 8 r and columns 8 c + ks_col0 + b differ by 8 (c - r) + b plus the lane's own
+  // offset) into registers in front of the slot loop: 22 reads for 64 lookups at 32 rows and 64
+  // columns, one lookup or two a thread. Gathers inside it are read whatever their mask, where
+  // their indices are inside the buffer; the mask, one for all of them, and the index checks are
+  // applied at each element, where they differ along a diagonal.
   struct Diagonal {
     std::string values;                               // the lane's array, by diagonal
     int mask = -1;                                    // the gathers' mask, -1: none
     std::vector<std::pair<int, std::string>> checks;  // (error site, array of in-bounds flags)
     DType dtype = DType::F32;
   };
-  void hoist_diagonal(int id, int64_t cols) {
-    if (diagonal_values_.count(id)) return;
+  // Whether gather `id` depends on its element through j - i alone, under one mask (its own:
+  // *mask, -1 for none) for every gather inside it.
+  bool diagonal_gather(int id, int* mask) const {
     std::set<int> masks;
     const TileOp& root = *val(id).def;
     if (dependence(id, {0, 1}, &masks).form != Dependence::Diagonal || masks.size() > 1 ||
         (!masks.empty() &&
          (root.args.size() == root.index_in_bounds.size() || root.args.back() != *masks.begin())))
-      return;
+      return false;
+    *mask = masks.empty() ? -1 : *masks.begin();
+    return true;
+  }
+  void hoist_diagonal(int id, int64_t cols) {
+    auto table = diagonal_tables_.find(id);
+    if (diagonal_values_.count(id) || table == diagonal_tables_.end()) return;
+    const DiagonalTable& t = table->second;
     Diagonal d;
-    d.mask = masks.empty() ? -1 : *masks.begin();
-    d.dtype = root.type.dtype;
+    diagonal_gather(id, &d.mask);
     d.values = tmp();
+    const std::string entries = std::to_string(t.entries), last_row = std::to_string(rows_ - 1);
+    const std::string shared = "((float*)(ks_smem + " + std::to_string(t.offset) + "))";
+    std::map<const TileOp*, std::string> checks;
+    for (const auto& [gather, at] : t.flags)
+      checks[gather] = "((bool*)(ks_smem + " + std::to_string(at) + "))";
+    // Entry e is the diagonal j - i = e - (rows - 1); its element in row max(0, rows - 1 - e).
+    line("__syncthreads();");
+    line("for (int ks_s = ks_tid; ks_s < " + entries + "; ks_s += " + std::to_string(threads()) +
+         ") {");
+    ++indent_;
+    diagonal_checks_ = &checks;
+    std::string e = *index_code(
+        id, {"max(0, " + last_row + " - ks_s)", "max(ks_s - " + last_row + ", 0)"}, false);
+    diagonal_checks_ = nullptr;
+    line(shared + "[ks_s] = " + e + ";");
+    --indent_;
+    line("}");
+    line("__syncthreads();");
     const int64_t lane_rows = 2 * mblocks_, n = 2 * (cols / 8 + lane_rows - 1);
     const std::string count = std::to_string(n);
-    std::map<const TileOp*, std::string> checks;
-    checked_gathers(id, &checks);
-    line(std::string(ctype(d.dtype)) + " " + d.values + "[" + count + "];");
-    for (auto& [gather, name] : checks) {
-      name = tmp();
-      line("bool " + name + "[" + count + "];");
-      d.checks.emplace_back(site(gather->buffer), name);
+    line("float " + d.values + "[" + count + "];");
+    for (const auto& [gather, flags] : checks) {
+      d.checks.emplace_back(site(gather->buffer), tmp());
+      line("bool " + d.checks.back().second + "[" + count + "];");
     }
-    // Diagonal ks_s >> 1 less (lane_rows - 1) is c - r; its element with the least r is on it.
-    const std::string offset = "((ks_s >> 1) - " + std::to_string(lane_rows - 1) + ")";
+    // The lane's diagonal ks_s: columns less rows (ks_s >> 1) - (lane_rows - 1) m8 blocks apart.
+    const std::string blocks = "((ks_s >> 1) - " + std::to_string(lane_rows - 1) + ")";
     line("#pragma unroll");
     line("for (int ks_s = 0; ks_s < " + count + "; ++ks_s) {");
     ++indent_;
-    diagonal_checks_ = &checks;
-    std::string e = *index_code(id,
-                                {"(ks_row0 + max(0, -" + offset + ") * 8)",
-                                 "(max(" + offset + ", 0) * 8 + ks_col0 + (ks_s & 1))"},
-                                /*in_front=*/false);
-    diagonal_checks_ = nullptr;
-    line(d.values + "[ks_s] = " + e + ";");
+    line("const int ks_dg = " + blocks + " * 8 + (ks_s & 1) + ks_col0 - ks_row0 + " + last_row +
+         ";");
+    line(d.values + "[ks_s] = " + shared + "[ks_dg];");
+    size_t k = 0;
+    for (const auto& [gather, flags] : checks)
+      line(d.checks[k++].second + "[ks_s] = " + flags + "[ks_dg];");
     --indent_;
     line("}");
     diagonal_values_[id] = std::move(d);
@@ -2411,6 +2451,13 @@ class FragmentWriter : public KernelWriter {
   // elementwise operation's slot loop is written (hoist_slot_values).
   std::map<std::pair<int, bool>, std::string> slot_values_;
   std::map<int, Diagonal> diagonal_values_;  // gathers computed once a diagonal (hoist_diagonal)
+  // A gather's table of diagonals in shared memory: its values (f32), and the in-bounds flags of
+  // each checked gather inside it, by diagonal.
+  struct DiagonalTable {
+    int64_t entries = 0, offset = 0;
+    std::map<const TileOp*, int64_t> flags;
+  };
+  std::map<int, DiagonalTable> diagonal_tables_;  // by the gather's value, planned by plan()
   // While a diagonal is computed: the array of in-bounds flags of each checked gather in it.
   const std::map<const TileOp*, std::string>* diagonal_checks_ = nullptr;
   std::map<int, bool> assumed_uniform_;  // uniform conditions the current version knows
