@@ -591,14 +591,15 @@ bool spanned_by_an_operand(const ir::LoopProgram& p, const ir::Buffer& b) {
   });
 }
 
-// Step 0 (see AutoSchedule.h): a definition computed from indices, sizes and params alone over
-// dims that no operand spans together (a mask or a bias over positions, `allowed[i: S, j: T] =
-// select(j <= i, 1.0, 0.0)`, T5's bucket of j - i) is inlined into what reads it: materialised,
-// it is an S x T buffer read once a head, and it hides the mask from the tile tests. (A smaller
-// table, a rotary angle [S, D], stays one, computed once.) Then a reduction of a chain that reads
-// an incomplete producer in its own term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term
-// named as an elementwise block (name_term), the form in which fusion moves it under the tile
-// loop: writing an expression inline or naming it schedules alike.
+// Step 0 (see AutoSchedule.h): an elementwise definition computed from positions, sizes, params
+// and inputs alone over dims that no operand spans together (a mask or a bias over positions,
+// `allowed[i: S, j: T] = select(j <= i, 1.0, 0.0)`, T5's bucket of j - i, a distance scaled by a
+// learned slope) is inlined into what reads it: materialised, it is an S x T buffer read once a
+// head, and it hides the mask from the tile tests. (A smaller table, a rotary angle [S, D], stays
+// one, computed once.) Then a reduction of a chain that reads an incomplete producer in its own
+// term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term named as an elementwise block
+// (name_term), the form in which fusion moves it under the tile loop: writing an expression
+// inline or naming it schedules alike.
 Schedule normal_form(const ir::LoopProgram& program,
                      const std::function<void(const std::string&)>& note) {
   Schedule s(program);
@@ -612,8 +613,13 @@ Schedule normal_form(const ir::LoopProgram& program,
       bool elementwise = std::all_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
         return iv.kind == ir::IterKind::Spatial;
       });
-      if (!out || out->role != ir::BufferRole::Intermediate || !elementwise ||
-          !block_reads(*b).empty() || spanned_by_an_operand(s.program(), *out))
+      std::set<std::string> reads = block_reads(*b);
+      bool inputs_only = std::all_of(reads.begin(), reads.end(), [&](const std::string& r) {
+        const ir::Buffer* in = s.program().find_buffer(r);
+        return in && in->role == ir::BufferRole::Input;
+      });
+      if (!out || out->role != ir::BufferRole::Intermediate || !elementwise || !inputs_only ||
+          spanned_by_an_operand(s.program(), *out))
         continue;
       try {
         s.compute_inline(b->name);

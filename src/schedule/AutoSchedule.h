@@ -3,8 +3,9 @@
 // fuses them with Rolling Update, using nothing but the structure of the program (it never
 // matches an operator by name: the same steps schedule attention, softmax, norms, Performer).
 //
-//   0. Normal form: a definition computed from positions, sizes and params alone over dims no
-//      operand spans together (a mask or a bias over [S, T]) is inlined into its readers
+//   0. Normal form: an elementwise definition computed from positions, sizes, params and inputs
+//      alone over dims no operand spans together (a mask or a bias over [S, T]) is inlined into
+//      its readers
 //      (compute_inline), so that it is neither stored nor hidden from the tile tests; a chain
 //      reduction that reads an incomplete producer in its own term gets that part of the term
 //      named as an elementwise block (name_term), so that writing it inline or as a definition

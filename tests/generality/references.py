@@ -392,6 +392,14 @@ def causal_mask_definition(inputs, params):
     return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=kpos <= qpos)[0]}
 
 
+def distance_bias_definition(inputs, params):
+    qpos, kpos = positions(inputs["Q"].shape[2], inputs["K"].shape[2])
+    q, k = inputs["Q"], inputs["K"]
+    bias = -np.abs(inputs["SLOPE"][0]) * np.abs(qpos - kpos)
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + bias
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
 def t5_log_buckets(inputs, params):
     """Unscaled attention plus BIAS[h, bucket(j - i)], T5's bidirectional log-spaced buckets."""
     q, k = inputs["Q"], inputs["K"]

@@ -315,11 +315,10 @@ TEST(AutoSchedule, KeySideDefinitionsAreComputedPerKeyTile) {
   }
 }
 
-// A definition computed from positions alone over dims no operand spans together (a causal mask
-// as an indicator [S, T]) is inlined, and its comparison with a constant folds to the mask's
-// condition: fused, no S x T buffer left, and the rolling update's causal tiles skipped
-// (propagate_mask). A table
-// that an operand spans ([S, D], like a rotary angle) stays a buffer.
+// A definition computed from positions (and inputs) alone over dims no operand spans together (a
+// causal mask as an indicator [S, T]) is inlined, and its comparison with a constant folds to the
+// mask's condition: fused, no S x T buffer left, and the rolling update's causal tiles skipped
+// (propagate_mask). A table that an operand spans ([S, D], like a rotary angle) stays a buffer.
 TEST(AutoSchedule, PositionDefinitionsAreInlined) {
   ir::LoopProgram p = generality("causal_mask_definition.te");
   const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 5}, {"T", 9}, {"D", 4}},
@@ -332,6 +331,12 @@ TEST(AutoSchedule, PositionDefinitionsAreInlined) {
     EXPECT_EQ(count(s, "propagate_mask"), below == 1 ? 1 : 0) << s.trace().dump(1);
     expect_equivalent(p, s.program(), shapes);
   }
+  // Reading an input besides the positions (a learned slope) changes nothing.
+  ir::LoopProgram scaled = generality("distance_bias_definition.te");
+  Schedule inlined = scheduled(scaled, 1);
+  expect_fused(inlined, "distance_bias_definition");
+  EXPECT_EQ(inlined.program().find_buffer("bias"), nullptr) << inlined.trace().dump(1);
+  expect_equivalent(scaled, inlined.program(), shapes);
   ir::LoopProgram table = schedtest::lowered(R"(
 input Q: f32[S, D]
 input K: f32[T, D]
