@@ -222,12 +222,13 @@ class FragmentWriter : public KernelWriter {
           o->type.shape[0] != rows_ || !diagonal_gather(o->result, &mask))
         continue;
       DiagonalTable& t = diagonal_tables_[o->result];
+      t.mask = mask;
       t.entries = rows_ + o->type.shape[1] - 1;
       t.offset = offset;
       offset += (t.entries * 4 + 15) / 16 * 16;
-      std::map<const TileOp*, std::string> checked;
+      std::set<const TileOp*> checked;
       checked_gathers(o->result, &checked);
-      for (const auto& [gather, unused] : checked) {
+      for (const TileOp* gather : checked) {
         t.flags[gather] = offset;
         offset += (t.entries + 15) / 16 * 16;
       }
@@ -2125,16 +2126,14 @@ class FragmentWriter : public KernelWriter {
       hoist_slot_values(o.args[0], o.dims[0] == 0 ? Position::Row : Position::Column, cols);
       return;
     }
-    if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Load &&
-        o.kind != OpKind::Gather)
-      return;
-    bool division = o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
-                    (is_float(o.type.dtype) ? val(o.args[1]).kind != Kind::Uniform
-                                            : !constant_value(o.args[1]));
     if (o.kind == OpKind::Gather) {
       if (at == Position::Element) hoist_diagonal(id, cols);
       return;
     }
+    if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Load) return;
+    bool division = o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
+                    (is_float(o.type.dtype) ? val(o.args[1]).kind != Kind::Uniform
+                                            : !constant_value(o.args[1]));
     bool costly = division || o.kind == OpKind::Load || (o.kind == OpKind::Map && o.is_call);
     if (!costly || at == Position::Element) {
       for (int x : o.args) hoist_slot_values(x, at, cols);
@@ -2248,7 +2247,6 @@ class FragmentWriter : public KernelWriter {
     std::string values;                               // the lane's array, by diagonal
     int mask = -1;                                    // the gathers' mask, -1: none
     std::vector<std::pair<int, std::string>> checks;  // (error site, array of in-bounds flags)
-    DType dtype = DType::F32;
   };
   // Whether gather `id` depends on its element through j - i alone, under one mask (its own:
   // *mask, -1 for none) for every gather inside it.
@@ -2267,7 +2265,7 @@ class FragmentWriter : public KernelWriter {
     if (diagonal_values_.count(id) || table == diagonal_tables_.end()) return;
     const DiagonalTable& t = table->second;
     Diagonal d;
-    diagonal_gather(id, &d.mask);
+    d.mask = t.mask;
     d.values = tmp();
     const std::string entries = std::to_string(t.entries), last_row = std::to_string(rows_ - 1);
     const std::string shared = "((float*)(ks_smem + " + std::to_string(t.offset) + "))";
@@ -2309,14 +2307,14 @@ class FragmentWriter : public KernelWriter {
     line("}");
     diagonal_values_[id] = std::move(d);
   }
-  // The gathers under value `id` whose indices are checked, each with a name to be given.
-  void checked_gathers(int id, std::map<const TileOp*, std::string>* out) const {
+  // The gathers under value `id` whose indices are checked.
+  void checked_gathers(int id, std::set<const TileOp*>* out) const {
     const Val& v = val(id);
     if (v.kind == Kind::Uniform || !v.def) return;
     const TileOp& o = *v.def;
     if (o.kind == OpKind::Gather &&
         !std::all_of(o.index_in_bounds.begin(), o.index_in_bounds.end(), [](bool b) { return b; }))
-      (*out)[&o];
+      out->insert(&o);
     if (o.kind == OpKind::Map || o.kind == OpKind::Cast || o.kind == OpKind::Gather ||
         o.kind == OpKind::Broadcast || o.kind == OpKind::Permute)
       for (int x : o.args) checked_gathers(x, out);
@@ -2333,7 +2331,7 @@ class FragmentWriter : public KernelWriter {
       line("if ((" + mask + ") && !" + flags + "[" + slot + "]) ks_fail(ks_err, " +
            std::to_string(where) + ");");
     std::string value = d.values + "[" + slot + "]";
-    return d.mask >= 0 ? "((" + mask + ") ? " + value + " : (" + ctype(d.dtype) + ")0)" : value;
+    return d.mask >= 0 ? "((" + mask + ") ? " + value + " : (float)0)" : value;
   }
 
   // f32 exp(u - v) of a data tile less a row or uniform value, as 2^(u log2 e - v log2 e): one
@@ -2454,6 +2452,7 @@ class FragmentWriter : public KernelWriter {
   // A gather's table of diagonals in shared memory: its values (f32), and the in-bounds flags of
   // each checked gather inside it, by diagonal.
   struct DiagonalTable {
+    int mask = -1;  // the gathers' mask (diagonal_gather), -1: none
     int64_t entries = 0, offset = 0;
     std::map<const TileOp*, int64_t> flags;
   };
