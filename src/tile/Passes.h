@@ -21,23 +21,28 @@
 //                                              masked update of it is the new value alone; the
 //                                              per-iteration scratch registers (the score tiles
 //                                              of the key loop) disappear
-//   6. drop_redundant_tail_selects (passes/TailSelect.cpp)
+//   6. factor_uniform_sums (passes/UniformSums.cpp)
+//                                              a sum of a scalar times a tile is the tile's sum
+//                                              times the scalar, a sum of a masked scalar the
+//                                              scalar times the mask's count (a rolling update's
+//                                              scaled and constant statistics)
+//   7. drop_redundant_tail_selects (passes/TailSelect.cpp)
 //                                              a select against zero under a tail mask is its
 //                                              operand when that is 0 there already (the
 //                                              masked V tile, a decode chunk's masked PV terms)
-//   7. fold_permutes_into_reduces (passes/ReducePermute.cpp)
+//   8. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
-//   8. cse              again: forwarding makes reads of one value identical
-//   9. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
+//   9. cse              again: forwarding makes reads of one value identical
+//  10. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
 //                                              an f32 division by a product of broadcasts is a
 //                                              product with their reciprocals, computed on the
 //                                              vectors (cosine attention's norms)
-//  10. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//  11. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//  11. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  12. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//  12. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  13. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -59,6 +64,7 @@ void cse(TileProgram& p);
 void promote_loop_buffers(TileProgram& p);
 void forward_stores(TileProgram& p);
 void forward_registers(TileProgram& p);
+void factor_uniform_sums(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
 void reciprocal_of_broadcast_divisors(TileProgram& p);

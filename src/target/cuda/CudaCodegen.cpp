@@ -154,6 +154,12 @@ class CyclicWriter : public KernelWriter {
   // --- kernels
   int threads() const override { return threads_; }
   int instances_per_cta() const override { return instances_; }
+  // An instance of kMaxThreads threads that walks its row in strips asks for two CTAs an SM (at
+  // most 64 registers a thread): its strips and kept slots are sized to let two share an SM's
+  // shared memory, and one CTA of 512 threads an SM leaves too few warps to hide the strips'
+  // barriers and latencies. Without the bound ptxas gave layer norm's strip kernel 76 registers:
+  // one CTA an SM, the same time as before its instructions were cut by a third.
+  int min_blocks() const override { return threads_ == kMaxThreads ? 2 : 1; }
   // Synchronises the threads of the instance: its CTA, or its warp.
   void barrier() { line(instances_ > 1 ? "__syncwarp();" : "__syncthreads();"); }
   // A value named `name` of type `t` in this kernel's layout of its shape.
@@ -238,10 +244,29 @@ class CyclicWriter : public KernelWriter {
   }
   const Value& val(int id) const { return values_[static_cast<size_t>(id)]; }
 
-  // Operand `id` at the current element (entry ks_i) of an op of the same shape.
+  // Operand `id` at the current element (entry ks_i) of an op of the same shape. A tail mask is
+  // its comparison, computed where it is used: as an array of 16 flags live across a block
+  // reduction, ptxas packed it into the bits of a register and unpacked it at each use.
   std::string at(int id) const {
     const Value& v = val(id);
-    return v.scalar() ? v.name : v.name + "[ks_i]";
+    if (v.scalar()) return v.name;
+    auto mask = tail_limits_.find(id);
+    if (mask != tail_limits_.end() && !open_.empty() && !open_.back().chunks &&
+        open_.back().shape == v.shape)
+      return "((int)" + index_along(v.shape, mask->second.axis) + " < " + mask->second.left + ")";
+    return v.name + "[ks_i]";
+  }
+
+  // The index along axis `d` of element ks_e of a value of `shape`. ks_e is below the value's
+  // elements wherever it is read (a full layout's threads cover them exactly; another's guard
+  // tests it), so the outermost index needs no remainder.
+  static std::string index_along(const std::vector<int64_t>& shape, size_t d,
+                                 const std::string& e = "ks_e") {
+    int64_t stride = 1;
+    for (size_t k = d + 1; k < shape.size(); ++k) stride *= shape[k];
+    std::string quotient = "(" + e + " / " + std::to_string(stride) + "u)";
+    if (d == 0) return quotient;
+    return "(" + quotient + " % " + std::to_string(shape[d]) + "u)";
   }
 
   // Opens the loop over the elements of a value this thread holds: ks_i is the entry, ks_e the
@@ -271,21 +296,17 @@ class CyclicWriter : public KernelWriter {
     }
     line(v.full() ? "{" : "if (" + v.holds() + ") {");
     ++indent_;
-    open_depths_.push_back(per_element ? 3 : 2);
+    open_.push_back({per_element ? 3 : 2, v.shape, chunks});
     std::vector<std::string> ix(v.shape.size());
-    int64_t stride = 1;
-    for (size_t d = v.shape.size(); d-- > 0;) {
-      ix[d] = "((ks_e / " + std::to_string(stride) + "u) % " + std::to_string(v.shape[d]) + "u)";
-      stride *= v.shape[d];
-    }
+    for (size_t d = 0; d < v.shape.size(); ++d) ix[d] = index_along(v.shape, d);
     return ix;
   }
   void close_elements() {
-    for (int d = open_depths_.back(); d > 0; --d) {
+    for (int d = open_.back().depth; d > 0; --d) {
       --indent_;
       line("}");
     }
-    open_depths_.pop_back();
+    open_.pop_back();
   }
 
   Value& define(const TileOp& o) {
@@ -433,7 +454,11 @@ class CyclicWriter : public KernelWriter {
     std::string vt = vector_type(o), w = std::to_string(shape_of.width());
     auto element_of = [&](int id) {
       const Value& e = val(id);
-      return e.scalar() ? e.name : e.name + "[ks_i + ks_c]";
+      if (e.scalar()) return e.name;
+      if (auto mask = tail_limits_.find(id); mask != tail_limits_.end())
+        return "((int)" + index_along(e.shape, mask->second.axis, "(ks_e + ks_c)") + " < " +
+               mask->second.left + ")";
+      return e.name + "[ks_i + ks_c]";
     };
     std::string offset, inside;
     std::vector<std::string> ix = open_elements(shape_of, true);
@@ -860,13 +885,19 @@ class CyclicWriter : public KernelWriter {
     line(acc + " = " + fold(o, acc, a.name + "[ks_i]") + ";");
     close_elements();
     shuffle_fold(o, acc, 16);
-    barrier();
-    std::string part = smem_array(v, threads_ / 32);
-    line("if ((ks_tid & 31) == 0) " + part + "[ks_tid >> 5] = " + acc + ";");
-    barrier();
-    line("#pragma unroll");
-    line("for (int ks_r = 0; ks_r < " + std::to_string(threads_ / 32) + "; ++ks_r) " + v.name +
-         " = " + fold(o, v.name, part + "[ks_r]") + ";");
+    const int64_t warps = threads_ / 32;
+    if (warps > 1) {
+      barrier();
+      std::string part = smem_array(v, warps);
+      line("if ((ks_tid & 31) == 0) " + part + "[ks_tid >> 5] = " + acc + ";");
+      barrier();
+      // Each lane takes one warp's result (lane l warp l mod warps, so that every group of
+      // `warps` lanes holds them all) and the group folds them by shuffles: a thread adding every
+      // warp's result cost a load and an add per warp.
+      line(acc + " = " + part + "[ks_tid & " + std::to_string(warps - 1) + "];");
+      shuffle_fold(o, acc, warps / 2);
+    }
+    line(v.name + " = " + acc + ";");
     --indent_;
     line("}");
   }
@@ -946,6 +977,29 @@ class CyclicWriter : public KernelWriter {
     return true;
   }
 
+  // A tail mask `lt(arange(start), E)`: the elements left before E, clamped to the axis once
+  // (in 32 bits), each element's index against that. Computed from its arange instead, an element
+  // cost a 64-bit add and a 64-bit comparison.
+  bool tail_mask(const TileOp& o, const Value& v) {
+    if (o.kind != OpKind::Map || o.is_call || o.op != Op::Lt || v.scalar()) return false;
+    auto index = aranges_.find(o.args[0]);
+    const Value& extent = val(o.args[1]);
+    if (index == aranges_.end() || !extent.scalar() || extent.dtype != DType::Int ||
+        val(o.args[0]).shape != v.shape)
+      return false;
+    const TileOp& arange = *index->second;
+    const size_t axis = static_cast<size_t>(arange.axis);
+    std::string left = tmp();
+    line("const int " + left + " = (int)max(min(" + extent.name + " - (" + scalar(arange.scalar) +
+         "), " + std::to_string(v.shape[axis]) + "LL), 0LL);");
+    declare(v);
+    std::vector<std::string> ix = open_elements(v);
+    line(v.name + "[ks_i] = (int)" + ix[axis] + " < " + left + ";");
+    close_elements();
+    tail_limits_[o.result] = {left, axis};
+    return true;
+  }
+
   std::string map_code(const TileOp& o, const std::vector<std::string>& a) {
     if (o.is_call) return call(o.fn, a, is_float(o.type.dtype));
     // A tile divided by a value every thread holds: one reciprocal and a multiply an element (1.5
@@ -1000,6 +1054,7 @@ class CyclicWriter : public KernelWriter {
         line("const " + ty + " " + v.name + " = " + scalar(o.scalar) + ";");
         return;
       case OpKind::Arange: {
+        aranges_[o.result] = &o;
         declare(v);
         std::string start = scalar(o.scalar);
         std::vector<std::string> ix = open_elements(v);
@@ -1009,17 +1064,21 @@ class CyclicWriter : public KernelWriter {
       }
       case OpKind::Map:
       case OpKind::Cast: {
-        std::vector<std::string> a;
-        for (int id : o.args) a.push_back(at(id));
-        std::string code = o.kind == OpKind::Map ? round_to(map_code(o, a), v.dtype)
-                                                 : cast_to(a[0], val(o.args[0]).dtype, v.dtype);
+        if (tail_mask(o, v)) return;
+        // The operands are spelled inside the element walk (a tail mask is its comparison there).
+        auto code = [&] {
+          std::vector<std::string> a;
+          for (int id : o.args) a.push_back(at(id));
+          return o.kind == OpKind::Map ? round_to(map_code(o, a), v.dtype)
+                                       : cast_to(a[0], val(o.args[0]).dtype, v.dtype);
+        };
         if (v.scalar()) {
-          line("const " + ty + " " + v.name + " = " + code + ";");
+          line("const " + ty + " " + v.name + " = " + code() + ";");
           return;
         }
         declare(v);
         open_elements(v);
-        line(v.name + "[ks_i] = " + code + ";");
+        line(v.name + "[ks_i] = " + code() + ";");
         close_elements();
         return;
       }
@@ -1145,8 +1204,19 @@ class CyclicWriter : public KernelWriter {
   }
 
   std::vector<Value> values_;
+  std::map<int, const TileOp*> aranges_;  // arange result -> its operation
   std::map<std::string, Value> registers_;
-  std::vector<int> open_depths_;                    // braces each open_elements opened
+  struct OpenElements {
+    int depth;                   // braces open_elements opened
+    std::vector<int64_t> shape;  // of the value whose elements it walks
+    bool chunks;                 // a walk over chunks (ks_e the first element of each)
+  };
+  std::vector<OpenElements> open_;  // the element walks open, innermost last
+  struct TailLimit {
+    std::string left;  // the variable holding the elements left before the mask's bound
+    size_t axis;       // the axis the mask's arange runs along
+  };
+  std::map<int, TailLimit> tail_limits_;            // tail mask result -> its limit
   int instances_;                                   // per CTA (instances_per_cta_for)
   int threads_;                                     // per instance (threads_for, or a warp)
   std::map<std::vector<int64_t>, int64_t> widest_;  // by tile shape (widest_chunks)

@@ -48,6 +48,7 @@ const std::vector<NamedPass>& passes() {
       {"promote_loop_buffers", promote_loop_buffers},
       {"forward_stores", forward_stores},
       {"forward_registers", forward_registers},
+      {"factor_uniform_sums", factor_uniform_sums},
       {"drop_redundant_tail_selects", drop_redundant_tail_selects},
       {"fold_permutes_into_reduces", fold_permutes_into_reduces},
       {"cse", cse},

@@ -14,7 +14,7 @@
 // Invariant established: no f32 division of a tile of rank two or more in a loop has a divisor
 // that is a product of broadcasts of lower rank, one of them not a scalar.
 #include <algorithm>
-#include <map>
+#include <vector>
 
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
@@ -23,33 +23,18 @@ namespace kintsugi::tile {
 
 namespace {
 
-class Rewriter {
+class Rewriter : public OpRewriter {
  public:
-  explicit Rewriter(Kernel& k) : k_(k) {}
+  using OpRewriter::OpRewriter;
 
-  void body(TileBody& b) {
-    TileBody out;
-    for (TileStmt& s : b) {
-      if (s.kind == StmtKind::For) {
-        ++depth_;
-        body(s.body);
-        --depth_;
-        out.push_back(std::move(s));
-        continue;
-      }
-      std::vector<const TileOp*> factors;
-      if (depth_ > 0 && divides_by_broadcasts(s.op, &factors)) rewrite(s.op, factors, out);
-      defs_[s.op.result] = s.op;
-      out.push_back(std::move(s));
-    }
-    b = std::move(out);
+ protected:
+  void rewrite(TileOp& o, TileBody& out) override {
+    std::vector<const TileOp*> factors;
+    if (depth() > 0 && divides_by_broadcasts(o, &factors)) replace_division(o, factors, out);
   }
 
  private:
-  const TileOp* def(int id) const {
-    auto it = defs_.find(id);
-    return it == defs_.end() ? nullptr : &it->second;
-  }
+  using OpRewriter::append;
 
   // The factors of `id`'s f32 value through products of its shape, each a scalar operand or a
   // broadcast of a value of lower rank; false when some factor is neither.
@@ -91,18 +76,10 @@ class Rewriter {
     o.dims = std::move(dims);
     return append(std::move(o), out);
   }
-  int append(TileOp o, TileBody& out) {
-    o.result = k_.num_values++;
-    defs_[o.result] = o;
-    TileStmt s;
-    s.op = std::move(o);
-    out.push_back(std::move(s));
-    return out.back().op.result;
-  }
 
   // Replaces division `o` by its product with the factors' reciprocals, their operations
   // appended to `out` in front of it.
-  void rewrite(TileOp& o, const std::vector<const TileOp*>& factors, TileBody& out) {
+  void replace_division(TileOp& o, const std::vector<const TileOp*>& factors, TileBody& out) {
     int product = o.args[0];
     for (const TileOp* f : factors) {
       // A scalar factor is its own source, an operand of the product as it is.
@@ -127,16 +104,12 @@ class Rewriter {
       product = append(OpKind::Map, o.type, {product, factor}, out, ir::Op::Mul);
     }
   }
-
-  Kernel& k_;
-  std::map<int, TileOp> defs_;  // every operation seen so far, by result
-  int depth_ = 0;               // serial loops around the current statement
 };
 
 }  // namespace
 
 void reciprocal_of_broadcast_divisors(TileProgram& p) {
-  for (Kernel& k : p.kernels) Rewriter(k).body(k.body);
+  for (Kernel& k : p.kernels) Rewriter(k).run();
 }
 
 }  // namespace kintsugi::tile

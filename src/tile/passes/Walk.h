@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "tile/TileIR.h"
@@ -70,5 +71,53 @@ inline bool reads_buffer(const TileOp& o) {
 inline bool is_pure(const TileOp& o) {
   return o.kind != OpKind::Store && o.kind != OpKind::Write;
 }
+
+// A pass that rewrites operations in program order, in place, and may put new operations in front
+// of the one it rewrites: `def` finds any operation defined before the current one (as it is
+// after its own rewrite), `append` adds one with the kernel's next value id.
+class OpRewriter {
+ public:
+  explicit OpRewriter(Kernel& k) : k_(k) {}
+  virtual ~OpRewriter() = default;
+  void run() { body(k_.body); }
+
+ protected:
+  // Rewrites `o` (keeping its result), appending the operations it needs to `out`.
+  virtual void rewrite(TileOp& o, TileBody& out) = 0;
+  int depth() const { return depth_; }  // serial loops around the current operation
+  const TileOp* def(int id) const {
+    auto it = defs_.find(id);
+    return it == defs_.end() ? nullptr : &it->second;
+  }
+  int append(TileOp o, TileBody& out) {
+    o.result = k_.num_values++;
+    defs_[o.result] = o;
+    TileStmt s;
+    s.op = std::move(o);
+    out.push_back(std::move(s));
+    return out.back().op.result;
+  }
+
+ private:
+  void body(TileBody& b) {
+    TileBody out;
+    for (TileStmt& s : b) {
+      if (s.kind == StmtKind::For) {
+        ++depth_;
+        body(s.body);
+        --depth_;
+      } else {
+        rewrite(s.op, out);
+        defs_[s.op.result] = s.op;
+      }
+      out.push_back(std::move(s));
+    }
+    b = std::move(out);
+  }
+
+  Kernel& k_;
+  std::map<int, TileOp> defs_;  // every operation seen so far, by result
+  int depth_ = 0;
+};
 
 }  // namespace kintsugi::tile

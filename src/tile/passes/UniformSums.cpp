@@ -1,0 +1,142 @@
+// \file UniformSums.cpp
+// Sums of uniform factors, taken out of the tile:
+//   - `reduce sum(select(m, u, 0))`, u a scalar and m a tail mask `lt(arange(start), full(E))`
+//     of a rank-one tile of W elements, is `u * count`, count = clamp(E - start, 0, W): the
+//     number of elements m holds, known without touching them (a rolling update's statistic
+//     that sums a constant, such as N^-2, over a strip's valid columns);
+//   - `reduce sum(x * u)`, `reduce sum(u * x)` and `reduce sum(x / u)`, u a scalar, possibly
+//     under `select(m, ..., 0)`, is `reduce sum(x) * u` (or `/ u`), the select kept on x (the
+//     scaled sum `sum(x / N)` of a statistic, which is then the producer's own `sum(x)` once
+//     the tail select on x is found redundant and the two reductions are computed once).
+// Each is an element-wise pass and a block-wide reduction less a strip on a GPU. Equal in exact
+// arithmetic; in floating point the sums round in another order (as a reassociation does), and
+// a sum with no valid element of a zero or non-finite divisor is 0 / 0 rather than 0.
+//
+// Invariant established: no floating-point sum reduces a tile that is a scalar factor times a
+// tile, or a masked scalar, of rank one.
+#include "ir/Simplify.h"
+#include "tile/Passes.h"
+#include "tile/passes/Walk.h"
+
+namespace kintsugi::tile {
+
+namespace {
+
+bool is_zero_literal(const ir::Expr& e) {
+  return (e->op == ir::Op::FloatImm && e->float_value == 0.0) ||
+         (e->op == ir::Op::IntImm && e->int_value == 0);
+}
+
+class UniformSums : public OpRewriter {
+ public:
+  using OpRewriter::OpRewriter;
+
+ protected:
+  void rewrite(TileOp& o, TileBody& out) override {
+    if (is_float_sum(o)) factor(o, out);
+  }
+
+ private:
+  bool is_scalar(int id) const {
+    const TileOp* d = def(id);
+    return d && d->type.shape.empty();
+  }
+  bool is_map(const TileOp* d, ir::Op op, size_t arity) const {
+    return d && d->kind == OpKind::Map && !d->is_call && d->op == op && d->args.size() == arity;
+  }
+  bool is_zero_value(int id) const {
+    const TileOp* d = def(id);
+    return d && d->kind == OpKind::Full && is_zero_literal(d->scalar);
+  }
+  static bool is_float_sum(const TileOp& o) {
+    return o.kind == OpKind::Reduce && o.reducer == ir::Reducer::Sum && o.type.dtype == DType::F32;
+  }
+
+  // The number of elements tail mask `id` holds in a rank-one tile of `width` elements, or
+  // null when `id` is not such a mask.
+  ir::Expr count_of_mask(int id, int64_t width) const {
+    const TileOp* m = def(id);
+    if (!is_map(m, ir::Op::Lt, 2) || m->type.shape.size() != 1) return nullptr;
+    const TileOp* index = def(m->args[0]);
+    const TileOp* extent = def(m->args[1]);
+    if (!index || index->kind != OpKind::Arange || index->type.shape != m->type.shape || !extent ||
+        extent->kind != OpKind::Full)
+      return nullptr;
+    ir::Expr left = ir::make_binary(ir::Op::Sub, extent->scalar, index->scalar);
+    ir::Expr clamped = ir::make_binary(
+        ir::Op::Max, ir::make_binary(ir::Op::Min, left, ir::make_int(width)), ir::make_int(0));
+    return ir::simplify(clamped);
+  }
+
+  TileOp map(ir::Op op, const TileType& type, std::vector<int> args) const {
+    TileOp o;
+    o.kind = OpKind::Map;
+    o.op = op;
+    o.type = type;
+    o.args = std::move(args);
+    return o;
+  }
+
+  static void replace(TileOp& o, TileOp by) {
+    by.result = o.result;
+    o = std::move(by);
+  }
+
+  // Rewrites sum `o` as a scalar product or quotient when its operand has a scalar factor; the
+  // new operations go to `out` in front of it, and `o` becomes the product (keeping its result).
+  void factor(TileOp& o, TileBody& out) {
+    const TileOp* operand = def(o.args[0]);
+    if (!operand || operand->type.dtype != o.type.dtype) return;
+    int mask = -1;
+    const TileOp* term = operand;
+    if (is_map(operand, ir::Op::Select, 3) && is_zero_value(operand->args[2])) {
+      mask = operand->args[0];
+      term = def(operand->args[1]);
+    }
+    if (!term) return;
+    const TileType tile = operand->type;
+    // A masked scalar: the scalar times the mask's count.
+    if (mask >= 0 && term->type.shape.empty() && term->type.dtype == o.type.dtype &&
+        tile.shape.size() == 1) {
+      ir::Expr count = count_of_mask(mask, tile.shape[0]);
+      if (!count) return;
+      TileOp n;
+      n.kind = OpKind::Full;
+      n.type = TileType{o.type.dtype, {}};
+      n.scalar = ir::make_cast(o.type.dtype, count);
+      int counted = append(n, out);
+      replace(o, map(ir::Op::Mul, o.type, {term->result, counted}));
+      return;
+    }
+    // A scalar factor of the tile: the sum of the other factor, scaled once.
+    if (term->type.shape != tile.shape) return;
+    int tile_factor = -1, scalar_factor = -1;
+    ir::Op scale = ir::Op::Mul;
+    if (is_map(term, ir::Op::Mul, 2) || is_map(term, ir::Op::Div, 2)) {
+      const int a = term->args[0], b = term->args[1];
+      if (is_scalar(b) && !is_scalar(a))
+        tile_factor = a, scalar_factor = b, scale = term->op;
+      else if (term->op == ir::Op::Mul && is_scalar(a) && !is_scalar(b))
+        tile_factor = b, scalar_factor = a;
+    }
+    const TileOp* factor = tile_factor < 0 ? nullptr : def(tile_factor);
+    if (!factor || factor->type.dtype != tile.dtype || factor->type.shape != tile.shape ||
+        def(scalar_factor)->type.dtype != o.type.dtype)
+      return;
+    int summed = tile_factor;
+    if (mask >= 0)
+      summed = append(map(ir::Op::Select, tile, {mask, summed, operand->args[2]}), out);
+    TileOp sum = o;
+    sum.args = {summed};
+    const int partial = append(sum, out);
+    replace(o, map(scale, o.type, {partial, scalar_factor}));
+  }
+};
+
+}  // namespace
+
+void factor_uniform_sums(TileProgram& p) {
+  for (Kernel& k : p.kernels) UniformSums(k).run();
+}
+
+}  // namespace kintsugi::tile
