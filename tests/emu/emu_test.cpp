@@ -353,8 +353,9 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
 }
 
 // Head sizes other than the powers of two up to 128: D=48 and D=96 (rows of 6 and 12 16-byte
-// chunks, swizzled in spans of 2 and 4), D=192 and D=256, prefill (128-row tiles, tails in both
-// sequence axes) and decode with many rows (rolling update).
+// chunks, swizzled in spans of 2 and 4), D=192 and D=256, prefill (128-row tiles, on eight warps
+// of one m16 block past D=128; tails in both sequence axes) and decode with many rows (rolling
+// update).
 TEST(Emulator, AttentionAtOtherHeadDims) {
   for (int64_t d : {48, 96, 192, 256}) {
     verify({"attention/prefill_causal.te", {{"H", 1}, {"S", 140}, {"T", 150}, {"D", d}}, {}});

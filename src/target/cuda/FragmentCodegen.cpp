@@ -186,7 +186,13 @@ class FragmentWriter : public KernelWriter {
                   " rows is neither at most 16 nor a multiple of 16 up to 128");
     // A row tile of 128 runs on four warps of two m16 blocks each (FlashAttention-2's 128-row
     // tiles on 4 warps): every B fragment read from shared memory feeds two mma instead of one.
-    mblocks_ = rows_ == 128 ? 2 : 1;
+    // Past 128 columns of a dot's result (head sizes 192 and 256) two blocks' accumulators alone
+    // take 192-256 registers a thread: the tile runs on eight warps of one block each (at two
+    // blocks ptxas spilled 1352 bytes a thread at D=192 and 2776 at D=256).
+    int64_t widest = 0;
+    for (const TileOp* o : ops_)
+      if (o->kind == OpKind::Dot) widest = std::max(widest, o->type.shape.back());
+    mblocks_ = rows_ == 128 && widest <= 128 ? 2 : 1;
     for (const tile::Register& r : k_.registers)
       if (!data_shape(r.type.shape))
         return fail("register '" + r.name + "' of " + tile::to_string(r.type) +
