@@ -128,6 +128,8 @@ class CyclicWriter : public KernelWriter {
         widest_(widest_chunks(p, k)),
         planned_(!stage_loads) {
     if (instances_ > 1) smem_ = "ks_smem_g";
+    tile::for_each_op(k.body,
+                      [&](const TileOp& o) { has_dot_ = has_dot_ || o.kind == OpKind::Dot; });
   }
 
  private:
@@ -158,8 +160,10 @@ class CyclicWriter : public KernelWriter {
   // most 64 registers a thread): its strips and kept slots are sized to let two share an SM's
   // shared memory, and one CTA of 512 threads an SM leaves too few warps to hide the strips'
   // barriers and latencies. Without the bound ptxas gave layer norm's strip kernel 76 registers:
-  // one CTA an SM, the same time as before its instructions were cut by a third.
-  int min_blocks() const override { return threads_ == kMaxThreads ? 2 : 1; }
+  // one CTA an SM, the same time as before its instructions were cut by a third. A kernel with
+  // dots keeps more tiles live (Performer's output kernel at its own sizes: 128 registers and 108
+  // bytes spilled a thread, 1864 under the bound), so it is not bounded.
+  int min_blocks() const override { return threads_ == kMaxThreads && !has_dot_ ? 2 : 1; }
   // Synchronises the threads of the instance: its CTA, or its warp.
   void barrier() { line(instances_ > 1 ? "__syncwarp();" : "__syncthreads();"); }
   // A value named `name` of type `t` in this kernel's layout of its shape.
@@ -1219,6 +1223,7 @@ class CyclicWriter : public KernelWriter {
   std::map<int, TailLimit> tail_limits_;            // tail mask result -> its limit
   int instances_;                                   // per CTA (instances_per_cta_for)
   int threads_;                                     // per instance (threads_for, or a warp)
+  bool has_dot_ = false;                            // the kernel computes a dot
   std::map<std::vector<int64_t>, int64_t> widest_;  // by tile shape (widest_chunks)
   bool planned_;                                // the staged loads are issued (or none are to be)
   std::map<int, Staged> staged_;                // load result -> its slot
