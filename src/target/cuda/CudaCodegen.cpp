@@ -133,6 +133,11 @@ class CyclicWriter : public KernelWriter {
   }
 
  private:
+  // A tail mask's limit (tail_mask).
+  struct TailLimit {
+    std::string left;  // the variable holding the elements left before the mask's bound
+    size_t axis;       // the axis the mask's arange runs along
+  };
   struct Value {
     std::string name;
     DType dtype = DType::F32;
@@ -257,8 +262,14 @@ class CyclicWriter : public KernelWriter {
     auto mask = tail_limits_.find(id);
     if (mask != tail_limits_.end() && !open_.empty() && !open_.back().chunks &&
         open_.back().shape == v.shape)
-      return "((int)" + index_along(v.shape, mask->second.axis) + " < " + mask->second.left + ")";
+      return below_limit(v.shape, mask->second, "ks_e");
     return v.name + "[ks_i]";
+  }
+
+  // Tail mask `limit` of a value of `shape` at its element `e`.
+  static std::string below_limit(const std::vector<int64_t>& shape, const TailLimit& limit,
+                                 const std::string& e) {
+    return "((int)" + index_along(shape, limit.axis, e) + " < " + limit.left + ")";
   }
 
   // The index along axis `d` of element ks_e of a value of `shape`. ks_e is below the value's
@@ -460,8 +471,7 @@ class CyclicWriter : public KernelWriter {
       const Value& e = val(id);
       if (e.scalar()) return e.name;
       if (auto mask = tail_limits_.find(id); mask != tail_limits_.end())
-        return "((int)" + index_along(e.shape, mask->second.axis, "(ks_e + ks_c)") + " < " +
-               mask->second.left + ")";
+        return below_limit(e.shape, mask->second, "(ks_e + ks_c)");
       return e.name + "[ks_i + ks_c]";
     };
     std::string offset, inside;
@@ -1215,11 +1225,7 @@ class CyclicWriter : public KernelWriter {
     std::vector<int64_t> shape;  // of the value whose elements it walks
     bool chunks;                 // a walk over chunks (ks_e the first element of each)
   };
-  std::vector<OpenElements> open_;  // the element walks open, innermost last
-  struct TailLimit {
-    std::string left;  // the variable holding the elements left before the mask's bound
-    size_t axis;       // the axis the mask's arange runs along
-  };
+  std::vector<OpenElements> open_;                  // the element walks open, innermost last
   std::map<int, TailLimit> tail_limits_;            // tail mask result -> its limit
   int instances_;                                   // per CTA (instances_per_cta_for)
   int threads_;                                     // per instance (threads_for, or a warp)
