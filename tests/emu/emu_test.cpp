@@ -420,6 +420,37 @@ TEST(Emulator, GatherOutOfRangeIsAnError) {
   }
 }
 
+// T5's buckets computed from positions reach 31: a table of 16 biases a head is read past its
+// end by keys after their query, in interior tiles (checked where the diagonal table is filled)
+// and in tail tiles (checked at the elements), and the launch reports it. 32 a head run.
+TEST(Emulator, DiagonalGatherOutOfRangeIsAnError) {
+  Case c{"tests/generality/t5_log_buckets.te",
+         {{"B", 1}, {"H", 1}, {"S", 140}, {"T", 150}, {"D", 32}, {"NB", 32}},
+         {}};
+  c.from_root = true;
+  std::vector<std::string> warnings;
+  Compiled k = compile(c, &warnings);
+  EXPECT_TRUE(warnings.empty());
+  emu::EmulatedCudaKernel kernel(k.tiles);
+  for (int64_t buckets : {32, 16}) {
+    runtime::SizeMap sizes = k.sizes;
+    sizes["NB"] = buckets;
+    std::map<std::string, runtime::Tensor> in = runtime::random_inputs(k.program, sizes, 1);
+    runtime::Tensor out(DType::F16, {1, 1, 140, 32});
+    std::vector<runtime::Tensor*> args{&in.at("Q"), &in.at("K"), &in.at("V"), &in.at("BIAS"), &out};
+    if (buckets == 32) {
+      kernel.run(args, sizes, {});
+      continue;
+    }
+    try {
+      kernel.run(args, sizes, {});
+      ADD_FAILURE() << "a bucket past the bias table ran";
+    } catch (const RuntimeArgError& e) {
+      EXPECT_NE(std::string(e.what()).find("failed at BIAS"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A corpus row reduction over streamed rows (rows held whole never fuse), at few rows (split-K)
 // and many (rolled): scheduled without a warning, its target reduction fused (a partial block
 // `target`.rf), and verified.
@@ -451,15 +482,19 @@ TEST(Emulator, KlDivergenceOfStreamedRows) {
   verify_streamed_rows("tests/generality/kl_divergence_rows.te", "KL");
 }
 
-// A bias tile read from global memory beside the scores (relative_bias_tensor: BIAS[h, i, j])
-// is read without per-element bounds tests in the loop version whose tiles lie inside the
-// buffer, and with them in the other: interior and tail tiles of rows and keys in one run.
+// A bias tile beside the scores (relative_bias_tensor: BIAS[h, i, j]) whose rows are whole
+// aligned 16-byte chunks (T a multiple of 4) is copied ahead into shared memory, rows and key
+// chunks past the buffer zero-filled; otherwise it is read from global memory at its uses,
+// without per-element bounds tests in the loop version whose tiles lie inside the buffer and with
+// them in the other. Interior and tail tiles of rows and keys in each run.
 TEST(Emulator, BiasTilesInsideAndAcrossTheBufferEnd) {
-  Case c{"tests/generality/relative_bias_tensor.te",
-         {{"B", 1}, {"H", 1}, {"S", 300}, {"T", 200}, {"D", 32}},
-         {}};
-  c.from_root = true;
-  verify(c);
+  for (int64_t t : {200, 202}) {
+    Case c{"tests/generality/relative_bias_tensor.te",
+           {{"B", 1}, {"H", 1}, {"S", 300}, {"T", t}, {"D", 32}},
+           {}};
+    c.from_root = true;
+    verify(c);
+  }
 }
 
 // Every key scores the same (Q and K constant): each row's maximum is reached in its first key

@@ -151,7 +151,12 @@ struct SmemTile {
   int64_t offset = 0;  // bytes into the dynamic shared memory
   // A computed tile: the Lazy value written into it element by element (no load), -1 otherwise.
   int computed = -1;
-  int64_t stage_bytes() const { return rows * cols * 2; }
+  // An element tile (an operand read at the accumulator's positions, a bias or mask tensor over
+  // the scores): the bytes of an element and of a row, padded so that the four lanes of a quad,
+  // reading a row's two adjacent elements each, and the next rows' quads fall in distinct banks.
+  // 0 for a dot operand (f16 or bf16 rows in the ldmatrix swizzle, unpadded).
+  int64_t element_bytes = 0, pitch = 0;
+  int64_t stage_bytes() const { return pitch > 0 ? rows * pitch : rows * cols * 2; }
 };
 
 class FragmentWriter : public KernelWriter {
@@ -239,8 +244,49 @@ class FragmentWriter : public KernelWriter {
         offset += (t.entries + 15) / 16 * 16;
       }
     }
+    stage_element_tiles(offset);
     smem_total_ = offset;
     return true;
+  }
+
+  // A load read at the accumulator's positions (a bias or mask tensor over the scores) that a
+  // loop streams, whose rows are whole aligned 16-byte chunks of the buffer's innermost dimension
+  // that the threads split evenly: it can be copied ahead into shared memory (stage_element_tiles).
+  bool element_stageable(const TileOp& o) const {
+    if (o.type.shape.size() != 2 || o.type.shape[0] != rows_ || o.stream_loop.empty() ||
+        loop_of_.at(&o) != o.stream_loop)
+      return false;
+    int64_t bytes = dtype_bytes(buffer_dtype(o.buffer));
+    if (bytes > 16 || 16 % bytes != 0 || !innermost_chunks(o, 16 / bytes)) return false;
+    bool has_rows = std::find(o.axis_of_dim.begin(), o.axis_of_dim.end(), 0) != o.axis_of_dim.end();
+    return has_rows && rows_ * (o.type.shape[1] * bytes / 16) % threads() == 0;
+  }
+
+  // Element tiles are copied by cp.async one iteration ahead, in two stages, like the first dot
+  // operand of their loop, and read from shared memory at their uses: read at the uses from
+  // global memory, a tile's loads stood between the dot that computes the scores and everything
+  // after it, with only the warps of one or two CTAs to hide their latency (a 128 x 64 f32 bias
+  // took as long as the tile's two dots). Each is placed after the rest of the kernel's shared
+  // memory while every supported architecture's CTA still fits; one that does not stays read at
+  // its uses.
+  void stage_element_tiles(int64_t& offset) {
+    for (const TileOp* o : element_loads_) {
+      SmemTile t;
+      t.load = o;
+      t.dtype = buffer_dtype(o->buffer);
+      t.rows = t.live_rows = o->type.shape[0];
+      t.cols = o->type.shape[1];
+      t.stream_loop = o->stream_loop;
+      t.stages = 2;
+      t.element_bytes = dtype_bytes(t.dtype);
+      int64_t row = t.cols * t.element_bytes, quad = std::max<int64_t>(16, 8 * t.element_bytes);
+      t.pitch = row + ((quad - row) % 128 + 128) % 128;
+      if (offset + 2 * t.stage_bytes() > kMaxSharedBytes) continue;
+      t.offset = offset;
+      offset += 2 * t.stage_bytes();
+      val(o->result).tile = static_cast<int>(tiles_.size());
+      tiles_.push_back(t);
+    }
   }
 
   // Why plan() failed on a kernel with a dot of f16 or bf16 values ("" otherwise).
@@ -413,8 +459,10 @@ class FragmentWriter : public KernelWriter {
         // scores), is read at its use: the same loads, without a register tile live across
         // the operations in between.
         if (v.kind == Kind::Frag && !stored_here && users_.count(o.result) &&
-            users_.at(o.result).size() == 1)
+            users_.at(o.result).size() == 1) {
           v.kind = Kind::Lazy;
+          if (element_stageable(o)) element_loads_.push_back(&o);
+        }
         // A vector along another axis than the rows (a per-key bias or norm, a per-column
         // weight) is read element by element where it is used, from its region (L1-cached).
         // So is a 2-D tile of other rows (keys that a computed B operand transforms).
@@ -995,6 +1043,16 @@ class FragmentWriter : public KernelWriter {
       }
       case OpKind::Load: {
         if (in_front) return std::nullopt;
+        if (val(id).tile >= 0) {  // an element tile: zero-filled past the buffer
+          const SmemTile& t = tiles_[static_cast<size_t>(val(id).tile)];
+          std::string st = storage(t.dtype);
+          return load_value(o.buffer,
+                            "((const " + st + "*)(ks_smem + " + std::to_string(t.offset) + " + (" +
+                                stage_of(t) + ") * " + std::to_string(t.stage_bytes()) + "))[(" +
+                                ix[0] + ") * " + std::to_string(t.pitch / t.element_bytes) + " + " +
+                                ix[1] + "]",
+                            o.type.dtype);
+        }
         auto region = lazy_loads_.find(id);
         internal_assert(region != lazy_loads_.end())
             << "fragment codegen: %" << id << " is used before its region is open";
@@ -1019,7 +1077,10 @@ class FragmentWriter : public KernelWriter {
         std::string e = gather_element(o, a, o.type.dtype, &inside);
         if (!inside.empty()) {
           const std::string& checks = diagonal_checks_->at(&o);
-          line(checks + "[ks_s] = " + inside + ";");
+          if (checks.empty())
+            line("if (!(" + inside + ")) ks_fail(ks_err, " + std::to_string(site(o.buffer)) + ");");
+          else
+            line(checks + "[ks_s] = " + inside + ";");
         }
         return e;
       }
@@ -1183,10 +1244,48 @@ class FragmentWriter : public KernelWriter {
     }
   }
 
-  // The loop body, in two versions when it uses tile comparisons: one for iterations where every
-  // such comparison holds over the whole tile (interior tiles: no tail, no diagonal), where they
-  // fold to true and their selects disappear, and the general one. The choice is uniform over the
-  // CTA, so both versions keep their barriers.
+  // Whether bool value `id` masks what it guards somewhere in the kernel, directly or through
+  // conjunctions, disjunctions and views: the mask of a gather or a store, or the condition of a
+  // select of floats whose other side is a constant (a masked score) or a register's previous
+  // value (a guarded update). A comparison that only chooses between two values (T5's bucket of a
+  // key after its query, 16 + d or d) splits the tiles about evenly or holds over none: a
+  // version of the body for tiles where it holds everywhere would be taken rarely, and the tail
+  // tests of the other version paid everywhere else.
+  bool masks(int id) const {
+    bool found = false;
+    std::function<void(const tile::TileBody&)> scan = [&](const tile::TileBody& b) {
+      for (const tile::TileStmt& st : b) {
+        if (found) return;
+        if (st.kind == tile::StmtKind::For) {
+          scan(st.body);
+          continue;
+        }
+        const TileOp& o = st.op;
+        for (size_t a = 0; a < o.args.size() && !found; ++a) {
+          if (o.args[a] != id) continue;
+          bool last = a + 1 == o.args.size();
+          if (o.kind == OpKind::Gather)
+            found = last && o.args.size() > o.index_in_bounds.size();
+          else if (o.kind == OpKind::Store)
+            found = a == 1;
+          else if (o.kind == OpKind::Broadcast || o.kind == OpKind::Permute)
+            found = masks(o.result);
+          else if (o.kind == OpKind::Map && !o.is_call && (o.op == Op::And || o.op == Op::Or))
+            found = masks(o.result);
+          else if (o.kind == OpKind::Map && !o.is_call && o.op == Op::Select && a == 0)
+            found = is_float(o.type.dtype) && (constant_value(o.args[2]).has_value() ||
+                                               val(o.args[2]).def->kind == OpKind::Read);
+        }
+      }
+    };
+    scan(k_.body);
+    return found;
+  }
+
+  // The loop body, in two versions when it uses tile comparisons that mask: one for iterations
+  // where every such comparison holds over the whole tile (interior tiles: no tail, no diagonal),
+  // where they fold to true and their selects disappear, and the general one. The choice is
+  // uniform over the CTA, so both versions keep their barriers.
   void versioned_body(const tile::TileStmt& s) {
     hoisting_ = true;
     for (const tile::TileStmt& st : s.body)
@@ -1199,7 +1298,7 @@ class FragmentWriter : public KernelWriter {
     std::string all = "true";
     for (int id : used) {
       auto it = comparisons_.find(id);
-      if (it == comparisons_.end() || assumed_true_.count(id)) continue;
+      if (it == comparisons_.end() || assumed_true_.count(id) || !masks(id)) continue;
       const Comparison& c = it->second;
       // The largest (for < and <=) or smallest (for > and >=) value of coef . coordinates.
       bool upper = c.op[0] == '<';
@@ -1212,7 +1311,7 @@ class FragmentWriter : public KernelWriter {
     for (int id : used) {
       // (Not one of a nested loop: its test would read that loop's variable in front of it.)
       if (comparisons_.count(id) || assumed_true_.count(id) ||
-          val(id).def->type.dtype != DType::Bool || nested_loop_value(s.body, id))
+          val(id).def->type.dtype != DType::Bool || nested_loop_value(s.body, id) || !masks(id))
         continue;
       if (std::optional<std::string> test = whole_tile_test(id)) {
         all += " && " + *test;
@@ -1275,7 +1374,7 @@ class FragmentWriter : public KernelWriter {
   // For a load of a Frag or Lazy tile whose region the bounds may cut and whose starts read only
   // loop variables, sizes and params: the test that the whole tile lies inside the buffer.
   std::optional<std::string> interior_test(const TileOp& o) {
-    if (o.kind != OpKind::Load || o.result < 0) return std::nullopt;
+    if (o.kind != OpKind::Load || o.result < 0 || val(o.result).tile >= 0) return std::nullopt;
     Kind k = val(o.result).kind;
     if (k != Kind::Frag && k != Kind::Lazy) return std::nullopt;
     std::string test;
@@ -1401,15 +1500,10 @@ class FragmentWriter : public KernelWriter {
     }
   }
 
-  // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
-  void copy_tile(const SmemTile& t, const std::string& stage) {
-    const TileOp& o = *t.load;
-    Region reg = open_region(o);
-    int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
-    // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
-    // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
-    internal_assert(chunks % threads() == 0)
-        << "fragment codegen: tile " << o.buffer << " does not split evenly over the threads";
+  // The buffer dimension of a tile's rows, and the offset of its first element; declares
+  // ks_stride, the elements from one row to the next.
+  std::pair<size_t, std::string> tile_origin(const Region& reg) {
+    const TileOp& o = *reg.op;
     size_t row_dim = 0;
     for (size_t d = 0; d < o.axis_of_dim.size(); ++d)
       if (o.axis_of_dim[d] == 0) row_dim = d;
@@ -1418,9 +1512,24 @@ class FragmentWriter : public KernelWriter {
     for (size_t d = row_dim + 1; d < ext.size(); ++d) stride += " * " + ext[d];
     std::string origin, inside;
     element(reg, {"0", "0"}, &origin, &inside);
+    line("const long long ks_stride = " + stride + ";");
+    return {row_dim, origin};
+  }
+
+  // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
+  void copy_tile(const SmemTile& t, const std::string& stage) {
+    if (t.pitch > 0) return copy_element_tile(t, stage);
+    const TileOp& o = *t.load;
+    Region reg = open_region(o);
+    int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
+    // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
+    // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
+    internal_assert(chunks % threads() == 0)
+        << "fragment codegen: tile " << o.buffer << " does not split evenly over the threads";
+    const auto [row_dim, origin] = tile_origin(reg);
+    const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
     const std::string& buf = buffer_ids_.at(o.buffer);
     std::string rows = std::to_string(t.live_rows);
-    line("const long long ks_stride = " + stride + ";");
     if (o.bounds_checked[row_dim]) {
       const std::string& start = reg.starts[row_dim];
       line("const int ks_rlo = " + reg.ok + " ? (int)min(" + rows + "LL, max(0LL, -" + start +
@@ -1434,19 +1543,51 @@ class FragmentWriter : public KernelWriter {
     if (threads() % cpr != 0) {
       // Rows the threads do not divide (whole swizzle spans, a head size of 192): thread q copies
       // chunks q, q + threads, ... of the tile, each at its own row and chunk.
-      std::string n = std::to_string(cpr);
-      line("#pragma unroll");
-      line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
-      ++indent_;
-      line("const int ks_g = ks_tid + ks_i * " + std::to_string(threads()) + ";");
-      line("const int ks_r = ks_g / " + n + ", ks_c = ks_g % " + n + ";");
-      line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
-      line("cp_async_cg16(" + stage_address(t, stage) + " + (u32)(ks_r * " +
-           std::to_string(t.cols * 2) + " + ((ks_c ^ " + xor_term("ks_r", swizzle_of(t)) +
-           ") * 16)), ks_in ? " + buf + " + (" + origin +
-           ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
-      --indent_;
-      line("}");
+      std::string n = std::to_string(cpr), all = std::to_string(threads());
+      const std::string dst = stage_address(t, stage) + " + (u32)(ks_r * " +
+                              std::to_string(t.cols * 2) + " + ((ks_c ^ " +
+                              xor_term("ks_r", swizzle_of(t)) + ") * 16))";
+      // Rows that follow each other in memory (a key tile of whole heads): chunk g lies 8 g
+      // elements past the tile's first, so that a tile inside the buffer is copied from one
+      // pointer a thread at constant offsets, without a row test or a 64-bit product a chunk.
+      double row = 1;
+      for (size_t d = row_dim + 1; d < o.starts.size(); ++d) {
+        std::optional<double> e = constant_expr(p_.source.find_buffer(o.buffer)->shape[d]);
+        row = e ? row * *e : -1;
+      }
+      // The passes, each chunk with a row test and a substitute address (`tested`) or not.
+      auto passes_loop = [&](bool tested) {
+        line("#pragma unroll");
+        line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
+        ++indent_;
+        line("const int ks_g = ks_tid + ks_i * " + all + ";");
+        line("const int ks_r = ks_g / " + n + ", ks_c = ks_g % " + n + ";");
+        if (tested) {
+          line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
+          line("cp_async_cg16(" + dst + ", ks_in ? " + buf + " + (" + origin +
+               ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
+        } else {
+          line("cp_async_cg16(" + dst + ", ks_src + ks_i * " + std::to_string(threads() * 8) +
+               ", 16);");
+        }
+        --indent_;
+        line("}");
+      };
+      const bool contiguous = row == static_cast<double>(t.cols);
+      if (contiguous) {
+        line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_tid * 8;");
+        line("if (ks_rlo == 0 && ks_rhi == " + rows + ") {");
+        ++indent_;
+        passes_loop(false);
+        --indent_;
+        line("} else {");
+        ++indent_;
+      }
+      passes_loop(true);
+      if (contiguous) {
+        --indent_;
+        line("}");
+      }
       return;
     }
     int64_t rows_per_pass = threads() / cpr;
@@ -1579,6 +1720,63 @@ class FragmentWriter : public KernelWriter {
   std::string stage_address(const SmemTile& t, const std::string& stage) const {
     return "(ks_smem_u32 + " + std::to_string(t.offset) + " + (" + stage + ") * " +
            std::to_string(t.stage_bytes()) + ")";
+  }
+
+  // cp.async of an element tile into `stage`, row by row at its pitch: thread q copies chunk
+  // q % (chunks a row) of rows q / (chunks a row) + k (threads / chunks a row); chunks of rows
+  // or columns past the buffer are zero-filled (a column chunk lies inside the buffer or past it
+  // whole: element_stageable).
+  void copy_element_tile(const SmemTile& t, const std::string& stage) {
+    const TileOp& o = *t.load;
+    Region reg = open_region(o);
+    const int64_t width = 16 / t.element_bytes, cpr = t.cols / width;
+    const int64_t rows_per_pass = threads() / cpr, passes = t.rows / rows_per_pass;
+    const auto [row_dim, origin] = tile_origin(reg);
+    const size_t col_dim = o.starts.size() - 1;
+    const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+    const std::string rows = std::to_string(t.rows), cols = std::to_string(t.cols);
+    const std::string &row0 = reg.starts[row_dim], &col0 = reg.starts[col_dim];
+    line("const int ks_rlo = " + reg.ok + " ? (int)min(" + rows + "LL, max(0LL, -" + row0 +
+         ")) : " + rows + ";");
+    line("const int ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " + ext[row_dim] +
+         " - " + row0 + ")) : 0;");
+    line("const int ks_clim = (int)max(0LL, min(" + cols + "LL, " + ext[col_dim] + " - " + col0 +
+         "));");
+    line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = (ks_tid % " +
+         std::to_string(cpr) + ") * " + std::to_string(width) + ";");
+    const std::string st = storage(t.dtype);
+    line("const " + st + "* ks_src = " + buffer_ids_.at(o.buffer) + " + (" + origin +
+         ") + ks_r0 * ks_stride + ks_c;");
+    line("const u32 ks_dst = " + stage_address(t, stage) + " + (u32)(ks_r0 * " +
+         std::to_string(t.pitch) + " + ks_c * " + std::to_string(t.element_bytes) + ");");
+    // Consecutive passes are a constant number of rows apart: one pointer a thread, advanced by
+    // a step computed once (a 64-bit product a chunk, ptxas kept them all live and spilled). A
+    // tile inside the buffer (all but the tails) takes one cp.async a chunk, with no test and no
+    // substitute address.
+    const std::string step = std::to_string(rows_per_pass), pass = std::to_string(passes),
+                      dst_step = std::to_string(rows_per_pass * t.pitch);
+    line("const long long ks_step = " + step + " * ks_stride;");
+    line("const " + st + "* ks_p = ks_src;");
+    line("if (ks_rlo == 0 && ks_rhi == " + rows + " && ks_clim == " + cols + ") {");
+    ++indent_;
+    line("#pragma unroll");
+    line("for (int ks_i = 0; ks_i < " + pass + "; ++ks_i, ks_p += ks_step)");
+    line("  cp_async_cg16(ks_dst + (u32)(ks_i * " + dst_step + "), ks_p, 16);");
+    --indent_;
+    line("} else {");
+    ++indent_;
+    line("const bool ks_cin = ks_c < ks_clim;");
+    line("#pragma unroll");
+    line("for (int ks_i = 0; ks_i < " + pass + "; ++ks_i, ks_p += ks_step) {");
+    ++indent_;
+    line("const int ks_r = ks_r0 + ks_i * " + step + ";");
+    line("const bool ks_in = ks_cin && ks_r >= ks_rlo && ks_r < ks_rhi;");
+    line("cp_async_cg16(ks_dst + (u32)(ks_i * " + dst_step +
+         "), ks_in ? ks_p : " + buffer_ids_.at(o.buffer) + ", ks_in ? 16 : 0);");
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
   }
 
   // The stage expression of a tile at its use.
@@ -2047,7 +2245,8 @@ class FragmentWriter : public KernelWriter {
     switch (v.kind) {
       case Kind::Lazy:
         if (o.kind == OpKind::Map) define_comparison(o);
-        if (o.kind == OpKind::Load) {
+        if (o.kind == OpKind::Load && v.tile >= 0) load_smem(v);  // an element tile
+        if (o.kind == OpKind::Load && v.tile < 0) {
           lazy_loads_[o.result] = open_region(o);
           lazy_loads_[o.result].interior = interior_loads_.count(&o) > 0;
         }
@@ -2275,9 +2474,13 @@ class FragmentWriter : public KernelWriter {
     d.values = tmp();
     const std::string entries = std::to_string(t.entries), last_row = std::to_string(rows_ - 1);
     const std::string shared = "((float*)(ks_smem + " + std::to_string(t.offset) + "))";
+    // Where the gathers' mask holds over the whole tile, every entry is read by some element,
+    // and its index checks are made where it is computed; elsewhere they are kept by diagonal
+    // and made at the elements the mask leaves.
+    const bool unmasked = t.mask < 0 || known_true(t.mask);
     std::map<const TileOp*, std::string> checks;
     for (const auto& [gather, at] : t.flags)
-      checks[gather] = "((bool*)(ks_smem + " + std::to_string(at) + "))";
+      checks[gather] = unmasked ? "" : "((bool*)(ks_smem + " + std::to_string(at) + "))";
     // Entry e is the diagonal j - i = e - (rows - 1); its element in row max(0, rows - 1 - e).
     line("__syncthreads();");
     line("for (int ks_s = ks_tid; ks_s < " + entries + "; ks_s += " + std::to_string(threads()) +
@@ -2295,6 +2498,7 @@ class FragmentWriter : public KernelWriter {
     const std::string count = std::to_string(n);
     line("float " + d.values + "[" + count + "];");
     for (const auto& [gather, flags] : checks) {
+      if (flags.empty()) continue;
       d.checks.emplace_back(site(gather->buffer), tmp());
       line("bool " + d.checks.back().second + "[" + count + "];");
     }
@@ -2308,7 +2512,7 @@ class FragmentWriter : public KernelWriter {
     line(d.values + "[ks_s] = " + shared + "[ks_dg];");
     size_t k = 0;
     for (const auto& [gather, flags] : checks)
-      line(d.checks[k++].second + "[ks_s] = " + flags + "[ks_dg];");
+      if (!flags.empty()) line(d.checks[k++].second + "[ks_s] = " + flags + "[ks_dg];");
     --indent_;
     line("}");
     diagonal_values_[id] = std::move(d);
@@ -2437,6 +2641,7 @@ class FragmentWriter : public KernelWriter {
   std::map<int, std::vector<const TileOp*>> users_;
   std::vector<const TileOp*> stored_;  // the kernel's stores
   std::vector<SmemTile> tiles_;
+  std::vector<const TileOp*> element_loads_;  // loads that may be element tiles (plan)
   std::vector<SmemVector> vectors_;
   std::set<std::string> lane_offsets_;          // defined at the kernel's start
   std::map<int, int> prefetched_;               // tile copied at the kernel's start -> its order
