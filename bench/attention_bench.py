@@ -171,6 +171,7 @@ def run_flex(q, k, v, causal, group, kind, slopes, ref):
 
 
 def main():
+    global D
     a = argparse.ArgumentParser()
     a.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
     a.add_argument("--build", action="store_true",
@@ -181,6 +182,8 @@ def main():
     a.add_argument("--decode", default="4096,32768,131072")
     a.add_argument("--heads", type=int, default=None,
                    help="query heads of every operator (default: each operator's, as peers.py)")
+    a.add_argument("--head-dim", type=int, default=128,
+                   help="the head size D of queries, keys and values (default 128)")
     a.add_argument("--chunk-tiles", default="auto",
                    help="decode: split-K chunks of this many key tiles, or auto (kintsugi --chunk-tiles)")
     a.add_argument("--also", action="append", default=[], metavar="LABEL=TREE",
@@ -193,6 +196,7 @@ def main():
                    help="also append the table as a markdown section (GPU, commit, date) to FILE, "
                         "e.g. docs/perf.md")
     args = a.parse_args()
+    D = args.head_dim
     variants = []  # (label, binary)
     for spec in args.also:
         label, sep, tree = spec.partition("=")
