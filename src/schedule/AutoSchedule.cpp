@@ -173,6 +173,13 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Ex
       note("'" + b + "' stays outside the row tiles: " + e.what());
     }
   }
+  // A row axis of a literal extent shorter than the strip (one query of a decode step written as
+  // Q[b, h, 1, d]) is strided by at most that extent: its buffers are compacted to the rows that
+  // exist, and a strip past them would index rows no buffer holds. Up to 16 rows make one strip
+  // (what a warp's m16 block holds); more, the largest multiple of 16 that fits.
+  const ir::Expr row_extent = find_loop(s.program().body, row_loop, "auto").back()->extent;
+  if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows)
+    rows = row_extent->int_value <= 16 ? row_extent->int_value : row_extent->int_value / 16 * 16;
   std::vector<LoopRef> strip;
   try {
     strip = s.distribute(row_loop, rows);

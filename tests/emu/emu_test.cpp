@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -494,6 +495,37 @@ TEST(Emulator, BiasTilesInsideAndAcrossTheBufferEnd) {
            {}};
     c.from_root = true;
     verify(c);
+  }
+}
+
+// Masks given as tensors (a boolean i8 [B, S, T] tensor, an additive f16 [S, T] one) hide keys
+// in patterns no tile test can see, and whole rows: a row that sees no key outputs 0, in tiles
+// copied into shared memory (T a multiple of 16) and in tiles read at their uses (T = 150).
+TEST(Emulator, MaskTensorsHideWholeRows) {
+  auto hidden = [](int64_t i, int64_t j) { return i % 9 == 4 || (i * 7 + j * 3) % 5 == 0; };
+  for (int64_t t : {192, 150}) {
+    Case flags{"tests/generality/attention_mask_tensor.te",
+               {{"B", 2}, {"H", 1}, {"S", 140}, {"T", t}, {"D", 32}},
+               {}};
+    flags.from_root = true;
+    flags.adjust_inputs = [&](std::map<std::string, runtime::Tensor>& in) {
+      runtime::Tensor& m = in.at("MASK");
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t i = 0; i < 140; ++i)
+          for (int64_t j = 0; j < t; ++j) m.set((b * 140 + i) * t + j, hidden(i + b, j) ? 0 : 1);
+    };
+    verify(flags);
+    Case additive{"tests/generality/additive_mask_f16.te",
+                  {{"B", 1}, {"H", 2}, {"S", 140}, {"T", t}, {"D", 32}},
+                  {}};
+    additive.from_root = true;
+    additive.adjust_inputs = [&](std::map<std::string, runtime::Tensor>& in) {
+      runtime::Tensor& m = in.at("AMASK");
+      for (int64_t i = 0; i < 140; ++i)
+        for (int64_t j = 0; j < t; ++j)
+          m.set(i * t + j, hidden(i, j) ? -std::numeric_limits<double>::infinity() : 0.25);
+    };
+    verify(additive);
   }
 }
 

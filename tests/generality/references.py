@@ -482,3 +482,49 @@ def rmsnorm_quant_fp8(inputs, params):
 
 def rotary_half_ranges(inputs, params):
     return rotary_attention(inputs, params)
+
+
+def attention_mask_tensor(inputs, params):
+    """SDPA under a boolean [B, S, T] mask (nonzero: visible), shared by the heads."""
+    visible = inputs["MASK"] != 0
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"],
+                                   visible=visible[:, None, :, :])[0]}
+
+
+def additive_mask_f16(inputs, params):
+    """Scaled scores plus an additive [S, T] mask (f16 values, -inf where a key is hidden)."""
+    q, k = inputs["Q"], inputs["K"]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + inputs["AMASK"][None, None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def cross_entropy_smoothing(inputs, params):
+    """Cross-entropy against (1 - eps) one-hot(target) + eps / N."""
+    x = inputs["X"]
+    eps = params["EPS"]
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = x.max(axis=1)
+    lse = peak + np.log(np.exp(x - peak[:, None]).sum(axis=1))
+    n = x.shape[1]
+    target = np.full(x.shape, eps / n)
+    target[np.arange(x.shape[0]), tgt] += 1.0 - eps
+    return {"LOSS": (target * (lse[:, None] - x)).sum(axis=1)}
+
+
+def decode_single_query(inputs, params):
+    """One query a head against every key."""
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
+
+
+def paged_decode(inputs, params):
+    """Keys and values gathered from a paged pool by a block table, then masked by length."""
+    bt = np.asarray(inputs["BT"], dtype=np.int64)
+    kc, vc = inputs["KC"], inputs["VC"]
+    page = kc.shape[2]
+    t_len = bt.shape[1] * page
+    j = np.arange(t_len)
+    pages = bt[:, j // page]  # [B, T]: the pool page of key j of sequence b
+    k = kc[pages, :, j % page, :].transpose(0, 2, 1, 3)  # [B, H, T, D]
+    v = vc[pages, :, j % page, :].transpose(0, 2, 1, 3)
+    visible = j[None, :] < inputs["LEN"][:, None]
+    return {"O": softmax_attention(inputs["Q"], k, v, visible=visible[:, None, None, :])[0]}
