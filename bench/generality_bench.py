@@ -11,7 +11,7 @@ against it and times it. Prints variant ms, example ms and their ratio; --json w
 --perf FILE appends a markdown section (GPU, commit, date) to FILE.
 
   python3 bench/generality_bench.py --kintsugi build-gpu/bin/kintsugi [--only a,b] [--part I/N]
-      [--json F] [--perf FILE]
+      [--sizes NAME=V,...] [--json F] [--perf FILE]
 """
 import argparse
 import importlib.util
@@ -73,7 +73,7 @@ def verified_time(binary, path, sizes, params, reference):
     return out["time_ms"], out["max_rel_err"]
 
 
-def bench_rows(binary, only, part):
+def bench_rows(binary, only, part, overrides=None):
     corpus = os.path.join(ROOT, "tests", "generality")
     examples = {}  # (example, sizes) -> (ms, max rel err): each example is timed once a run
     index, parts = part
@@ -91,6 +91,9 @@ def bench_rows(binary, only, part):
             continue
         example, size_text, param_text = bench.groups()
         sizes = dict(kv.split("=") for kv in size_text.split(","))
+        if overrides:
+            sizes.update(overrides)
+            size_text = ",".join(f"{k}={v}" for k, v in sizes.items())
         params = dict(kv.split("=") for kv in param_text.split(",")) if param_text else {}
         row = dict(variant=name, example=example, sizes=size_text, params=param_text or "")
         try:
@@ -138,11 +141,16 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated variant names")
     ap.add_argument("--part", default="0/1",
                     help="I/N: every N-th BENCH line from the I-th (to split a run in parts)")
+    ap.add_argument("--sizes", default="",
+                    help="NAME=V,...: sizes that replace the BENCH lines' (each program takes the "
+                         "ones it has), e.g. a batch of decoding steps")
     ap.add_argument("--json")
     ap.add_argument("--perf")
     args = ap.parse_args()
     index, parts = (int(x) for x in args.part.split("/"))
-    rows = list(bench_rows(args.kintsugi, set(filter(None, args.only.split(","))), (index, parts)))
+    overrides = dict(kv.split("=") for kv in args.sizes.split(",")) if args.sizes else None
+    rows = list(bench_rows(args.kintsugi, set(filter(None, args.only.split(","))), (index, parts),
+                           overrides))
     if args.json:
         json.dump(rows, open(args.json, "w"), indent=1)
     if args.perf:

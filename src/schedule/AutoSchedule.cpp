@@ -124,11 +124,12 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
 // only recompute elementwise values of a row are inlined into what reads them (no row-length
 // buffer a row tile), and a consumer nest that runs over a whole row of the chain's axis (of
 // extent `axis`) walks it in tiles of `tile` (a serial loop outside the row strip), so each nest
-// works on rows x tile.
-void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Expr& axis,
-               int64_t tile, const std::function<void(const std::string&)>& note) {
+// works on rows x tile. Returns the rows of a strip (0: the rows are not tiled).
+int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Expr& axis,
+                  int64_t tile, const std::map<std::string, int64_t>& sizes,
+                  const std::function<void(const std::string&)>& note) {
   std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
-  if (loops.size() < 2) return;
+  if (loops.size() < 2) return 0;
   LoopRef row_loop{tile_loop.block, loops[loops.size() - 2]->var};
   const ir::LoopProgram& p = s.program();
   size_t fused = root_index(p, find_block(p.body, tile_loop.block, "auto"));
@@ -173,19 +174,30 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Ex
       note("'" + b + "' stays outside the row tiles: " + e.what());
     }
   }
-  // A row axis of a literal extent shorter than the strip (one query of a decode step written as
-  // Q[b, h, 1, d]) is strided by at most that extent: its buffers are compacted to the rows that
-  // exist, and a strip past them would index rows no buffer holds. Up to 16 rows make one strip
-  // (what a warp's m16 block holds); more, the largest multiple of 16 that fits.
+  // A row axis shorter than the strip is strided by at most its extent. A literal one (the one
+  // query of a decode step written Q[b, h, 1, d]) must be: its buffers are compacted to the rows
+  // that exist, and a strip past them would index rows no buffer holds; up to 16 rows make one
+  // strip (what a warp's m16 block holds), more the largest power of two that fits. A size of at
+  // most 16 at the sizes scheduled for (S = 1 of a decode step) makes one strip too: a strip of
+  // 128 rows would compute one of them and read the keys once for it.
   const ir::Expr row_extent = find_loop(s.program().body, row_loop, "auto").back()->extent;
-  if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows)
-    rows = row_extent->int_value <= 16 ? row_extent->int_value : row_extent->int_value / 16 * 16;
+  if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
+    const int64_t n = row_extent->int_value;
+    rows = n <= 16 ? n : int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(n)));
+  } else if (row_extent->op != ir::Op::IntImm) {
+    try {
+      const int64_t n = ir::eval_int(row_extent, sizes);
+      if (n > 0 && n <= 16 && n < rows) rows = n;
+    } catch (const UserError&) {
+      // a size not given (a dynamic one): the strip stays
+    }
+  }
   std::vector<LoopRef> strip;
   try {
     strip = s.distribute(row_loop, rows);
   } catch (const ScheduleError& e) {
     note(std::string("rows are not tiled: ") + e.what());
-    return;
+    return 0;
   }
   for (const std::string& b : joined) {
     std::vector<const ir::StmtNode*> on = loops_on(find_block(s.program().body, b, "auto"));
@@ -202,6 +214,7 @@ void tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Ex
       note("'" + b + "' walks its rows whole: " + e.what());
     }
   }
+  return rows;
 }
 
 // Step 2 (see AutoSchedule.h): what the chain reads without depending on the head or on a
@@ -598,15 +611,44 @@ bool spanned_by_an_operand(const ir::LoopProgram& p, const ir::Buffer& b) {
   });
 }
 
+// Whether `e` is one read of a tensor, cast or scaled by values that read none (a size, a param,
+// a literal): `f32(Q[b, h, i, d]) * rsqrt(f32(D))`. Recomputed where it is read it costs a
+// multiply; stored, a buffer written and read again, and a product over it would read the scaled
+// f32 copy rather than the f16 or bf16 input the tensor cores take.
+bool scaled_read(const ir::Expr& e) {
+  auto reads_nothing = [](const ir::Expr& x) {
+    bool loads = false;
+    ir::visit(x, [&](const ir::Expr& y) {
+      loads = loads || y->op == ir::Op::Load;
+      return true;
+    });
+    return !loads;
+  };
+  switch (e->op) {
+    case ir::Op::Load:
+      return true;
+    case ir::Op::Cast:
+      return scaled_read(e->args[0]);
+    case ir::Op::Mul:
+      return (scaled_read(e->args[0]) && reads_nothing(e->args[1])) ||
+             (reads_nothing(e->args[0]) && scaled_read(e->args[1]));
+    case ir::Op::Div:
+      return scaled_read(e->args[0]) && reads_nothing(e->args[1]);
+    default:
+      return false;
+  }
+}
+
 // Step 0 (see AutoSchedule.h): an elementwise definition computed from positions, sizes, params
 // and inputs alone over dims that no operand spans together (a mask or a bias over positions,
 // `allowed[i: S, j: T] = select(j <= i, 1.0, 0.0)`, T5's bucket of j - i, a distance scaled by a
 // learned slope) is inlined into what reads it: materialised, it is an S x T buffer read once a
 // head, and it hides the mask from the tile tests. (A smaller table, a rotary angle [S, D], stays
-// one, computed once.) Then a reduction of a chain that reads an incomplete producer in its own
-// term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term named as an elementwise block
-// (name_term), the form in which fusion moves it under the tile loop: writing an expression
-// inline or naming it schedules alike.
+// one, computed once, unless it is one input read and scaled: queries scaled before their product
+// with the keys are read as they are, scaled on the way.) Then a reduction of a chain that reads an
+// incomplete producer in its own term (`sum[v](exp(X[r, v] - m[r]))`) gets that part of its term
+// named as an elementwise block (name_term), the form in which fusion moves it under the tile loop:
+// writing an expression inline or naming it schedules alike.
 Schedule normal_form(const ir::LoopProgram& program,
                      const std::function<void(const std::string&)>& note) {
   Schedule s(program);
@@ -626,14 +668,16 @@ Schedule normal_form(const ir::LoopProgram& program,
         return in && in->role == ir::BufferRole::Input;
       });
       if (!out || out->role != ir::BufferRole::Intermediate || !elementwise || !inputs_only ||
-          spanned_by_an_operand(s.program(), *out))
+          (spanned_by_an_operand(s.program(), *out) &&
+           !(b->body && b->body->kind == ir::StmtKind::Store && scaled_read(b->body->value))))
         continue;
       try {
         s.compute_inline(b->name);
         inlined = true;  // the program changed: walk it again
         break;
       } catch (const ScheduleError& e) {
-        note("'" + b->name + "' is computed from positions alone but stays a buffer: " + e.what());
+        note("'" + b->name +
+             "' is computed from inputs and positions alone but stays a buffer: " + e.what());
         kept.insert(b->name);
       }
     }
@@ -980,8 +1024,13 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       }
     }
   }
-  if (!split_k && options.row_tile > 0)
-    tile_rows(s, tile_loop, options.row_tile, extent, options.tile, note);
+  if (!split_k && options.row_tile > 0) {
+    // A strip of a few rows (the one query of a decode step at many heads and sequences): the
+    // query heads that share a key/value head join it, as under split-K, so that each tile of
+    // keys and values is read once for the group rather than once a head.
+    int64_t strip = tile_rows(s, tile_loop, options.row_tile, extent, options.tile, sizes, note);
+    if (strip > 0 && strip <= 16) group_rows(s, tile_loop, sizes, note);
+  }
   if (split_k) {
     int64_t group = group_rows(s, tile_loop, sizes, note);
     if (costs && !costs->known) {

@@ -353,6 +353,17 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
 }
 
+// Decoding steps at serving batches (128 rows or more: the rolling update): the row strip is
+// the few queries there are (S = 1, 2, 3 at the sizes scheduled for), and grouped query heads
+// share a row tile (8 or 16 heads of S rows each).
+TEST(Emulator, DecodeAtServingBatches) {
+  verify({"attention/decode_causal.te", {{"B", 4}, {"H", 40}, {"S", 1}, {"T", 150}}, {}});
+  for (int64_t s : {1, 3})
+    verify(
+        {"attention/decode_gqa.te", {{"B", 2}, {"HQ", 64}, {"HK", 8}, {"S", s}, {"T", 150}}, {}});
+  verify({"attention/decode_gqa.te", {{"B", 4}, {"HQ", 64}, {"HK", 4}, {"S", 2}, {"T", 70}}, {}});
+}
+
 // Head sizes other than the powers of two up to 128: D=48 and D=96 (rows of 6 and 12 16-byte
 // chunks, swizzled in spans of 2 and 4), D=192 and D=256, prefill (128-row tiles, on eight warps
 // of one m16 block past D=128; tails in both sequence axes) and decode with many rows (rolling
@@ -500,7 +511,8 @@ TEST(Emulator, BiasTilesInsideAndAcrossTheBufferEnd) {
 
 // Masks given as tensors (a boolean i8 [B, S, T] tensor, an additive f16 [S, T] one) hide keys
 // in patterns no tile test can see, and whole rows: a row that sees no key outputs 0, in tiles
-// copied into shared memory (T a multiple of 16) and in tiles read at their uses (T = 150).
+// copied into shared memory (T a multiple of 16: the i8 mask in two stages, the f16 one at
+// D=128 in one, reissued after its reader) and in tiles read at their uses (T = 150).
 TEST(Emulator, MaskTensorsHideWholeRows) {
   auto hidden = [](int64_t i, int64_t j) { return i % 9 == 4 || (i * 7 + j * 3) % 5 == 0; };
   for (int64_t t : {192, 150}) {
@@ -516,7 +528,7 @@ TEST(Emulator, MaskTensorsHideWholeRows) {
     };
     verify(flags);
     Case additive{"tests/generality/additive_mask_f16.te",
-                  {{"B", 1}, {"H", 2}, {"S", 140}, {"T", t}, {"D", 32}},
+                  {{"B", 1}, {"H", 2}, {"S", 140}, {"T", t}, {"D", 128}},
                   {}};
     additive.from_root = true;
     additive.adjust_inputs = [&](std::map<std::string, runtime::Tensor>& in) {

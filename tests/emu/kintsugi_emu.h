@@ -9,7 +9,11 @@
 // What is modelled, instruction by instruction as the device headers document them: the
 // m16n8k16 mma fragments (f16 and bf16 in, f32 accumulated), ldmatrix x1/x2/x4 with and without
 // .trans, cp.async with zero-fill whose copies land only when a wait_group retires their group
-// (a read before the wait sees the old shared memory, as it may on the GPU), warp shuffles and
+// (a read before the wait sees the old shared memory, as it may on the GPU; with the environment
+// variable KINTSUGI_EMU_EAGER_COPIES set they land when issued as well, as they also may: a copy
+// into shared memory that other threads still read before the next barrier then changes what
+// those threads read, since each CTA's threads run one after another between barriers), warp
+// shuffles and
 // votes, __syncthreads, the 32-bit shared window (smem_addr), the conversions with round to
 // nearest even (the CPU back end's exact ones, kHalfConversions, which the translation unit
 // defines before this file). The mma sums in double and rounds once (a tensor core's order is
@@ -76,6 +80,8 @@ struct State {
   Dim3 block, threads;
   unsigned char* smem = nullptr;
   uint32_t smem_bytes = 0;
+  bool eager_copies =
+      false;  // cp.async lands when issued too (KINTSUGI_EMU_EAGER_COPIES non-empty)
   std::vector<uint32_t> exchange;  // 8 words a lane
   std::string error;
   void (*body)(void*) = nullptr;
@@ -153,6 +159,8 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
   std::vector<unsigned char> smem(smem_bytes + 16);
   s.smem = smem.data();
   s.smem_bytes = smem_bytes;
+  const char* eager = std::getenv("KINTSUGI_EMU_EAGER_COPIES");
+  s.eager_copies = eager != nullptr && *eager != '\0';
   s.exchange.assign(size_t(threads) * 8, 0);
   while (s.stacks.size() < threads)
     s.stacks.push_back(static_cast<char*>(std::malloc(kStackBytes)));
@@ -304,8 +312,9 @@ inline void cp_async(uint32_t smem, const void* gmem, uint32_t bytes, uint32_t s
   shared_offset(smem, bytes, "cp.async");
   if (smem % bytes != 0 || reinterpret_cast<uintptr_t>(gmem) % bytes != 0)
     fail("cp.async of " + std::to_string(bytes) + " bytes from a misaligned address");
-  state().current->open.push_back(
-      Copy{smem, static_cast<const unsigned char*>(gmem), bytes, src_bytes});
+  Copy c{smem, static_cast<const unsigned char*>(gmem), bytes, src_bytes};
+  if (state().eager_copies) land(c);
+  state().current->open.push_back(c);
 }
 
 inline void cp_async_retire(size_t keep) {

@@ -528,3 +528,16 @@ def paged_decode(inputs, params):
     v = vc[pages, :, j % page, :].transpose(0, 2, 1, 3)
     visible = j[None, :] < inputs["LEN"][:, None]
     return {"O": softmax_attention(inputs["Q"], k, v, visible=visible[:, None, None, :])[0]}
+
+
+def attention_scaled_queries(inputs, params):
+    """softmax((q / sqrt(D)) k^T) v, the normalised probabilities rounded to bf16 before P.V."""
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    scores = (q / np.sqrt(q.shape[-1])) @ k.swapaxes(-1, -2)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return {"O": bf16(e / e.sum(axis=-1, keepdims=True)) @ v}
+
+
+def decode_gqa_single_query(inputs, params):
+    """One query a head; query head h reads key/value head h // (HQ / HK)."""
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}

@@ -262,13 +262,18 @@ class FragmentWriter : public KernelWriter {
     return has_rows && rows_ * (o.type.shape[1] * bytes / 16) % threads() == 0;
   }
 
-  // Element tiles are copied by cp.async one iteration ahead, in two stages, like the first dot
-  // operand of their loop, and read from shared memory at their uses: read at the uses from
-  // global memory, a tile's loads stood between the dot that computes the scores and everything
-  // after it, with only the warps of one or two CTAs to hide their latency (a 128 x 64 f32 bias
-  // took as long as the tile's two dots). Each is placed after the rest of the kernel's shared
-  // memory while every supported architecture's CTA still fits; one that does not stays read at
-  // its uses.
+  // Element tiles are copied by cp.async ahead of their use and read from shared memory there:
+  // read at the uses from global memory, a tile's loads stood between the dot that computes the
+  // scores and everything after it, with only the warps of one or two CTAs to hide their latency
+  // (a 128 x 64 f32 bias took as long as the tile's two dots). Two stages, the next iteration's
+  // copy issued at the top of each iteration with the first dot operand's, where the CTAs an SM
+  // stay as many; else one stage, the next copy issued after the tile's last reader, where that
+  // keeps them (an f16 mask beside prefill's 80 KB: two CTAs an SM, not one; the copy still
+  // overlaps the softmax, the PV dot and the next QK dot); else two stages. A row's pitch is an
+  // odd multiple of the bytes that a quad's four lanes read in one access phase (16, or 32 for
+  // f32 read two at a time), so that the eight rows of a phase start in distinct banks. Each is
+  // placed after the rest of the kernel's shared memory while every supported architecture's CTA
+  // still fits; one that does not stays read at its uses.
   void stage_element_tiles(int64_t& offset) {
     for (const TileOp* o : element_loads_) {
       SmemTile t;
@@ -277,16 +282,65 @@ class FragmentWriter : public KernelWriter {
       t.rows = t.live_rows = o->type.shape[0];
       t.cols = o->type.shape[1];
       t.stream_loop = o->stream_loop;
-      t.stages = 2;
       t.element_bytes = dtype_bytes(t.dtype);
-      int64_t row = t.cols * t.element_bytes, quad = std::max<int64_t>(16, 8 * t.element_bytes);
-      t.pitch = row + ((quad - row) % 128 + 128) % 128;
-      if (offset + 2 * t.stage_bytes() > kMaxSharedBytes) continue;
+      int64_t unit = std::max<int64_t>(16, 8 * t.element_bytes);
+      int64_t units = (t.cols * t.element_bytes + unit - 1) / unit;
+      t.pitch = (units | 1) * unit;
+      const TileOp* reader = last_reader(*o);
+      t.stages = 2;
+      if (blocks_for(offset + 2 * t.stage_bytes()) < blocks_for(offset) && reader &&
+          blocks_for(offset + t.stage_bytes()) == blocks_for(offset)) {
+        t.stages = 1;
+        t.last_use = reader;
+      }
+      if (offset + t.stages * t.stage_bytes() > kMaxSharedBytes) continue;
       t.offset = offset;
-      offset += 2 * t.stage_bytes();
+      offset += t.stages * t.stage_bytes();
       val(o->result).tile = static_cast<int>(tiles_.size());
       tiles_.push_back(t);
     }
+  }
+
+  // The last operation of the loop body that streams load `o` (at its top level) to read it, in
+  // registers, through the index-only values computed from it; nullptr when one in a nested loop
+  // reads it.
+  const TileOp* last_reader(const TileOp& o) const {
+    const TileOp* last = nullptr;
+    bool nested = false;
+    std::function<bool(int)> reads = [&](int id) {
+      const Val& v = val(id);
+      if (id == o.result) return true;
+      if (v.kind != Kind::Lazy || !v.def) return false;
+      return std::any_of(v.def->args.begin(), v.def->args.end(), reads);
+    };
+    std::function<void(const tile::TileBody&, bool)> scan = [&](const tile::TileBody& b, bool top) {
+      for (const tile::TileStmt& st : b) {
+        if (st.kind == tile::StmtKind::For) {
+          scan(st.body, false);
+          continue;
+        }
+        const TileOp& x = st.op;
+        if (x.result >= 0 && val(x.result).kind == Kind::Lazy) continue;
+        if (!std::any_of(x.args.begin(), x.args.end(), reads)) continue;
+        if (top)
+          last = &x;
+        else
+          nested = true;
+      }
+    };
+    std::function<const tile::TileBody*(const tile::TileBody&)> body_of =
+        [&](const tile::TileBody& b) -> const tile::TileBody* {
+      for (const tile::TileStmt& st : b)
+        if (st.kind == tile::StmtKind::For) {
+          if (st.var == o.stream_loop) return &st.body;
+          if (const tile::TileBody* inner = body_of(st.body)) return inner;
+        }
+      return nullptr;
+    };
+    const tile::TileBody* loop = body_of(k_.body);
+    if (!loop) return nullptr;
+    scan(*loop, true);
+    return nested ? nullptr : last;
   }
 
   // Why plan() failed on a kernel with a dot of f16 or bf16 values ("" otherwise).
@@ -668,11 +722,12 @@ class FragmentWriter : public KernelWriter {
   // as many as leave 168 registers a thread with one m-block a warp (three CTAs of four warps;
   // four, at 128, made even the head-size-32 prefill kernels spill) and 255 with two (their
   // accumulators are twice as wide).
-  int min_blocks() const override {
+  int min_blocks() const override { return blocks_for(smem_total_); }
+  int blocks_for(int64_t shared_bytes) const {
     int per_thread = mblocks_ == 1 ? 168 : 255;
     int64_t by_registers = std::max(1, 65536 / (threads() * per_thread));
     return static_cast<int>(
-        std::clamp<int64_t>(228 * 1024 / (smem_total_ + 1024), 1, by_registers));
+        std::clamp<int64_t>(228 * 1024 / (shared_bytes + 1024), 1, by_registers));
   }
 
   std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) const {
@@ -1196,6 +1251,7 @@ class FragmentWriter : public KernelWriter {
       const TileOp& o = b[i].op;
       if (o.kind != OpKind::Dot) {
         op(o);
+        reissue_after(o);
         continue;
       }
       size_t last = i + 1;
@@ -1203,7 +1259,7 @@ class FragmentWriter : public KernelWriter {
              slot_local(b[last].op, o.type.shape[1]))
         ++last;
       dot_region(b, i, last);
-      reissue_after(o);
+      for (size_t k = i; k < last; ++k) reissue_after(b[k].op);
       i = last - 1;
     }
   }
@@ -1784,12 +1840,12 @@ class FragmentWriter : public KernelWriter {
     return t.stages == 1 ? "0" : "ks_stage_" + t.stream_loop;
   }
 
-  // After the last use of one-stage streamed tiles: a barrier (every warp has read the stage),
-  // then the next iteration's copy.
-  void reissue_after(const TileOp& dot) {
+  // After the last use of one-stage streamed tiles (a dot, or an element tile's last reader): a
+  // barrier (every warp has read the stage), then the next iteration's copy.
+  void reissue_after(const TileOp& use) {
     for (size_t t = 0; t < tiles_.size(); ++t) {
       const SmemTile& tile = tiles_[t];
-      if (tile.stream_loop.empty() || tile.stages != 1 || tile.last_use != &dot) continue;
+      if (tile.stream_loop.empty() || tile.stages != 1 || tile.last_use != &use) continue;
       line("__syncthreads();");
       issue_streams({static_cast<int>(t)}, ident("v", tile.stream_loop) + " + 1",
                     loop_hi_.at(tile.stream_loop), "0");

@@ -7,13 +7,17 @@
 //   - `reduce sum(x * u)`, `reduce sum(u * x)` and `reduce sum(x / u)`, u a scalar, possibly
 //     under `select(m, ..., 0)`, is `reduce sum(x) * u` (or `/ u`), the select kept on x (the
 //     scaled sum `sum(x / N)` of a statistic, which is then the producer's own `sum(x)` once
-//     the tail select on x is found redundant and the two reductions are computed once).
-// Each is an element-wise pass and a block-wide reduction less a strip on a GPU. Equal in exact
+//     the tail select on x is found redundant and the two reductions are computed once);
+//   - `dot(a * u, b)`, `dot(a / u, b)` and `dot(a, b * u)`, u a scalar, is `dot(a, b) * u` (or
+//     `/ u`): queries scaled before their product with the keys (`f32(Q) * rsqrt(D)` inside the
+//     sum over d), whose dot operand is then the loaded f16 or bf16 tile that the tensor cores
+//     take as it is, the scale applied to the scores.
+// Each sum is an element-wise pass and a block-wide reduction less a strip on a GPU. Equal in exact
 // arithmetic; in floating point the sums round in another order (as a reassociation does), and
 // a sum with no valid element of a zero or non-finite divisor is 0 / 0 rather than 0.
 //
 // Invariant established: no floating-point sum reduces a tile that is a scalar factor times a
-// tile, or a masked scalar, of rank one.
+// tile, or a masked scalar, of rank one; no dot operand is a tile times or over a scalar.
 #include "ir/Simplify.h"
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
@@ -34,6 +38,7 @@ class UniformSums : public OpRewriter {
  protected:
   void rewrite(TileOp& o, TileBody& out) override {
     if (is_float_sum(o)) factor(o, out);
+    if (o.kind == OpKind::Dot) factor_dot(o, out);
   }
 
  private:
@@ -82,6 +87,39 @@ class UniformSums : public OpRewriter {
     o = std::move(by);
   }
 
+  // The tile and scalar factors (and * or /) of a product or quotient `id` of a tile and a
+  // scalar of `dtype`; false when `id` is none.
+  bool scaled_tile(int id, DType dtype, int* tile_factor, int* scalar_factor, ir::Op* scale) const {
+    const TileOp* term = def(id);
+    if (!is_map(term, ir::Op::Mul, 2) && !is_map(term, ir::Op::Div, 2)) return false;
+    const int a = term->args[0], b = term->args[1];
+    *scale = term->op;
+    if (is_scalar(b) && !is_scalar(a))
+      *tile_factor = a, *scalar_factor = b;
+    else if (term->op == ir::Op::Mul && is_scalar(a) && !is_scalar(b))
+      *tile_factor = b, *scalar_factor = a;
+    else
+      return false;
+    const TileOp* tile = def(*tile_factor);
+    return tile && tile->type.dtype == term->type.dtype && tile->type.shape == term->type.shape &&
+           def(*scalar_factor)->type.dtype == dtype;
+  }
+
+  // Rewrites dot `o` as the dot of the unscaled operand times the scalar when an operand is a
+  // tile times or over a scalar; the dot goes to `out` in front of `o`, which becomes the product.
+  void factor_dot(TileOp& o, TileBody& out) {
+    for (size_t side = 0; side < 2; ++side) {
+      int tile_factor = -1, scalar_factor = -1;
+      ir::Op scale = ir::Op::Mul;
+      if (!scaled_tile(o.args[side], o.type.dtype, &tile_factor, &scalar_factor, &scale)) continue;
+      TileOp dot = o;
+      dot.args[side] = tile_factor;
+      const int product = append(dot, out);
+      replace(o, map(scale, o.type, {product, scalar_factor}));
+      return;
+    }
+  }
+
   // Rewrites sum `o` as a scalar product or quotient when its operand has a scalar factor; the
   // new operations go to `out` in front of it, and `o` becomes the product (keeping its result).
   void factor(TileOp& o, TileBody& out) {
@@ -109,20 +147,10 @@ class UniformSums : public OpRewriter {
       return;
     }
     // A scalar factor of the tile: the sum of the other factor, scaled once.
-    if (term->type.shape != tile.shape) return;
+    if (term->type.dtype != tile.dtype || term->type.shape != tile.shape) return;
     int tile_factor = -1, scalar_factor = -1;
     ir::Op scale = ir::Op::Mul;
-    if (is_map(term, ir::Op::Mul, 2) || is_map(term, ir::Op::Div, 2)) {
-      const int a = term->args[0], b = term->args[1];
-      if (is_scalar(b) && !is_scalar(a))
-        tile_factor = a, scalar_factor = b, scale = term->op;
-      else if (term->op == ir::Op::Mul && is_scalar(a) && !is_scalar(b))
-        tile_factor = b, scalar_factor = a;
-    }
-    const TileOp* factor = tile_factor < 0 ? nullptr : def(tile_factor);
-    if (!factor || factor->type.dtype != tile.dtype || factor->type.shape != tile.shape ||
-        def(scalar_factor)->type.dtype != o.type.dtype)
-      return;
+    if (!scaled_tile(term->result, o.type.dtype, &tile_factor, &scalar_factor, &scale)) return;
     int summed = tile_factor;
     if (mask >= 0)
       summed = append(map(ir::Op::Select, tile, {mask, summed, operand->args[2]}), out);
