@@ -319,8 +319,10 @@ class FragmentWriter : public KernelWriter {
           scan(st.body, false);
           continue;
         }
+        // (A Lazy value is read where it is used, but a Lazy reduction writes its vector where it
+        // stands.)
         const TileOp& x = st.op;
-        if (x.result >= 0 && val(x.result).kind == Kind::Lazy) continue;
+        if (x.result >= 0 && val(x.result).kind == Kind::Lazy && x.kind != OpKind::Reduce) continue;
         if (!std::any_of(x.args.begin(), x.args.end(), reads)) continue;
         if (top)
           last = &x;
