@@ -104,8 +104,21 @@ inline std::string convert(const Val& v, CT to) {
   return v.code;
 }
 
+// Whether `code` is one call of `fn` (its argument list closes at the end of the code).
+inline bool one_call(const std::string& code, const std::string& fn) {
+  if (code.rfind(fn + "(", 0) != 0 || code.back() != ')') return false;
+  int depth = 0;
+  for (size_t k = fn.size(); k < code.size(); ++k) {
+    depth += code[k] == '(' ? 1 : code[k] == ')' ? -1 : 0;
+    if (depth == 0) return k + 1 == code.size();
+  }
+  return false;
+}
+
 // Rounds a value already in its C type to what DType t holds.
 inline std::string round_to(const std::string& code, DType t) {
+  // (An i8 value saturated already, by a cast of a float, is not saturated again.)
+  if (t == DType::I8 && (one_call(code, "ks_sat8") || one_call(code, "ks_f2i8"))) return code;
   switch (t) {
     case DType::F16:
       return "ks_rf16(" + code + ")";
@@ -122,6 +135,13 @@ inline std::string round_to(const std::string& code, DType t) {
     default:
       return code;
   }
+}
+
+// Value `v` cast to DType t: converted to t's C type and rounded to what t holds; a float cast to
+// i8 saturates in 32 bits (ks_f2i8).
+inline std::string cast_value(const Val& v, DType t) {
+  if (t == DType::I8 && v.ct == CT::F32) return "ks_f2i8(" + v.code + ")";
+  return round_to(convert(v, ctype_of(t, dtype_name(t))), t);
 }
 
 // The f32 value of element `raw` of a float buffer of type t (a C expression of its storage).
@@ -522,8 +542,7 @@ class Codegen {
         return call(e);
       case Op::Cast: {
         Val a = expr(e->args[0]);
-        CT want = ctype_of(e->type, to_string(e));
-        return {round_to(convert(a, want), e->type), want};
+        return {cast_value(a, e->type), ctype_of(e->type, to_string(e))};
       }
       case Op::Select: {
         std::string c = convert(expr(e->args[0]), CT::Bool);
@@ -664,7 +683,7 @@ class Codegen {
       case DType::I32:
         return "(int32_t)ks_sat32(" + convert(v, CT::I64) + ")";
       case DType::I8:
-        return "(int8_t)ks_sat8(" + convert(v, CT::I64) + ")";
+        return "(int8_t)" + cast_value(v, DType::I8);
       default:
         break;
     }

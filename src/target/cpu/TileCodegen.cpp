@@ -854,8 +854,7 @@ class TileEmitter : public Codegen {
         if (a.scalar()) {
           v.cvar = true;
           line("const " + ty + " " + v.name + " = " +
-               round_to(convert(Val{at(o.args[0], "0"), ct_of(a.dtype)}, ct_of(v.dtype)), v.dtype) +
-               ";");
+               cast_value(Val{at(o.args[0], "0"), ct_of(a.dtype)}, v.dtype) + ";");
           return;
         }
         if (cast_reuses_storage(o)) {
@@ -871,8 +870,7 @@ class TileEmitter : public Codegen {
         }
         elementwise(o, v, [this, o](const Index& x) {
           const DType from = val(o.args[0]).dtype;
-          return round_to(convert(Val{at(o.args[0], x), ct_of(from)}, ct_of(o.type.dtype)),
-                          o.type.dtype);
+          return cast_value(Val{at(o.args[0], x), ct_of(from)}, o.type.dtype);
         });
         return;
       }
