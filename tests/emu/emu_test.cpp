@@ -514,29 +514,30 @@ TEST(Emulator, BiasTilesInsideAndAcrossTheBufferEnd) {
 // copied into shared memory (T a multiple of 16: the i8 mask in two stages, the f16 one at
 // D=128 in one, reissued after its reader) and in tiles read at their uses (T = 150).
 TEST(Emulator, MaskTensorsHideWholeRows) {
-  auto hidden = [](int64_t i, int64_t j) { return i % 9 == 4 || (i * 7 + j * 3) % 5 == 0; };
+  // Mask `name` of `batches` x 140 x t elements: `off` where key j is hidden from query i of
+  // sequence b, `on` where it is visible.
+  auto masked = [](Case& c, const char* name, int64_t batches, int64_t t, double off, double on) {
+    c.from_root = true;
+    c.adjust_inputs = [=](std::map<std::string, runtime::Tensor>& in) {
+      runtime::Tensor& m = in.at(name);
+      for (int64_t b = 0; b < batches; ++b)
+        for (int64_t i = 0; i < 140; ++i)
+          for (int64_t j = 0; j < t; ++j) {
+            const bool hidden = (i + b) % 9 == 4 || ((i + b) * 7 + j * 3) % 5 == 0;
+            m.set((b * 140 + i) * t + j, hidden ? off : on);
+          }
+    };
+  };
   for (int64_t t : {192, 150}) {
     Case flags{"tests/generality/attention_mask_tensor.te",
                {{"B", 2}, {"H", 1}, {"S", 140}, {"T", t}, {"D", 32}},
                {}};
-    flags.from_root = true;
-    flags.adjust_inputs = [&](std::map<std::string, runtime::Tensor>& in) {
-      runtime::Tensor& m = in.at("MASK");
-      for (int64_t b = 0; b < 2; ++b)
-        for (int64_t i = 0; i < 140; ++i)
-          for (int64_t j = 0; j < t; ++j) m.set((b * 140 + i) * t + j, hidden(i + b, j) ? 0 : 1);
-    };
+    masked(flags, "MASK", 2, t, 0, 1);
     verify(flags);
     Case additive{"tests/generality/additive_mask_f16.te",
                   {{"B", 1}, {"H", 2}, {"S", 140}, {"T", t}, {"D", 128}},
                   {}};
-    additive.from_root = true;
-    additive.adjust_inputs = [&](std::map<std::string, runtime::Tensor>& in) {
-      runtime::Tensor& m = in.at("AMASK");
-      for (int64_t i = 0; i < 140; ++i)
-        for (int64_t j = 0; j < t; ++j)
-          m.set(i * t + j, hidden(i, j) ? -std::numeric_limits<double>::infinity() : 0.25);
-    };
+    masked(additive, "AMASK", 1, t, -std::numeric_limits<double>::infinity(), 0.25);
     verify(additive);
   }
 }
