@@ -541,6 +541,9 @@ class Engine {
     c.method = "separable product";
     c.shape = Candidate::Shape::Product;
     c.groups = group_parts(p.x, true);
+    // A partial normalised by its running sum (o = sum(e / l) v): gx'/gx is the sum over the
+    // partial's elements over the sum over a superset, so h never scales a partial up.
+    c.scale_at_most_one = running_sum_ratio(gx);
     return c;
   }
   Candidate sum(const Parts& p) {
@@ -1321,6 +1324,7 @@ class Engine {
     res->h_unguarded = emit(c.h);
     res->h = guarded(c);
     res->method = c.method;
+    res->scale_at_most_one = c.scale_at_most_one;
     for (size_t i = 0; i < c.stats.size(); ++i)
       res->statistics.push_back({cx_.symbol(c.stats[i]).name, emit(c.stat_terms[i])});
     res->verified_symbolic = symbolic(c);
@@ -1346,7 +1350,6 @@ class Engine {
       r.stat_terms.clear();
       r.running.clear();
       res->statistics.clear();
-      res->scale_at_most_one = c.scale_at_most_one;
       res->h_unguarded = emit(r.h);
       res->h = guarded(r);
       if (!running_sums_hold(res->h, &why)) {

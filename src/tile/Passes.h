@@ -30,19 +30,23 @@
 //                                              a select against zero under a tail mask is its
 //                                              operand when that is 0 there already (the
 //                                              masked V tile, a decode chunk's masked PV terms)
-//   8. fold_permutes_into_reduces (passes/ReducePermute.cpp)
+//   8. cancel_permutes  (passes/CancelPermutes.cpp)
+//                                              a permute of elementwise operations on a permuted
+//                                              tile moves onto their loads, where it cancels the
+//                                              inner permute (scores masked by a key-major mask)
+//   9. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
-//   9. cse              again: forwarding makes reads of one value identical
-//  10. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
+//  10. cse              again: forwarding makes reads of one value identical
+//  11. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
 //                                              an f32 division by a product of broadcasts is a
 //                                              product with their reciprocals, computed on the
 //                                              vectors (cosine attention's norms)
-//  11. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//  12. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//  12. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  13. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//  13. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  14. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -66,6 +70,7 @@ void forward_stores(TileProgram& p);
 void forward_registers(TileProgram& p);
 void factor_uniform_sums(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
+void cancel_permutes(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
 void reciprocal_of_broadcast_divisors(TileProgram& p);
 void hoist_invariants(TileProgram& p);

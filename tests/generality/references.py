@@ -541,3 +541,48 @@ def attention_scaled_queries(inputs, params):
 def decode_gqa_single_query(inputs, params):
     """One query a head; query head h reads key/value head h // (HQ / HK)."""
     return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
+
+
+def mask_key_major(inputs, params):
+    """SDPA under a boolean mask stored [B, T, S] (nonzero: key j visible to query i)."""
+    visible = np.swapaxes(inputs["MASK"] != 0, 1, 2)
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"],
+                                   visible=visible[:, None, :, :])[0]}
+
+
+def scalable_softmax(inputs, params):
+    """Causal attention whose scores are scaled by SS * log(n), n = keys the query sees."""
+    q, k = inputs["Q"], inputs["K"]
+    s_len, t_len = q.shape[2], k.shape[2]
+    qpos, kpos = positions(s_len, t_len)
+    n = (qpos + 1).astype(np.float64)  # [S, 1]: keys 0..qpos
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) * (params["SS"] * np.log(n))
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
+
+
+def speculative_verify_gqa(inputs, params):
+    """S draft tokens, causal (bottom-right), query head h reads key/value head h // (HQ / HK)."""
+    q = inputs["Q"]
+    qpos, kpos = positions(q.shape[2], inputs["K"].shape[2])
+    return {"O": softmax_attention(q, inputs["K"], inputs["V"], visible=kpos <= qpos)[0]}
+
+
+def attention_scaled_keys(inputs, params):
+    """softmax(q (k / sqrt(D))^T) v, probabilities rounded to bf16 before P.V."""
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    scores = q @ (k / np.sqrt(k.shape[-1])).swapaxes(-1, -2)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return {"O": bf16(e / e.sum(axis=-1, keepdims=True)) @ v}
+
+
+def attention_bshd_layout(inputs, params):
+    """Causal grouped-query attention on [B, S, H, D] tensors, output [B, S, HQ, D]."""
+    q, k, v = (np.swapaxes(inputs[n], 1, 2) for n in ("Q", "K", "V"))
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    return {"O": np.swapaxes(softmax_attention(q, k, v, visible=kpos <= qpos)[0], 1, 2)}
+
+
+def values_transposed(inputs, params):
+    """softmax(q k^T / sqrt(D)) V with V given as V^T [B, H, D, T]; P rounded to bf16."""
+    v = np.swapaxes(inputs["VT"], 2, 3)
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], v, round_p=bf16)[0]}

@@ -50,6 +50,7 @@ const std::vector<NamedPass>& passes() {
       {"forward_registers", forward_registers},
       {"factor_uniform_sums", factor_uniform_sums},
       {"drop_redundant_tail_selects", drop_redundant_tail_selects},
+      {"cancel_permutes", cancel_permutes},
       {"fold_permutes_into_reduces", fold_permutes_into_reduces},
       {"cse", cse},
       {"reciprocal_of_broadcast_divisors", reciprocal_of_broadcast_divisors},

@@ -9,9 +9,10 @@
 //     scaled sum `sum(x / N)` of a statistic, which is then the producer's own `sum(x)` once
 //     the tail select on x is found redundant and the two reductions are computed once);
 //   - `dot(a * u, b)`, `dot(a / u, b)` and `dot(a, b * u)`, u a scalar, is `dot(a, b) * u` (or
-//     `/ u`): queries scaled before their product with the keys (`f32(Q) * rsqrt(D)` inside the
-//     sum over d), whose dot operand is then the loaded f16 or bf16 tile that the tensor cores
-//     take as it is, the scale applied to the scores.
+//     `/ u`), also where an operand is the transpose of such a product: queries or keys scaled
+//     before their product (`f32(Q) * rsqrt(D)` inside the sum over d), whose dot operand is then
+//     the loaded f16 or bf16 tile that the tensor cores take as it is, the scale applied to the
+//     scores.
 // Each sum is an element-wise pass and a block-wide reduction less a strip on a GPU. Equal in exact
 // arithmetic; in floating point the sums round in another order (as a reassociation does), and
 // a sum with no valid element of a zero or non-finite divisor is 0 / 0 rather than 0.
@@ -107,11 +108,22 @@ class UniformSums : public OpRewriter {
 
   // Rewrites dot `o` as the dot of the unscaled operand times the scalar when an operand is a
   // tile times or over a scalar; the dot goes to `out` in front of `o`, which becomes the product.
+  // An operand may be the transpose of a scaled tile (keys scaled before K^T): the transpose of
+  // the unscaled tile is taken instead.
   void factor_dot(TileOp& o, TileBody& out) {
     for (size_t side = 0; side < 2; ++side) {
+      const TileOp* transpose = def(o.args[side]);
+      if (transpose && transpose->kind != OpKind::Permute) transpose = nullptr;
       int tile_factor = -1, scalar_factor = -1;
       ir::Op scale = ir::Op::Mul;
-      if (!scaled_tile(o.args[side], o.type.dtype, &tile_factor, &scalar_factor, &scale)) continue;
+      if (!scaled_tile(transpose ? transpose->args[0] : o.args[side], o.type.dtype, &tile_factor,
+                       &scalar_factor, &scale))
+        continue;
+      if (transpose) {
+        TileOp unscaled = *transpose;
+        unscaled.args = {tile_factor};
+        tile_factor = append(unscaled, out);
+      }
       TileOp dot = o;
       dot.args[side] = tile_factor;
       const int product = append(dot, out);

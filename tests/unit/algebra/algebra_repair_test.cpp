@@ -157,6 +157,28 @@ TEST(algebra_repair, EntropyThroughItsNormaliser) {
   EXPECT_EQ(derive_repair(q).kind, RepairResult::Kind::Refused);
 }
 
+// 4d. Probabilities normalised before the product with the values, o = sum_j exp(x - m) / l v:
+// a separable product whose scale exp(m - m') l / l' is the partial's sum of exp(x) over a
+// superset's when l is given as a running sum of nonnegative terms a(x) exp(-m), so it never
+// scales a partial up (split-K may combine such partials); without such a sum nothing proves it.
+TEST(algebra_repair, NormalisedProbabilitiesNeverScaleUp) {
+  Expr x = ld("x", {idx("i"), idx("j")});
+  Expr v = ld("V", {idx("j"), idx("d")}, DType::F16);
+  Expr p = div(ex(sub(x, m_i())), ld("l", {idx("i")}));
+  auto q = request(Reducer::Sum, mul(p, f32(v)), {"m", "l"}, {{"l", "positive"}});
+  RepairResult bare = derive_repair(q);
+  ASSERT_EQ(bare.kind, RepairResult::Kind::Derived) << bare.reason;
+  EXPECT_EQ(bare.method, "separable product");
+  EXPECT_FALSE(bare.scale_at_most_one);
+  q.running_sums = {{"l", ex(sub(x, m_i()))}};
+  RepairResult r = derive_repair(q);
+  ASSERT_EQ(r.kind, RepairResult::Kind::Derived) << r.reason;
+  EXPECT_EQ(r.method, "separable product");
+  EXPECT_TRUE(r.scale_at_most_one);
+  q.running_sums = {{"l", sub(x, m_i())}};  // a sum of terms of unknown sign
+  EXPECT_FALSE(derive_repair(q).scale_at_most_one);
+}
+
 // 5. logsumexp = m + log(sum_j exp(c - m)): the sum's repair is the softmax one; the epilogue
 // m + log(l) reads only complete values and needs none.
 TEST(algebra_repair, LogSumExp) {
