@@ -124,10 +124,11 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
 // only recompute elementwise values of a row are inlined into what reads them (no row-length
 // buffer a row tile), and a consumer nest that runs over a whole row of the chain's axis (of
 // extent `axis`) walks it in tiles of `tile` (a serial loop outside the row strip), so each nest
-// works on rows x tile. Returns the rows of a strip (0: the rows are not tiled).
+// works on rows x tile. A row axis of at most 16 rows takes strips of at most `short_rows`.
+// Returns the rows of a strip (0: the rows are not tiled).
 int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Expr& axis,
                   int64_t tile, const std::map<std::string, int64_t>& sizes,
-                  const std::function<void(const std::string&)>& note) {
+                  const std::function<void(const std::string&)>& note, int64_t short_rows) {
   std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
   if (loops.size() < 2) return 0;
   LoopRef row_loop{tile_loop.block, loops[loops.size() - 2]->var};
@@ -183,11 +184,12 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
   const ir::Expr row_extent = find_loop(s.program().body, row_loop, "auto").back()->extent;
   if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
     const int64_t n = row_extent->int_value;
-    rows = n <= 16 ? n : int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(n)));
+    rows = n <= 16 ? std::min(n, short_rows)
+                   : int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(n)));
   } else if (row_extent->op != ir::Op::IntImm) {
     try {
       const int64_t n = ir::eval_int(row_extent, sizes);
-      if (n > 0 && n <= 16 && n < rows) rows = n;
+      if (n > 0 && n <= 16 && n < rows) rows = std::min(n, short_rows);
     } catch (const UserError&) {
       // a size not given (a dynamic one): the strip stays
     }
@@ -375,9 +377,13 @@ bool shared_along_rows(const ir::StmtNode& block, const std::string& v,
 // the whole group and each tile of keys and values is loaded once for it. A row loop whose
 // variable a block's loads along the keys do not use at all (the key/value head written without
 // a head axis) groups its whole extent alike.
-int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
-                   const std::map<std::string, int64_t>& sizes,
-                   const std::function<void(const std::string&)>& note) {
+struct RowGroup {
+  LoopRef loop;      // the row loop to distribute
+  ir::Expr divisor;  // its group's extent
+  int64_t size = 1;  // at the sizes scheduled for
+};
+std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_loop,
+                                       const std::map<std::string, int64_t>& sizes) {
   StmtPath path = find_loop(s.program().body, tile_loop, "auto");
   std::vector<const ir::StmtNode*> loops = loops_on(path);
   loops.pop_back();  // the tile loop itself
@@ -397,20 +403,28 @@ int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
       try {
         group = ir::eval_int(divisor, sizes);
       } catch (const UserError&) {
-        return 1;  // a size not given: the group is unknown
+        return std::nullopt;  // a size not given: the group is unknown
       }
       if (group <= 1 && whole) continue;  // one row along it: look further
-      if (group <= 1) return 1;
-      try {
-        s.distribute(LoopRef{tile_loop.block, iv.binding->name}, divisor);
-        note("rows grouped by " + ir::to_string(divisor) + " (" + std::to_string(group) +
-             " at these sizes): a chunk's keys and values are read once for the group");
-        return group;
-      } catch (const ScheduleError& e) {
-        note("rows are not grouped: " + std::string(e.what()));
-      }
-      return 1;
+      if (group <= 1) return std::nullopt;
+      return RowGroup{LoopRef{tile_loop.block, iv.binding->name}, divisor, group};
     }
+  return std::nullopt;
+}
+
+int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
+                   const std::map<std::string, int64_t>& sizes,
+                   const std::function<void(const std::string&)>& note) {
+  std::optional<RowGroup> g = find_row_group(s, tile_loop, sizes);
+  if (!g) return 1;
+  try {
+    s.distribute(g->loop, g->divisor);
+    note("rows grouped by " + ir::to_string(g->divisor) + " (" + std::to_string(g->size) +
+         " at these sizes): a chunk's keys and values are read once for the group");
+    return g->size;
+  } catch (const ScheduleError& e) {
+    note("rows are not grouped: " + std::string(e.what()));
+  }
   return 1;
 }
 
@@ -1028,7 +1042,12 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     // A strip of a few rows (the one query of a decode step at many heads and sequences): the
     // query heads that share a key/value head join it, as under split-K, so that each tile of
     // keys and values is read once for the group rather than once a head.
-    int64_t strip = tile_rows(s, tile_loop, options.row_tile, extent, options.tile, sizes, note);
+    // The rows of a group and of a strip are two row axes of one tile, which the tensor-core
+    // writer does not take: a short strip that a group would join is one query a grid instance
+    // (as under split-K), the group its rows.
+    const bool grouped = find_row_group(s, tile_loop, sizes).has_value();
+    int64_t strip = tile_rows(s, tile_loop, options.row_tile, extent, options.tile, sizes, note,
+                              grouped ? 1 : 16);
     if (strip > 0 && strip <= 16) group_rows(s, tile_loop, sizes, note);
   }
   if (split_k) {

@@ -1241,6 +1241,50 @@ class CyclicWriter : public KernelWriter {
   int64_t scratch_ = 0;  // shared memory below this holds the staged slots
 };
 
+// A sum over one axis of the product of two broadcast tiles that each lack an axis the other
+// has, with two or more axes left: a matrix product that translation did not make a dot (its
+// rows or columns span more than one axis, such as the heads of a group and a strip of queries),
+// computed element by element. Why not on the tensor cores, or empty when the kernel has none.
+std::string elementwise_matrix_product(const tile::Kernel& k) {
+  std::map<int, const tile::TileOp*> defs;
+  tile::for_each_op(k.body, [&](const tile::TileOp& o) { defs[o.result] = &o; });
+  auto def = [&](int id) -> const tile::TileOp* {
+    auto it = defs.find(id);
+    return it == defs.end() ? nullptr : it->second;
+  };
+  // The axes of a product's operand that its broadcast adds, or none when it is no broadcast.
+  auto added_axes = [&](int id) {
+    std::set<int> added;
+    const tile::TileOp* b = def(id);
+    if (!b || b->kind != tile::OpKind::Broadcast) return added;
+    for (size_t a = 0; a < b->type.shape.size(); ++a)
+      if (std::find(b->dims.begin(), b->dims.end(), static_cast<int>(a)) == b->dims.end())
+        added.insert(static_cast<int>(a));
+    return added;
+  };
+  std::string why;
+  tile::for_each_op(k.body, [&](const tile::TileOp& o) {
+    if (!why.empty() || o.kind != tile::OpKind::Reduce || o.reducer != ir::Reducer::Sum ||
+        o.type.shape.size() < 2)
+      return;
+    const tile::TileOp* product = def(o.args[0]);
+    if (product && product->kind == tile::OpKind::Map && product->op == ir::Op::Select &&
+        product->args.size() == 3)
+      product = def(product->args[1]);  // a masked product
+    if (!product || product->kind != tile::OpKind::Map || product->is_call ||
+        product->op != ir::Op::Mul || product->args.size() != 2)
+      return;
+    std::set<int> a = added_axes(product->args[0]), b = added_axes(product->args[1]);
+    if (a.empty() || b.empty() || a.count(o.axis) || b.count(o.axis)) return;
+    for (int x : a)
+      if (b.count(x)) return;
+    why = "the sum `" + tile::to_string(o) +
+          "` is a matrix product of tiles whose rows or columns span more than one axis, "
+          "computed element by element";
+  });
+  return why;
+}
+
 }  // namespace
 
 CudaSource generate_cuda_source(const tile::TileProgram& program) {
@@ -1273,6 +1317,7 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
         text = CyclicWriter(program, k, out.sites, false).write(k, launch);
       }
     }
+    if (launch.not_tensor_cores.empty()) launch.not_tensor_cores = elementwise_matrix_product(k);
     code += text + "\n";
     out.launches.push_back(launch);
   }
