@@ -353,11 +353,15 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
 }
 
-// Decoding steps at serving batches (128 rows or more: the rolling update): the row strip is
-// the few queries there are (S = 1, 2, 3 at the sizes scheduled for), and grouped query heads
-// share a row tile (8 or 16 heads of S rows each).
+// Decoding steps at serving batches. At 128 rows or more the rolling update, its row strip the
+// few queries there are (S = 1, 2, 3 at the sizes scheduled for); grouped query heads (8 or 16)
+// share a row tile, one query an instance, where that makes 128 instances or more (B x HK x S),
+// and take split-K, grouped alike, where it makes fewer.
 TEST(Emulator, DecodeAtServingBatches) {
   verify({"attention/decode_causal.te", {{"B", 4}, {"H", 40}, {"S", 1}, {"T", 150}}, {}});
+  verify({"attention/decode_gqa.te", {{"B", 16}, {"HQ", 64}, {"HK", 8}, {"S", 1}, {"T", 150}}, {}});
+  verify({"attention/decode_gqa.te", {{"B", 6}, {"HQ", 16}, {"HK", 8}, {"S", 3}, {"T", 150}}, {}});
+  verify({"attention/decode_gqa.te", {{"B", 32}, {"HQ", 64}, {"HK", 4}, {"S", 2}, {"T", 70}}, {}});
   for (int64_t s : {1, 3})
     verify(
         {"attention/decode_gqa.te", {{"B", 2}, {"HQ", 64}, {"HK", 8}, {"S", s}, {"T", 150}}, {}});

@@ -444,9 +444,7 @@ class FragmentWriter : public KernelWriter {
   bool stageable(const TileOp& o) const {
     if ((o.type.dtype != DType::F16 && o.type.dtype != DType::BF16) || o.type.shape.size() != 2)
       return false;
-    if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8) ||
-        o.bounds_checked.back())
-      return false;
+    if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
     int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
     // Whole 16-byte chunks a row, an even number of them (ldmatrix reads two), split evenly over
     // the threads.
@@ -1597,6 +1595,20 @@ class FragmentWriter : public KernelWriter {
     } else {
       line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? " + rows + " : 0;");
     }
+    // A tail along the rows themselves (keys along a V^T tile's rows): the chunks of a row past
+    // the buffer's end (whole chunks, innermost_chunks) are zero-filled too.
+    const size_t col_dim = o.starts.size() - 1;
+    std::string whole_chunks, chunk_in;
+    if (o.bounds_checked[col_dim]) {
+      line("const int ks_cl = (int)max(0LL, min(" + std::to_string(cpr) + "LL, (" + ext[col_dim] +
+           " - " + reg.starts[col_dim] + ") / 8));");
+      whole_chunks = " && ks_cl == " + std::to_string(cpr);
+      chunk_in = " && ks_c < ks_cl";
+    }
+    // Every row and chunk of the tile's `n` rows inside the buffer.
+    auto whole = [&](int64_t n) {
+      return "ks_rlo == 0 && ks_rhi == " + std::to_string(n) + whole_chunks;
+    };
     std::string passes = std::to_string(chunks / threads());
     if (threads() % cpr != 0) {
       // Rows the threads do not divide (whole swizzle spans, a head size of 192): thread q copies
@@ -1621,7 +1633,7 @@ class FragmentWriter : public KernelWriter {
         line("const int ks_g = ks_tid + ks_i * " + all + ";");
         line("const int ks_r = ks_g / " + n + ", ks_c = ks_g % " + n + ";");
         if (tested) {
-          line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
+          line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi" + chunk_in + ";");
           line("cp_async_cg16(" + dst + ", ks_in ? " + buf + " + (" + origin +
                ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
         } else {
@@ -1634,7 +1646,7 @@ class FragmentWriter : public KernelWriter {
       const bool contiguous = row == static_cast<double>(t.cols);
       if (contiguous) {
         line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_tid * 8;");
-        line("if (ks_rlo == 0 && ks_rhi == " + rows + ") {");
+        line("if (" + whole(t.live_rows) + ") {");
         ++indent_;
         passes_loop(false);
         --indent_;
@@ -1685,7 +1697,7 @@ class FragmentWriter : public KernelWriter {
     // thread's source pointer when the stride is a constant (the tests and selects of the
     // general copy took a tenth of a prefill iteration's instructions).
     std::string pass_rows = std::to_string(rows_per_pass);
-    line("if (ks_rlo == 0 && ks_rhi == " + std::to_string(t.rows) + ") {");
+    line("if (" + whole(t.rows) + ") {");
     ++indent_;
     line("#pragma unroll");
     line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i)");
@@ -1697,7 +1709,7 @@ class FragmentWriter : public KernelWriter {
     line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
     ++indent_;
     line("const int ks_r = ks_r0 + ks_i * " + pass_rows + ";");
-    line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi;");
+    line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi" + chunk_in + ";");
     line("cp_async_cg16(" + dst + ", ks_in ? ks_src : " + buf + ", ks_in ? 16 : 0);");
     line("ks_src += " + pass_rows + " * ks_stride;");
     --indent_;

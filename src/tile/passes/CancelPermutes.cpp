@@ -31,7 +31,8 @@ bool is_identity(const std::vector<int>& perm) {
   return true;
 }
 
-std::vector<int64_t> permuted_shape(const std::vector<int64_t>& shape, const std::vector<int>& perm) {
+std::vector<int64_t> permuted_shape(const std::vector<int64_t>& shape,
+                                    const std::vector<int>& perm) {
   std::vector<int64_t> out;
   for (int a : perm) out.push_back(shape[static_cast<size_t>(a)]);
   return out;

@@ -16,8 +16,8 @@ namespace {
 // broadcast along the first axis (a matrix product) or a [4, 4, 8] tile of its own.
 tile::TileProgram product(bool matrix) {
   Builder b;
-  int x = b.broadcast(b.cast(b.load_x(ir::make_int(0), false), f32({4, 8})), {0, 2},
-                      f32({4, 4, 8}));
+  int x =
+      b.broadcast(b.cast(b.load_x(ir::make_int(0), false), f32({4, 8})), {0, 2}, f32({4, 4, 8}));
   int y = b.broadcast(b.load_y(ir::make_int(0), false), {1, 2}, f32({4, 4, 8}));
   if (!matrix) y = b.exp(y, f32({4, 4, 8}));
   TileOp r;
