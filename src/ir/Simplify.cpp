@@ -3,6 +3,7 @@
 #include "ir/Simplify.h"
 
 #include <climits>
+#include <utility>
 
 #include "ir/Interpreter.h"
 #include "ir/Visit.h"
@@ -168,10 +169,31 @@ Expr fold_linear(const Expr& e) {
   return rebuild(l);
 }
 
+// The comparison that holds exactly where integer comparison `op` does not.
+std::optional<Op> complement(Op op) {
+  constexpr std::pair<Op, Op> pairs[] = {{Op::Lt, Op::Ge}, {Op::Le, Op::Gt}, {Op::Eq, Op::Ne}};
+  for (const auto& [a, b] : pairs) {
+    if (op == a) return b;
+    if (op == b) return a;
+  }
+  return std::nullopt;
+}
+
+// !(a < b) is a >= b (and so on) where a and b are integers: the comparison a mask analysis reads
+// (a causal mask written !(j > i + T - S)). Float comparisons keep their negation (NaN).
+Expr fold_negated_comparison(const Expr& e) {
+  if (e->op != Op::Not || e->args.size() != 1) return e;
+  const Expr& c = e->args[0];
+  if (c->args.size() != 2 || c->args[0]->type != DType::Int || c->args[1]->type != DType::Int)
+    return e;
+  std::optional<Op> op = complement(c->op);
+  return op ? make_binary(*op, c->args[0], c->args[1]) : e;
+}
+
 }  // namespace
 
 Expr simplify(const Expr& e) {
-  return mutate(e, fold_linear);
+  return mutate(e, [](const Expr& x) { return fold_linear(fold_negated_comparison(x)); });
 }
 
 bool provably_equal(const Expr& a, const Expr& b) {

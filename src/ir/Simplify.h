@@ -1,8 +1,10 @@
 // \file Simplify.h
 // The integer simplifier: folds constants and removes identities in index arithmetic, so that
 // printed IR stays readable after loop transformations (j0 * 64 + j1 instead of
-// (j0 * 64 + j1) * 1 + 0). It never changes the value of an expression: floor division and
-// modulo are folded with floor semantics and never by a zero divisor.
+// (j0 * 64 + j1) * 1 + 0), and writes a negated comparison of integers as the complementary
+// comparison (!(j > i) as j <= i), the form the mask analyses read. It never changes the value of
+// an expression: floor division and modulo are folded with floor semantics and never by a zero
+// divisor.
 #pragma once
 
 #include <map>

@@ -586,3 +586,28 @@ def values_transposed(inputs, params):
     """softmax(q k^T / sqrt(D)) V with V given as V^T [B, H, D, T]; P rounded to bf16."""
     v = np.swapaxes(inputs["VT"], 2, 3)
     return {"O": softmax_attention(inputs["Q"], inputs["K"], v, round_p=bf16)[0]}
+
+
+def layernorm_activations_3d(inputs, params):
+    """LayerNorm over the last axis of [B, T, C] (biased variance, EPS inside the root)."""
+    x = inputs["X"]
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return {"Y": (x - mean) / np.sqrt(var + params["EPS"]) * inputs["G"] + inputs["Beta"]}
+
+
+def log_softmax_vocab_3d(inputs, params):
+    """log_softmax over the last axis of [B, T, V]."""
+    x = inputs["X"]
+    peak = x.max(axis=-1, keepdims=True)
+    return {"Y": x - peak - np.log(np.exp(x - peak).sum(axis=-1, keepdims=True))}
+
+
+def linear_attention_elu(inputs, params):
+    """phi(Q) (phi(K)^T V) / (phi(Q) . sum_j phi(K)_j), phi = elu + 1."""
+    def phi(x):
+        return np.where(x > 0, x + 1, np.exp(x))
+    q, k, v = phi(inputs["Q"]), phi(inputs["K"]), inputs["V"]
+    kv = k.swapaxes(-1, -2) @ v
+    den = (q * k.sum(axis=2, keepdims=True)).sum(axis=-1, keepdims=True)
+    return {"O": (q @ kv) / den}

@@ -148,6 +148,10 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
       TileRange a = live(t->args[0]), b = live(t->args[1]);
       return {both(ir::Op::Min, a.lo, b.lo), both(ir::Op::Max, a.hi, b.hi)};
     }
+    if (t->op == ir::Op::Not) {  // !(j > i + T - S): the complementary comparison of integers
+      ir::Expr n = ir::simplify(t);
+      return n->op == ir::Op::Not ? TileRange{} : live(n);
+    }
     if (!ir::is_comparison(t->op)) return {};
     // |e| < c and c > |e|: -c < e < c.
     bool abs_left = (t->op == ir::Op::Lt || t->op == ir::Op::Le) && is_abs(t->args[0]);

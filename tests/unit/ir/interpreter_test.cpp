@@ -107,6 +107,23 @@ TEST(Simplify, DivisionByTheExtentOfARange) {
             "(h0 * (HQ / HK) + h1) / 2");
 }
 
+// A negated comparison of integers is the complementary comparison; of floats it stays (!(x > 0)
+// holds for NaN, x <= 0 does not).
+TEST(Simplify, NegatedIntegerComparison) {
+  ir::Expr j = ir::make_var("j", ir::VarKind::Index, DType::Int);
+  ir::Expr i = ir::make_var("i", ir::VarKind::Index, DType::Int);
+  EXPECT_EQ(
+      ir::to_string(ir::simplify(ir::make_unary(ir::Op::Not, ir::make_binary(ir::Op::Gt, j, i)))),
+      "j <= i");
+  EXPECT_EQ(
+      ir::to_string(ir::simplify(ir::make_unary(ir::Op::Not, ir::make_binary(ir::Op::Eq, j, i)))),
+      "j != i");
+  ir::Expr x = ir::make_var("x", ir::VarKind::Index, DType::F32);
+  ir::Expr negated =
+      ir::make_unary(ir::Op::Not, ir::make_binary(ir::Op::Gt, x, ir::make_float(0.0, DType::F32)));
+  EXPECT_EQ(ir::simplify(negated)->op, ir::Op::Not);
+}
+
 // An index that overflows int64 wraps back into [0, N) when computed in two's complement; the
 // reference must refuse it rather than agree with a wrapping kernel.
 TEST(Interpreter, IndexOverflowIsAnErrorNotAWrap) {
