@@ -611,3 +611,37 @@ def linear_attention_elu(inputs, params):
     kv = k.swapaxes(-1, -2) @ v
     den = (q * k.sum(axis=2, keepdims=True)).sum(axis=-1, keepdims=True)
     return {"O": (q @ kv) / den}
+
+
+def layernorm_one_pass_variance(inputs, params):
+    """(x - mean) / sqrt(E[x^2] - mean^2 + eps) * g."""
+    x = inputs["X"]
+    mean = x.mean(axis=-1, keepdims=True)
+    var = (x * x).mean(axis=-1, keepdims=True) - mean * mean
+    return {"Y": (x - mean) / np.sqrt(var + params["EPS"]) * inputs["G"]}
+
+
+def attention_f16_scores(inputs, params):
+    """Causal attention with the scaled scores rounded to f16 before the softmax."""
+    q, k = inputs["Q"], inputs["K"]
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    scores = f16((q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]))
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
+
+
+def bias_batch_broadcast(inputs, params):
+    """Scaled scores plus a [1, H, S, T] bias broadcast over the batch."""
+    q, k = inputs["Q"], inputs["K"]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + inputs["BIAS"]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def alibi_computed_slopes(inputs, params):
+    """Causal ALiBi with slopes 2^(-8 (h + 1) / H)."""
+    q, k = inputs["Q"], inputs["K"]
+    heads = q.shape[1]
+    slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    bias = slopes[:, None, None] * (kpos - qpos)[None]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + bias[None]
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
