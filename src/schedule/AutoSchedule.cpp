@@ -970,7 +970,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // Rows that run in parallel without splitting the axis: those of the first reduction that
   // the head runs along (not the columns of the values a weighted sum reads).
   const std::map<std::string, int64_t>& sizes = decision_sizes(program, options);
-  int64_t rows = 1, innermost = 0, group = 1;
+  int64_t rows = 1, innermost = 0, head_group = 1;
   bool known = true;
   for (const ir::IterVar& iv : first.iters) {
     if (iv.kind != ir::IterKind::Spatial || (found && !found->rows.count(iv.name))) continue;
@@ -990,13 +990,14 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     for (const ir::IterVar& iv : b.iters) {
       ir::Expr divisor = iv.kind == ir::IterKind::Spatial ? group_divisor(b, iv.name) : nullptr;
       try {
-        if (divisor) group = std::max(group, ir::eval_int(divisor, sizes));
+        if (divisor) head_group = std::max(head_group, ir::eval_int(divisor, sizes));
       } catch (const UserError&) {
-        known = false;
+        // a size not given: the rows alone decide
       }
     }
   }
-  const int64_t instances = innermost > 0 && innermost <= 16 && group > 1 ? rows / group : rows;
+  const int64_t instances =
+      innermost > 0 && innermost <= 16 && head_group > 1 ? rows / head_group : rows;
   bool split_k = known && instances < options.split_k_below_rows;
   // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
   // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
