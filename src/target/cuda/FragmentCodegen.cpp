@@ -252,14 +252,21 @@ class FragmentWriter : public KernelWriter {
   // A load read at the accumulator's positions (a bias or mask tensor over the scores) that a
   // loop streams, whose rows are whole aligned 16-byte chunks of the buffer's innermost dimension
   // that the threads split evenly: it can be copied ahead into shared memory (stage_element_tiles).
+  // A tile read transposed (a mask stored key-major: its columns are the accumulator's rows) is
+  // staged in its own orientation too; the transpose's reads swap their indices into it.
   bool element_stageable(const TileOp& o) const {
-    if (o.type.shape.size() != 2 || o.type.shape[0] != rows_ || o.stream_loop.empty() ||
-        loop_of_.at(&o) != o.stream_loop)
+    if (o.type.shape.size() != 2 || o.stream_loop.empty() || loop_of_.at(&o) != o.stream_loop)
       return false;
+    const bool transposed = o.type.shape[0] != rows_ && o.type.shape[1] == rows_ &&
+                            users_.count(o.result) && users_.at(o.result).size() == 1 &&
+                            users_.at(o.result)[0]->kind == OpKind::Permute;
+    if (o.type.shape[0] != rows_ && !transposed) return false;
     int64_t bytes = dtype_bytes(buffer_dtype(o.buffer));
     if (bytes > 16 || 16 % bytes != 0 || !innermost_chunks(o, 16 / bytes)) return false;
-    bool has_rows = std::find(o.axis_of_dim.begin(), o.axis_of_dim.end(), 0) != o.axis_of_dim.end();
-    return has_rows && rows_ * (o.type.shape[1] * bytes / 16) % threads() == 0;
+    const int row_axis = transposed ? 1 : 0;
+    bool has_rows =
+        std::find(o.axis_of_dim.begin(), o.axis_of_dim.end(), row_axis) != o.axis_of_dim.end();
+    return has_rows && o.type.shape[0] * (o.type.shape[1] * bytes / 16) % threads() == 0;
   }
 
   // Element tiles are copied by cp.async ahead of their use and read from shared memory there:
@@ -520,7 +527,10 @@ class FragmentWriter : public KernelWriter {
         // A vector along another axis than the rows (a per-key bias or norm, a per-column
         // weight) is read element by element where it is used, from its region (L1-cached).
         // So is a 2-D tile of other rows (keys that a computed B operand transforms).
-        if (v.kind == Kind::None && o.type.shape.size() <= 2) v.kind = Kind::Lazy;
+        if (v.kind == Kind::None && o.type.shape.size() <= 2) {
+          v.kind = Kind::Lazy;
+          if (!stored_here && element_stageable(o)) element_loads_.push_back(&o);
+        }
         return v.kind != Kind::None;
       }
       case OpKind::Cast: {
