@@ -123,7 +123,7 @@ struct Toolchain {
 // The probe's result in the kernel cache: one flag a line. Keyed by the compiler's command, its
 // whole `--version` output and the CPU, so that an upgraded compiler or another machine probes
 // again.
-constexpr std::string_view kToolchainFormat = "kintsugi-cpu-toolchain-v1";
+constexpr std::string_view kToolchainFormat = "kintsugi-cpu-toolchain-v2";
 
 struct ToolchainEntry {
   fs::path payload, meta;
@@ -149,7 +149,11 @@ std::vector<std::string> probe_flags(const std::string& cxx, const std::string& 
          "expf(x[i]);\n  return s;\n}\n";
   }
   const std::vector<std::vector<std::string>> candidates = {
-      {"-march=native", "-fopenmp"}, {"-fopenmp"}, {"-march=native"}, {}};
+      {"-march=native", "-mprefer-vector-width=512", "-fopenmp"},
+      {"-march=native", "-fopenmp"},
+      {"-fopenmp"},
+      {"-march=native"},
+      {}};
   std::optional<std::vector<std::string>> found;
   std::string last;
   for (const auto& extra : candidates) {

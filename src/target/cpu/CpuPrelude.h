@@ -202,9 +202,12 @@ static inline int64_t ks_d2i(double x) {
 static inline int64_t ks_sat8(int64_t x) { return x < -128 ? -128 : (x > 127 ? 127 : x); }
 // ks_sat8(ks_f2i(x)) in 32 bits: truncation is monotone and the bounds are integers, so clamping
 // before it saturates alike; the vectoriser keeps 16 lanes a register instead of 8 of int64.
+// Three selects, each with a mask of its own compare: nested conditions had their masks combined
+// in general registers, a third slower (a row's quantising store, 0.39 against 0.25 ns an element).
 static inline int32_t ks_f2i8(float x) {
-  const float c = x == x ? (x < -128.0f ? -128.0f : (x > 127.0f ? 127.0f : x)) : 0.0f;
-  return (int32_t)c;
+  float c = -128.0f > x ? -128.0f : x;
+  c = 127.0f < c ? 127.0f : c;
+  return x == x ? (int32_t)c : 0;
 }
 static inline int64_t ks_sat32(int64_t x) {
   return x < INT32_MIN ? (int64_t)INT32_MIN : (x > INT32_MAX ? (int64_t)INT32_MAX : x);

@@ -8,8 +8,8 @@
 //     inf and NaN at the ends).
 //   - ks_sel: a select whose operands are evaluated before it (they read tiles, always in
 //     range), so that a loop over a select of loads vectorises without masked loads.
-//   - ks_h2f_row, ks_rf16_row: f16 -> f32 of a contiguous row, and f32 rounded to f16 precision
-//     (F16C when the host has it).
+//   - ks_h2f_row, ks_f2h_row, ks_rf16_row: f16 -> f32 and f32 -> f16 of a contiguous row, and
+//     f32 rounded to f16 precision (F16C when the host has it); ks_f2i8_row: f32 -> i8.
 // Nothing here knows which program it serves: each helper is one tile operation.
 #pragma once
 
@@ -118,6 +118,39 @@ static inline void ks_h2f_row(float* __restrict d, const uint16_t* __restrict s,
     _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s + i))));
 #endif
   for (; i < n; ++i) d[i] = ks_h2f(s[i]);
+}
+
+// Converts a contiguous row of f32 to f16 bits: round to nearest even, like ks_f2h (a NaN stays
+// a NaN, with the sign and payload bits the hardware keeps).
+static inline void ks_f2h_row(uint16_t* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i*)(d + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i*)(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) d[i] = ks_f2h(s[i]);
+}
+
+// Casts a contiguous row of f32 to i8 like ks_f2i8: NaN to 0, saturated to [-128, 127],
+// truncated (a clamp, a masked conversion and a saturating narrowing, 16 lanes a step).
+static inline void ks_f2i8_row(int8_t* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(s + i);
+    const __mmask16 number = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+    const __m512 c = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    _mm_storeu_si128((__m128i*)(d + i), _mm512_cvtsepi32_epi8(_mm512_maskz_cvttps_epi32(number, c)));
+  }
+#endif
+  for (; i < n; ++i) d[i] = (int8_t)ks_f2i8(s[i]);
 }
 
 // Rounds a contiguous row of f32 to f16 precision (round to nearest even, like ks_rf16).
