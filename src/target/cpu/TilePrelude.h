@@ -10,6 +10,7 @@
 //     range), so that a loop over a select of loads vectorises without masked loads.
 //   - ks_h2f_row, ks_f2h_row, ks_rf16_row: f16 -> f32 and f32 -> f16 of a contiguous row, and
 //     f32 rounded to f16 precision (F16C when the host has it); ks_f2i8_row: f32 -> i8.
+//   - ks_prefetch: the cache lines of a span of memory, prefetched.
 // Nothing here knows which program it serves: each helper is one tile operation.
 #pragma once
 
@@ -118,6 +119,12 @@ static inline void ks_h2f_row(float* __restrict d, const uint16_t* __restrict s,
     _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s + i))));
 #endif
   for (; i < n; ++i) d[i] = ks_h2f(s[i]);
+}
+
+// Prefetches the cache lines of [address, address + bytes) into the core's caches (never
+// faults: an address past a buffer's end is harmless).
+static inline void ks_prefetch(uintptr_t address, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch((const void*)(address + b), 0, 2);
 }
 
 // Converts a contiguous row of f32 to f16 bits: round to nearest even, like ks_f2h (a NaN stays
