@@ -2,7 +2,10 @@
 // The emulator itself (kintsugi_emu.h): the mma against a CPU matmul with fragments placed as the
 // PTX ISA documents them, a cp.async that lands only at its wait, and the launches it refuses
 // with a reason instead of hanging (a barrier some threads never reach, a partial-mask shuffle,
-// a shared access outside the CTA's dynamic shared memory).
+// a shared access outside the CTA's dynamic shared memory). Hopper: wgmma tiles of every shape,
+// swizzle and operand form against a CPU matmul (the device code the gpu tier runs on the H200,
+// wgmma_cases.h), and the mistakes they must expose: operands placed without their swizzle, a
+// missing proxy fence, an mbarrier waited on with the wrong phase bit, a wait nothing completes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,6 +14,7 @@
 
 #include "Emulator.h"
 #include "support/Error.h"
+#include "wgmma_cases.h"
 
 using namespace kintsugi;
 
@@ -154,5 +158,140 @@ extern "C" __global__ void k(KsArgs, int*) {
 )",
                               "k", 32, 1024);
   EXPECT_NE(why.find("outside the CTA's 1024 bytes of dynamic shared memory"), std::string::npos)
+      << why;
+}
+
+namespace {
+
+// Runs wgmma case `c` on the emulator with `flags` (wgmma_cases.h); returns D.
+std::vector<float> run_wgmma(const test::wgmma::Case& c, unsigned flags) {
+  static const emu::EmulatedModule m(std::string(kPreamble) + test::wgmma::kSource + R"(
+#define KS_EMULATED_CASE(NAME, ...)                                                      \
+  extern "C" __global__ void NAME(KsArgs a, int*) {                                      \
+    wgmma_case<__VA_ARGS__>((const float*)a.bufs[0], (const float*)a.bufs[1],              \
+                            (const float*)a.bufs[2], (float*)a.bufs[3], (u32)a.sizes[0]); \
+  }
+KS_WGMMA_CASES(KS_EMULATED_CASE)
+)");
+  test::wgmma::Inputs in = test::wgmma::inputs(c.n);
+  std::vector<float> d(size_t(64 * c.n), -1.f);
+  cuda::KsArgs a = args_of({in.a.data(), in.b.data(), in.c.data(), d.data()});
+  a.sizes[0] = flags;
+  int err = 0;
+  m.launch(c.kernel, a, &err, 1, 128, test::wgmma::kSharedBytes);
+  return d;
+}
+
+}  // namespace
+
+// Every shape, operand type, swizzle and major-ness of wgmma_cases.h gives A B + C exactly.
+TEST(EmulatorSelf, WgmmaMatchesAMatmul) {
+  for (const test::wgmma::Case& c : test::wgmma::cases()) {
+    test::wgmma::Inputs in = test::wgmma::inputs(c.n);
+    EXPECT_EQ(test::wgmma::mismatches(run_wgmma(c, 0), test::wgmma::reference(in, c.n)), 0)
+        << c.kernel;
+  }
+}
+
+// Operands placed without their swizzle, or written without a proxy fence before the wgmma reads
+// them, give wrong products: a kernel with either mistake fails its tests on the emulator. (The
+// register-A cases read A from registers: only their B is misplaced.)
+TEST(EmulatorSelf, WgmmaExposesABrokenSwizzleAndAMissingFence) {
+  for (const test::wgmma::Case& c : test::wgmma::cases()) {
+    test::wgmma::Inputs in = test::wgmma::inputs(c.n);
+    const std::vector<float> want = test::wgmma::reference(in, c.n);
+    if (std::string(c.kernel) != "n64_bf16_none") {  // no swizzle to break
+      EXPECT_GT(test::wgmma::mismatches(run_wgmma(c, 1), want), 0) << c.kernel;
+    }
+    EXPECT_GT(test::wgmma::mismatches(run_wgmma(c, 2), want), 0) << c.kernel;
+  }
+}
+
+namespace {
+
+// A two-stage handshake over mbarriers, thread 0 producing a value a round and threads 1-63
+// consuming it: the consumers wait on `full` with parity `round % 2` (or the wrong one, `round %
+// 2 + 1` taken mod 2), read, and arrive on `empty`, which the producer waits on before the next
+// round. out[t] sums what thread t read over 4 rounds.
+const char* kHandshake = R"(
+extern "C" __global__ void handshake(KsArgs a, int*) {
+  extern __shared__ __align__(128) unsigned char ks_smem[];
+  int* out = (int*)a.bufs[0];
+  const u32 wrong = (u32)a.sizes[0];
+  const u32 full = smem_addr(ks_smem), empty = full + 8;
+  volatile int* value = (volatile int*)(ks_smem + 16);
+  const u32 t = threadIdx.x;
+  if (t == 0) {
+    mbarrier_init(full, 1);
+    mbarrier_init(empty, 63);
+    fence_mbarrier_init();
+    *value = 0;
+  }
+  __syncthreads();
+  int seen = 0;
+  for (u32 round = 0; round < 4; ++round) {
+    if (t == 0) {
+      if (round > 0)
+        while (!mbarrier_try_wait_parity(empty, (round - 1) % 2)) {
+        }
+      *value = int(round + 1) * 10;
+      mbarrier_arrive_expect_tx(full, 0);
+    } else {
+      while (!mbarrier_try_wait_parity(full, (round + wrong) % 2)) {
+      }
+      seen += *value;
+      mbarrier_arrive(empty);
+    }
+  }
+  out[t] = seen;
+}
+)";
+
+}  // namespace
+
+TEST(EmulatorSelf, MbarrierPhasesOrderAHandshake) {
+  std::vector<int> out(64, -1);
+  EXPECT_EQ(complaint(std::string("#include \"kintsugi/mbarrier.cuh\"\n") + kHandshake, "handshake",
+                      64, 64, {out.data()}),
+            "");
+  for (int t = 1; t < 64; ++t) EXPECT_EQ(out[size_t(t)], 10 + 20 + 30 + 40) << t;
+}
+
+// Waiting on the other parity passes a phase too early (the phase before the first counts as
+// complete): the consumers read values before they are written, or the launch stops.
+TEST(EmulatorSelf, MbarrierWrongPhaseBitIsExposed) {
+  std::vector<int> out(64, -1);
+  emu::EmulatedModule m(std::string(kPreamble) + "#include \"kintsugi/mbarrier.cuh\"\n" +
+                        kHandshake);
+  cuda::KsArgs a = args_of({out.data()});
+  a.sizes[0] = 1;
+  int err = 0;
+  std::string why;
+  try {
+    m.launch("handshake", a, &err, 1, 64, 64);
+  } catch (const InternalError& e) {
+    why = e.what();
+  }
+  int right = 0;
+  for (int t = 1; t < 64; ++t) right += out[size_t(t)] == 100;
+  EXPECT_TRUE(!why.empty() || right < 63) << why;
+}
+
+TEST(EmulatorSelf, MbarrierWaitNothingCompletesIsReported) {
+  std::string why = complaint(R"(
+#include "kintsugi/mbarrier.cuh"
+extern "C" __global__ void k(KsArgs, int*) {
+  extern __shared__ __align__(128) unsigned char ks_smem[];
+  const u32 bar = smem_addr(ks_smem);
+  if (threadIdx.x == 0) mbarrier_init(bar, 64);
+  __syncthreads();
+  if (threadIdx.x < 32) mbarrier_arrive(bar);
+  while (!mbarrier_try_wait_parity(bar, 0)) {
+  }
+}
+)",
+                              "k", 64, 64);
+  EXPECT_NE(why.find("no barrier can complete: 64 threads waiting on an mbarrier"),
+            std::string::npos)
       << why;
 }

@@ -19,6 +19,15 @@
 // defines before this file). The mma sums in double and rounds once (a tensor core's order is
 // unspecified); ex2.approx and rcp.approx are exact here.
 //
+// Hopper (sm_90a): mbarriers with phases and transaction counts (a try_wait that fails yields to
+// the other threads; when every waiting thread spins and nothing else moves, the launch reports
+// the waits instead of hanging); wgmma m64nNk16 issued by the 128 threads of a warpgroup, its
+// operands read through the shared-memory descriptors (the swizzles on the shared-window
+// address, as the hardware applies them) or from registers, computed when a wgmma.wait_group
+// retires its group (so an operand overwritten before the wait, or an accumulator read before it,
+// shows); and the asynchronous proxy: wgmma reads shared memory as it stood at the last
+// fence.proxy.async, so a tile that threads wrote and did not fence is read stale.
+//
 // Invariant established: a kernel either runs to completion with every thread reaching every
 // barrier its CTA and warp reach, or the launch reports why not (a barrier some threads never
 // reach, a warp collective with a partial mask, a shared-memory access outside the CTA's dynamic
@@ -33,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -60,7 +70,35 @@ struct Copy {  // a cp.async in flight
   uint32_t bytes, src_bytes;
 };
 
-enum class Wait { Runnable, Cta, Warp, Done };
+enum class Wait { Runnable, Cta, Warp, Group, Spin, Done };
+
+// An mbarrier: arrivals a phase, arrivals pending, bytes announced and not yet delivered, and the
+// number of completed phases (its parity is the phase bit).
+struct Mbarrier {
+  uint32_t expected = 0, pending = 0;
+  int64_t tx = 0;
+  uint32_t phase = 0;
+};
+
+// One wgmma.mma_async of a warpgroup, as its threads issue it: the shape and operands every thread
+// gives alike, and each thread's accumulators and (register A) fragment.
+struct WgmmaOp {
+  int n = 0;
+  bool bf16 = false, trans_a = false, trans_b = false, a_in_registers = false;
+  uint64_t desc_a = 0, desc_b = 0;
+  uint32_t accumulate = 0;
+  float* d[128] = {};
+  uint32_t a[128][4] = {};
+  unsigned issued = 0;  // threads that issued it
+};
+
+// A warpgroup's wgmma instructions in issue order, the group boundaries its commits set (the issue
+// count at each), and how many groups have been computed.
+struct Warpgroup {
+  std::vector<WgmmaOp> ops;
+  std::vector<size_t> commits;
+  size_t retired = 0;
+};
 
 struct Fiber {
   ucontext_t context;  // its first entry
@@ -70,6 +108,7 @@ struct Fiber {
   Wait wait = Wait::Runnable;
   std::vector<Copy> open;                 // issued, not yet committed
   std::vector<std::vector<Copy>> groups;  // committed, oldest first
+  size_t wgmma_issued = 0, wgmma_commits = 0;
 };
 
 struct State {
@@ -82,7 +121,11 @@ struct State {
   uint32_t smem_bytes = 0;
   bool eager_copies =
       false;  // cp.async lands when issued too (KINTSUGI_EMU_EAGER_COPIES non-empty)
-  std::vector<uint32_t> exchange;  // 8 words a lane
+  std::vector<uint32_t> exchange;          // 8 words a lane
+  std::vector<unsigned char> async_view;   // shared memory as the asynchronous proxy sees it
+  std::map<uint32_t, Mbarrier> mbarriers;  // by shared-window address
+  std::vector<Warpgroup> warpgroups;
+  uint64_t progress = 0;  // events that can let a spinning wait succeed
   std::string error;
   void (*body)(void*) = nullptr;
   void* body_context = nullptr;
@@ -109,6 +152,7 @@ inline void fail(const std::string& message) {
 // swapcontext is a system call); a fiber's stack is entered once, by setcontext.
 inline void block_at(Wait w) {
   State& s = state();
+  if (w != Wait::Spin) ++s.progress;
   s.current->wait = w;
   if (!_setjmp(s.current->resume)) _longjmp(s.scheduler, 1);
 }
@@ -144,6 +188,7 @@ inline void land(const Copy& c) {
 inline void fiber_main() {
   State& s = state();
   s.body(s.body_context);
+  ++s.progress;
   s.current->wait = Wait::Done;
   _longjmp(s.scheduler, 1);
 }
@@ -162,11 +207,14 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
   const char* eager = std::getenv("KINTSUGI_EMU_EAGER_COPIES");
   s.eager_copies = eager != nullptr && *eager != '\0';
   s.exchange.assign(size_t(threads) * 8, 0);
+  s.async_view.assign(smem_bytes, 0);
   while (s.stacks.size() < threads)
     s.stacks.push_back(static_cast<char*>(std::malloc(kStackBytes)));
   s.fibers.assign(threads, Fiber{});
   for (unsigned b = 0; b < grid && s.error.empty(); ++b) {
     s.block = Dim3{b, 0, 0};
+    s.mbarriers.clear();
+    s.warpgroups.assign((threads + 127) / 128, Warpgroup{});
     for (unsigned t = 0; t < threads; ++t) {
       Fiber& f = s.fibers[t];
       f = Fiber{};
@@ -178,8 +226,10 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
       makecontext(&f.context, fiber_main, 0);
     }
     for (;;) {
+      const uint64_t progress = s.progress;
       for (Fiber& f : s.fibers)
-        if (f.wait == Wait::Runnable && s.error.empty()) {
+        if ((f.wait == Wait::Runnable || f.wait == Wait::Spin) && s.error.empty()) {
+          f.wait = Wait::Runnable;
           s.current = &f;
           if (!_setjmp(s.scheduler)) {
             if (!f.started) {
@@ -200,20 +250,35 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
           s.fibers[t].wait = Wait::Runnable;
         released = true;
       }
+      for (unsigned g = 0; g * 128 + 128 <= threads; ++g) {
+        bool group = true;
+        for (unsigned t = g * 128; t < g * 128 + 128; ++t)
+          group = group && s.fibers[t].wait == Wait::Group;
+        if (!group) continue;
+        for (unsigned t = g * 128; t < g * 128 + 128; ++t) s.fibers[t].wait = Wait::Runnable;
+        released = true;
+      }
+      bool spinning = false;
       for (const Fiber& f : s.fibers) {
         all_done = all_done && f.wait == Wait::Done;
         cta = cta && f.wait == Wait::Cta;
+        spinning = spinning || f.wait == Wait::Spin;
       }
       if (all_done) break;
       if (cta) {
         for (Fiber& f : s.fibers) f.wait = Wait::Runnable;
         released = true;
       }
-      if (!released) {
+      if (!released && !(spinning && s.progress != progress)) {
         // Where the threads stand, by state: how many, and the first of them.
-        const char* names[] = {"", " at __syncthreads", " at a warp collective", " exited"};
+        const char* names[] = {"",
+                               " at __syncthreads",
+                               " at a warp collective",
+                               " at a warpgroup collective",
+                               " waiting on an mbarrier",
+                               " exited"};
         std::string where;
-        for (Wait w : {Wait::Cta, Wait::Warp, Wait::Done}) {
+        for (Wait w : {Wait::Cta, Wait::Warp, Wait::Group, Wait::Spin, Wait::Done}) {
           unsigned count = 0, first = 0;
           for (const Fiber& f : s.fibers)
             if (f.wait == w && count++ == 0) first = f.tid;
@@ -322,6 +387,182 @@ inline void cp_async_retire(size_t keep) {
   while (f.groups.size() > keep) {
     for (const Copy& c : f.groups.front()) land(c);
     f.groups.erase(f.groups.begin());
+  }
+}
+
+// --- mbarrier
+
+inline Mbarrier& mbarrier_at(uint32_t bar, const char* what) {
+  shared_offset(bar, 8, what);
+  if (bar % 8 != 0) fail(std::string(what) + " at a shared address not aligned to 8 bytes");
+  auto it = state().mbarriers.find(bar);
+  if (it == state().mbarriers.end())
+    fail(std::string(what) + " at shared address " + std::to_string(bar) +
+         ", where no mbarrier was initialised");
+  return it->second;
+}
+
+inline void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+  shared_offset(bar, 8, "mbarrier.init");
+  if (bar % 8 != 0) fail("mbarrier.init at a shared address not aligned to 8 bytes");
+  if (arrivals == 0 || arrivals >= (1u << 20))
+    fail("mbarrier.init with " + std::to_string(arrivals) + " arrivals (1 to 2^20 - 1)");
+  state().mbarriers[bar] = Mbarrier{arrivals, arrivals, 0, 0};
+  ++state().progress;
+}
+
+// The phase completes when its arrivals are in and its announced bytes delivered.
+inline void mbarrier_advance(Mbarrier& m) {
+  if (m.pending != 0 || m.tx != 0) return;
+  ++m.phase;
+  m.pending = m.expected;
+}
+
+inline void mbarrier_expect_tx(uint32_t bar, uint32_t bytes) {
+  mbarrier_at(bar, "mbarrier.expect_tx").tx += bytes;
+}
+
+inline void mbarrier_arrive(uint32_t bar) {
+  Mbarrier& m = mbarrier_at(bar, "mbarrier.arrive");
+  if (m.pending == 0)
+    fail("mbarrier.arrive at shared address " + std::to_string(bar) +
+         " after every arrival of its phase (the phase waits only for bytes)");
+  --m.pending;
+  mbarrier_advance(m);
+  ++state().progress;
+}
+
+inline void mbarrier_complete_tx(uint32_t bar, uint32_t bytes) {
+  Mbarrier& m = mbarrier_at(bar, "mbarrier complete_tx");
+  m.tx -= bytes;
+  mbarrier_advance(m);
+  ++state().progress;
+}
+
+// True once the phase of `parity` has completed: the current phase's parity is the other one. A
+// false result lets the other threads run before the caller tries again.
+inline bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
+  if (parity > 1) fail("mbarrier.try_wait.parity with a parity other than 0 or 1");
+  const bool done = (mbarrier_at(bar, "mbarrier.try_wait.parity").phase & 1u) != parity;
+  if (!done) block_at(Wait::Spin);
+  return done;
+}
+
+// --- wgmma
+
+inline void fence_proxy_async() {
+  State& s = state();
+  std::memcpy(s.async_view.data(), s.smem, s.smem_bytes);
+}
+
+// The warpgroup of the calling thread, which must be one of four whole warps of the CTA.
+inline Warpgroup& warpgroup(const char* what) {
+  State& s = state();
+  const unsigned g = s.current->tid / 128;
+  if (s.threads.x % 128 != 0)
+    fail(std::string(what) + " in a CTA of " + std::to_string(s.threads.x) +
+         " threads (warpgroups are 128)");
+  return s.warpgroups[g];
+}
+
+// The shared-window address of element (row, k) of a 16-bit operand of `rows` x 16 (A: rows of M,
+// B: rows of N) through descriptor `desc`, K-major or (`mn_major`) MN-major, with the swizzle
+// applied to the address.
+inline uint32_t operand_address(uint64_t desc, bool mn_major, unsigned row, unsigned k) {
+  const uint32_t start = uint32_t(desc & 0x3fffu) << 4;
+  const uint32_t leading = uint32_t((desc >> 16) & 0x3fffu) << 4;
+  const uint32_t stride = uint32_t((desc >> 32) & 0x3fffu) << 4;
+  const unsigned base_offset = unsigned((desc >> 49) & 7u), mode = unsigned(desc >> 62);
+  if (base_offset != 0) fail("a wgmma descriptor with a base offset is not emulated");
+  // Swizzle width in bytes (0: none) and the mask of the 128-byte line index it XORs in.
+  const uint32_t width = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;
+  uint32_t at;
+  if (!mn_major) {
+    at = width ? start + (row / 8) * stride + (row % 8) * width + k * 2
+               : start + (row / 8) * stride + (k / 8) * leading + (row % 8) * 16 + (k % 8) * 2;
+  } else {
+    const unsigned span = width ? width / 2 : 8;  // elements of a row of the swizzle's width
+    at = width ? start + (row % span) * 2 + (row / span) * leading + (k % 8) * width +
+                     (k / 8) * stride
+               : start + (row % 8) * 2 + (row / 8) * stride + (k % 8) * 16 + (k / 8) * leading;
+  }
+  if (width) at ^= ((at >> 7) & (width / 16 - 1)) << 4;
+  return at;
+}
+
+inline float operand(uint64_t desc, bool mn_major, unsigned row, unsigned k, bool bf16) {
+  State& s = state();
+  const uint32_t at = operand_address(desc, mn_major, row, k);
+  if (uint64_t(at) + 2 > s.smem_bytes)
+    fail("a wgmma operand at shared address " + std::to_string(at) + " outside the CTA's " +
+         std::to_string(s.smem_bytes) + " bytes of dynamic shared memory");
+  uint16_t h;
+  std::memcpy(&h, s.async_view.data() + at, 2);
+  return bf16 ? ks_b2f(h) : ks_h2f(h);
+}
+
+// Computes `op` for the whole warpgroup: each thread's accumulators through its pointer.
+inline void wgmma_compute(const WgmmaOp& op) {
+  if (op.issued != 128) fail("a wgmma that not every thread of its warpgroup issued");
+  float A[64][16], B[16][256];
+  for (unsigned r = 0; r < 64; ++r)
+    for (unsigned k = 0; k < 16; ++k) {
+      if (op.a_in_registers) {
+        const unsigned t = 32 * (r / 16) + 4 * (r % 8) + (k % 8) / 2;
+        const unsigned j = (r % 16 >= 8 ? 1 : 0) + 2 * (k / 8);
+        A[r][k] = unpack(op.a[t][j], int(k % 2), op.bf16);
+      } else {
+        A[r][k] = operand(op.desc_a, op.trans_a, r, k, op.bf16);
+      }
+    }
+  for (unsigned k = 0; k < 16; ++k)
+    for (unsigned n = 0; n < unsigned(op.n); ++n)
+      B[k][n] = operand(op.desc_b, op.trans_b, n, k, op.bf16);
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned w = t / 32, g = (t % 32) / 4, q = t % 4;
+    for (unsigned i = 0; i < unsigned(op.n) / 2; ++i) {
+      const unsigned r = 16 * w + g + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * q + (i & 1);
+      double sum = op.accumulate ? op.d[t][i] : 0.0;
+      for (unsigned k = 0; k < 16; ++k) sum += double(A[r][k]) * double(B[k][c]);
+      op.d[t][i] = float(sum);
+    }
+  }
+}
+
+// The calling thread's part of a wgmma: the thread's k-th issue joins the warpgroup's k-th op.
+inline void wgmma_issue(const WgmmaOp& given, float* d, const uint32_t* a) {
+  Warpgroup& wg = warpgroup("wgmma.mma_async");
+  Fiber& f = *state().current;
+  if (f.wgmma_issued == wg.ops.size()) wg.ops.push_back(given);
+  WgmmaOp& op = wg.ops[f.wgmma_issued++];
+  if (op.n != given.n || op.bf16 != given.bf16 || op.trans_a != given.trans_a ||
+      op.trans_b != given.trans_b || op.a_in_registers != given.a_in_registers ||
+      op.desc_a != given.desc_a || op.desc_b != given.desc_b || op.accumulate != given.accumulate)
+    fail("a wgmma whose shape, descriptors or accumulate flag differ across its warpgroup");
+  const unsigned t = f.tid % 128;
+  op.d[t] = d;
+  if (a) std::memcpy(op.a[t], a, 16);
+  ++op.issued;
+}
+
+inline void wgmma_commit() {
+  Warpgroup& wg = warpgroup("wgmma.commit_group");
+  Fiber& f = *state().current;
+  if (f.wgmma_commits == wg.commits.size()) wg.commits.push_back(f.wgmma_issued);
+  if (wg.commits[f.wgmma_commits++] != f.wgmma_issued)
+    fail("a wgmma.commit_group after a different number of wgmma in each thread of a warpgroup");
+}
+
+// The warpgroup's threads meet; then every committed group but the newest `pending` is computed,
+// in order (the first thread to leave computes them).
+inline void wgmma_wait(size_t pending) {
+  Warpgroup& wg = warpgroup("wgmma.wait_group");
+  block_at(Wait::Group);
+  const size_t commits = state().current->wgmma_commits;
+  while (wg.retired + pending < commits) {
+    const size_t first = wg.retired ? wg.commits[wg.retired - 1] : 0;
+    for (size_t i = first; i < wg.commits[wg.retired]; ++i) wgmma_compute(wg.ops[i]);
+    ++wg.retired;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../emu/wgmma_cases.h"
 #include "target/cuda/DeviceHeaders.h"
 #include "target/cuda/Nvrtc.h"
 
@@ -105,6 +106,63 @@ const std::vector<std::string> kPrimitivePtx = {
     "bar.warp.sync",
 };
 
+// The Hopper primitives (sm_90a only), compiled but never run here (tests/gpu and the emulator's
+// self-tests run them). Three wgmma shapes, both operand types, both forms, both transposes.
+const char* kEveryHopperPrimitive = R"(
+#include "kintsugi/mbarrier.cuh"
+#include "kintsugi/smem_desc.cuh"
+#include "kintsugi/wgmma.cuh"
+using namespace kintsugi::device;
+
+extern "C" __global__ void __launch_bounds__(128) every_hopper_primitive(float* out, u32 parity) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const u32 base = smem_addr(smem), bar = base + 65536;
+  if (threadIdx.x == 0) {
+    mbarrier_init(bar, 128);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) mbarrier_arrive_expect_tx(bar, 0);
+  else mbarrier_arrive(bar);
+  while (!mbarrier_try_wait_parity(bar, parity)) {
+  }
+  fence_proxy_async();
+  const u64 a = smem_descriptor(base, 16, 1024, kSwizzle128B);
+  const u64 b = smem_descriptor(base + 16384, 16, 1024, kSwizzle128B);
+  float d64[32], d128[64], d256[128];
+  for (int i = 0; i < 32; ++i) d64[i] = 0.f;
+  u32 ra[4] = {threadIdx.x, parity, threadIdx.x ^ parity, 7u};
+  wgmma_fence();
+  wgmma_m64n64k16_f16_ss<0, 0>(d64, a, b, 1);
+  wgmma_m64n128k16_bf16_ss<1, 1>(d128, a, b, 0);
+  wgmma_m64n256k16_f16_rs<1>(d256, ra, b, 0);
+  wgmma_m64n64k16_bf16_rs<0>(d64, ra, b, 1);
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+  float s = 0.f;
+  for (int i = 0; i < 32; ++i) s += d64[i];
+  for (int i = 0; i < 64; ++i) s += d128[i];
+  for (int i = 0; i < 128; ++i) s += d256[i];
+  out[threadIdx.x] = s;
+}
+)";
+
+const std::vector<std::string> kHopperPtx = {
+    "mbarrier.init.shared::cta.b64",
+    "fence.mbarrier_init.release.cluster",
+    "mbarrier.arrive.shared::cta.b64",
+    "mbarrier.arrive.expect_tx.shared::cta.b64",
+    "mbarrier.try_wait.parity.shared::cta.b64",
+    "fence.proxy.async.shared::cta",
+    "wgmma.fence.sync.aligned",
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+    "wgmma.commit_group.sync.aligned",
+    "wgmma.wait_group.sync.aligned 0",
+};
+
 NvrtcOptions uncached() {
   NvrtcOptions o;
   o.use_cache = false;
@@ -141,6 +199,41 @@ TEST(Nvrtc, EveryPrimitiveCompilesWithoutSpills) {
     EXPECT_EQ(k->barriers, 2) << m.log;  // barrier 0 (sync_threads) and named barrier 1
     EXPECT_TRUE(m.resources.warnings.empty()) << m.log;
   }
+}
+
+// wgmma is serialised (ptxas warning C7511) when its accumulators do not stay in registers: the
+// report must have no warning.
+TEST(Nvrtc, EveryHopperPrimitiveCompilesForSm90aWithoutSpills) {
+  CompiledModule m =
+      compile_cuda(kEveryHopperPrimitive, "every_hopper_primitive.cu", "sm_90a", uncached());
+  for (const std::string& instruction : kHopperPtx)
+    EXPECT_NE(m.ptx.find(instruction), std::string::npos) << "no " << instruction;
+  const FunctionResources* k = m.resources.find("every_hopper_primitive");
+  ASSERT_NE(k, nullptr) << m.log;
+  EXPECT_EQ(k->spill_store_bytes, 0) << m.log;
+  EXPECT_EQ(k->spill_load_bytes, 0) << m.log;
+  EXPECT_TRUE(m.resources.warnings.empty()) << m.log;
+  EXPECT_EQ(m.log.find("C7511"), std::string::npos) << m.log;
+  // Hopper-only instructions for an Ampere target: ptxas says which.
+  try {
+    compile_cuda(kEveryHopperPrimitive, "every_hopper_primitive.cu", "sm_80", uncached());
+    FAIL() << "wgmma compiled for sm_80";
+  } catch (const CudaCompileError& e) {
+    EXPECT_NE(e.log().find("wgmma"), std::string::npos) << e.log();
+  }
+}
+
+// The wgmma tiles the gpu tier runs on a Hopper GPU (tests/emu/wgmma_cases.h) compile for sm_90a
+// with their accumulators in registers.
+TEST(Nvrtc, WgmmaCasesCompileForSm90a) {
+  CompiledModule m =
+      compile_cuda(test::wgmma::device_source(), "wgmma_cases.cu", "sm_90a", uncached());
+  for (const test::wgmma::Case& c : test::wgmma::cases()) {
+    const FunctionResources* k = m.resources.find(c.kernel);
+    ASSERT_NE(k, nullptr) << c.kernel << "\n" << m.log;
+    EXPECT_EQ(k->spill_store_bytes, 0) << c.kernel << "\n" << m.log;
+  }
+  EXPECT_EQ(m.log.find("C7511"), std::string::npos) << m.log;
 }
 
 TEST(Nvrtc, EachDeviceHeaderCompilesAlone) {

@@ -46,7 +46,8 @@ TEST(DeviceHeaders, EmbedEverySourceHeaderExactly) {
   }
   EXPECT_EQ(embedded, on_disk);
   EXPECT_EQ(embedded, (std::set<std::string>{"cp_async.cuh", "ids.cuh", "ldmatrix.cuh", "math.cuh",
-                                             "mma.cuh", "shuffle.cuh", "types.cuh"}));
+                                             "mbarrier.cuh", "mma.cuh", "shuffle.cuh",
+                                             "smem_desc.cuh", "types.cuh", "wgmma.cuh"}));
 }
 
 TEST(DeviceHeaders, HashIsStableAndCoversTheHeaders) {

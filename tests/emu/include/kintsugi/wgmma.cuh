@@ -1,0 +1,61 @@
+// \file wgmma.cuh
+// wgmma.mma_async m64nNk16 (shared-memory and register A forms), its fence, commit and wait, and
+// fence.proxy.async (kemu::wgmma_*): the product is computed when a wait retires its group, from
+// shared memory as the asynchronous proxy sees it.
+// Emulated for tests/emu (kintsugi_emu.h): the functions of src/target/cuda/device/wgmma.cuh, same
+// signatures, computing what the instructions compute.
+#pragma once
+
+#include "kintsugi/types.cuh"
+
+namespace kintsugi::device {
+
+inline void wgmma_fence() {}
+inline void wgmma_commit_group() {
+  ::kemu::wgmma_commit();
+}
+template <int Pending>
+inline void wgmma_wait_group() {
+  static_assert(Pending >= 0 && Pending <= 8, "wgmma.wait_group takes 0 to 8 pending groups");
+  ::kemu::wgmma_wait(size_t(Pending));
+}
+inline void fence_proxy_async() {
+  ::kemu::fence_proxy_async();
+}
+
+// NAME_ss<TransA, TransB>(d, desc_a, desc_b, accumulate) and NAME_rs<TransB>(d, a, desc_b,
+// accumulate) for a 64 x N tile.
+#define KINTSUGI_WGMMA(NAME, N, BF16)                                                     \
+  template <int TransA, int TransB>                                                       \
+  inline void NAME##_ss(float(&d)[N / 2], u64 desc_a, u64 desc_b, u32 accumulate) {       \
+    ::kemu::WgmmaOp op;                                                                   \
+    op.n = N;                                                                             \
+    op.bf16 = BF16;                                                                       \
+    op.trans_a = TransA != 0;                                                             \
+    op.trans_b = TransB != 0;                                                             \
+    op.desc_a = desc_a;                                                                   \
+    op.desc_b = desc_b;                                                                   \
+    op.accumulate = accumulate != 0;                                                      \
+    ::kemu::wgmma_issue(op, d, nullptr);                                                  \
+  }                                                                                       \
+  template <int TransB>                                                                   \
+  inline void NAME##_rs(float(&d)[N / 2], const u32(&a)[4], u64 desc_b, u32 accumulate) { \
+    ::kemu::WgmmaOp op;                                                                   \
+    op.n = N;                                                                             \
+    op.bf16 = BF16;                                                                       \
+    op.trans_b = TransB != 0;                                                             \
+    op.a_in_registers = true;                                                             \
+    op.desc_b = desc_b;                                                                   \
+    op.accumulate = accumulate != 0;                                                      \
+    ::kemu::wgmma_issue(op, d, a);                                                        \
+  }
+
+KINTSUGI_WGMMA(wgmma_m64n64k16_f16, 64, false)
+KINTSUGI_WGMMA(wgmma_m64n64k16_bf16, 64, true)
+KINTSUGI_WGMMA(wgmma_m64n128k16_f16, 128, false)
+KINTSUGI_WGMMA(wgmma_m64n128k16_bf16, 128, true)
+KINTSUGI_WGMMA(wgmma_m64n256k16_f16, 256, false)
+KINTSUGI_WGMMA(wgmma_m64n256k16_bf16, 256, true)
+#undef KINTSUGI_WGMMA
+
+}  // namespace kintsugi::device
