@@ -4,8 +4,9 @@
 // with a reason instead of hanging (a barrier some threads never reach, a partial-mask shuffle,
 // a shared access outside the CTA's dynamic shared memory). Hopper: wgmma tiles of every shape,
 // swizzle and operand form against a CPU matmul (the device code the gpu tier runs on the H200,
-// wgmma_cases.h), and the mistakes they must expose: operands placed without their swizzle, a
-// missing proxy fence, an mbarrier waited on with the wrong phase bit, a wait nothing completes.
+// wgmma_cases.h), a tile of scores loaded by TMA (tma_cases.h), and the mistakes they must
+// expose: operands placed without their swizzle, a missing proxy fence, an mbarrier waited on with
+// the wrong phase bit, bytes not announced to it, a wait nothing completes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "Emulator.h"
 #include "support/Error.h"
+#include "tma_cases.h"
 #include "wgmma_cases.h"
 
 using namespace kintsugi;
@@ -294,4 +296,53 @@ extern "C" __global__ void k(KsArgs, int*) {
   EXPECT_NE(why.find("no barrier can complete: 64 threads waiting on an mbarrier"),
             std::string::npos)
       << why;
+}
+
+namespace {
+
+// The TMA scores tile (tma_cases.h) on the emulator with `flags`; returns D, or the emulator's
+// complaint in *why.
+std::vector<float> run_tma(unsigned flags, std::string* why) {
+  static const emu::EmulatedModule m(std::string(kPreamble) + test::tma::kSource + R"(
+extern "C" __global__ void tma_scores_kernel(KsArgs a, int*) {
+  tma_scores((const TensorMap*)a.bufs[0], (const TensorMap*)a.bufs[1], (const float*)a.bufs[2],
+             (float*)a.bufs[3], (u32)a.sizes[0], (u32)a.sizes[1]);
+}
+)");
+  test::tma::Inputs in = test::tma::inputs();
+  const cuda::TensorMapSpec q = test::tma::spec(in.q16.data(), test::tma::kQRows),
+                            k = test::tma::spec(in.k16.data(), test::tma::kKeys);
+  EXPECT_EQ(cuda::tensor_map_unaddressable(q), "");
+  cuda::TensorMap mq = test::tma::emulated(q), mk = test::tma::emulated(k);
+  std::vector<float> d(64 * 64, -1.f);
+  cuda::KsArgs a = args_of({&mq, &mk, in.c.data(), d.data()});
+  a.sizes[0] = test::tma::kRow0;
+  a.sizes[1] = flags;
+  int err = 0;
+  try {
+    m.launch("tma_scores_kernel", a, &err, 1, 128, test::tma::kSharedBytes);
+  } catch (const InternalError& e) {
+    *why = e.what();
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST(EmulatorSelf, TmaLoadsFeedWgmma) {
+  std::string why;
+  std::vector<float> d = run_tma(0, &why);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(test::wgmma::mismatches(d, test::tma::reference(test::tma::inputs())), 0);
+}
+
+// A wait on the wrong phase bit, or an arrival that does not announce the copies' bytes, passes
+// before the copies land: the tile is read stale.
+TEST(EmulatorSelf, TmaWrongPhaseBitOrBytesNotAnnouncedAreExposed) {
+  const std::vector<float> want = test::tma::reference(test::tma::inputs());
+  for (unsigned flags : {1u, 2u}) {
+    std::string why;
+    std::vector<float> d = run_tma(flags, &why);
+    EXPECT_TRUE(!why.empty() || test::wgmma::mismatches(d, want) > 0) << flags;
+  }
 }

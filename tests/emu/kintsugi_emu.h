@@ -26,7 +26,11 @@
 // address, as the hardware applies them) or from registers, computed when a wgmma.wait_group
 // retires its group (so an operand overwritten before the wait, or an accumulator read before it,
 // shows); and the asynchronous proxy: wgmma reads shared memory as it stood at the last
-// fence.proxy.async, so a tile that threads wrote and did not fence is read stale.
+// fence.proxy.async, so a tile that threads wrote and did not fence is read stale. TMA tensor
+// loads (the maps of emulated_tensor_map.h) land as late as they may: when every thread that
+// waits spins and nothing else moves, the oldest copy lands and signals its bytes to its
+// mbarrier, so a wait that passes before its copy (a wrong phase bit, bytes not announced) reads
+// stale shared memory; a copy still in flight when its CTA ends is reported.
 //
 // Invariant established: a kernel either runs to completion with every thread reaching every
 // barrier its CTA and warp reach, or the launch reports why not (a barrier some threads never
@@ -42,10 +46,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "emulated_tensor_map.h"
 
 #define __global__
 #define __device__
@@ -92,6 +99,14 @@ struct WgmmaOp {
   unsigned issued = 0;  // threads that issued it
 };
 
+// A TMA tensor load in flight: its destination, map, box coordinates and mbarrier.
+struct BulkCopy {
+  uint32_t dst;
+  const kemu_map::EmulatedTensorMap* map;
+  int64_t at[5];
+  uint32_t bar;
+};
+
 // A warpgroup's wgmma instructions in issue order, the group boundaries its commits set (the issue
 // count at each), and how many groups have been computed.
 struct Warpgroup {
@@ -125,7 +140,8 @@ struct State {
   std::vector<unsigned char> async_view;   // shared memory as the asynchronous proxy sees it
   std::map<uint32_t, Mbarrier> mbarriers;  // by shared-window address
   std::vector<Warpgroup> warpgroups;
-  uint64_t progress = 0;  // events that can let a spinning wait succeed
+  std::vector<BulkCopy> bulk;  // TMA loads in flight, oldest first
+  uint64_t progress = 0;       // events that can let a spinning wait succeed
   std::string error;
   void (*body)(void*) = nullptr;
   void* body_context = nullptr;
@@ -185,6 +201,36 @@ inline void land(const Copy& c) {
   std::memset(s.smem + c.dst + n, 0, c.bytes - n);
 }
 
+inline void mbarrier_complete_tx(uint32_t bar, uint32_t bytes);
+
+// Lands TMA copy `c`: the box, zeros outside the tensor, densely in shared memory (and in the
+// asynchronous proxy's view) in its map's swizzle, then its bytes signalled to its mbarrier.
+inline void land_bulk(const BulkCopy& c) {
+  State& s = state();
+  const kemu_map::EmulatedTensorMap& m = *c.map;
+  uint64_t count = 1;
+  for (uint32_t d = 0; d < m.rank; ++d) count *= m.box[d];
+  for (uint64_t e = 0; e < count; ++e) {
+    uint64_t rest = e, source = m.address;
+    bool inside = true;
+    for (uint32_t d = 0; d < m.rank; ++d) {
+      const int64_t at = c.at[d] + int64_t(rest % m.box[d]);
+      rest /= m.box[d];
+      inside = inside && at >= 0 && uint64_t(at) < m.dims[d];
+      source += uint64_t(at) * m.strides[d];
+    }
+    uint32_t to = c.dst + uint32_t(e * m.element_bytes);
+    if (m.swizzle_bytes) to ^= ((to >> 7) & (m.swizzle_bytes / 16 - 1)) << 4;
+    unsigned char* out = s.smem + to;
+    if (inside)
+      std::memcpy(out, reinterpret_cast<const void*>(source), m.element_bytes);
+    else
+      std::memset(out, 0, m.element_bytes);
+    std::memcpy(s.async_view.data() + to, out, m.element_bytes);
+  }
+  mbarrier_complete_tx(c.bar, uint32_t(count * m.element_bytes));
+}
+
 inline void fiber_main() {
   State& s = state();
   s.body(s.body_context);
@@ -214,6 +260,7 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
   for (unsigned b = 0; b < grid && s.error.empty(); ++b) {
     s.block = Dim3{b, 0, 0};
     s.mbarriers.clear();
+    s.bulk.clear();
     s.warpgroups.assign((threads + 127) / 128, Warpgroup{});
     for (unsigned t = 0; t < threads; ++t) {
       Fiber& f = s.fibers[t];
@@ -264,7 +311,17 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
         cta = cta && f.wait == Wait::Cta;
         spinning = spinning || f.wait == Wait::Spin;
       }
-      if (all_done) break;
+      if (all_done) {
+        if (!s.bulk.empty())
+          s.error = "block " + std::to_string(b) + ": " + std::to_string(s.bulk.size()) +
+                    " TMA copies still in flight when the CTA exited";
+        break;
+      }
+      if (!released && spinning && s.progress == progress && !s.bulk.empty()) {
+        land_bulk(s.bulk.front());
+        s.bulk.erase(s.bulk.begin());
+        continue;
+      }
       if (cta) {
         for (Fiber& f : s.fibers) f.wait = Wait::Runnable;
         released = true;
@@ -446,6 +503,29 @@ inline bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
   const bool done = (mbarrier_at(bar, "mbarrier.try_wait.parity").phase & 1u) != parity;
   if (!done) block_at(Wait::Spin);
   return done;
+}
+
+// --- TMA
+
+inline void tma_load(uint32_t dst, const void* map, uint32_t bar,
+                     std::initializer_list<int32_t> coordinates) {
+  const auto* m = static_cast<const kemu_map::EmulatedTensorMap*>(map);
+  if (m->magic != kemu_map::kMagic) fail("cp.async.bulk.tensor with a tensor map not encoded");
+  if (coordinates.size() != m->rank)
+    fail("a " + std::to_string(coordinates.size()) + "-D cp.async.bulk.tensor on a " +
+         std::to_string(m->rank) + "-D tensor map");
+  uint64_t bytes = m->element_bytes;
+  for (uint32_t d = 0; d < m->rank; ++d) bytes *= m->box[d];
+  shared_offset(dst, uint32_t(bytes), "cp.async.bulk.tensor");
+  const uint32_t repeat = m->swizzle_bytes ? 8 * m->swizzle_bytes : 128;
+  if (dst % repeat != 0)
+    fail("cp.async.bulk.tensor to shared address " + std::to_string(dst) + ", not a multiple of " +
+         std::to_string(repeat) + " bytes");
+  mbarrier_at(bar, "cp.async.bulk.tensor's mbarrier");
+  BulkCopy c{dst, m, {}, bar};
+  size_t d = 0;
+  for (int32_t x : coordinates) c.at[d++] = x;
+  state().bulk.push_back(c);
 }
 
 // --- wgmma

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../emu/tma_cases.h"
 #include "../emu/wgmma_cases.h"
 #include "target/cuda/DeviceHeaders.h"
 #include "target/cuda/Nvrtc.h"
@@ -111,10 +112,12 @@ const std::vector<std::string> kPrimitivePtx = {
 const char* kEveryHopperPrimitive = R"(
 #include "kintsugi/mbarrier.cuh"
 #include "kintsugi/smem_desc.cuh"
+#include "kintsugi/tma.cuh"
 #include "kintsugi/wgmma.cuh"
 using namespace kintsugi::device;
 
-extern "C" __global__ void __launch_bounds__(128) every_hopper_primitive(float* out, u32 parity) {
+extern "C" __global__ void __launch_bounds__(128)
+    every_hopper_primitive(float* out, u32 parity, const __grid_constant__ TensorMap map) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const u32 base = smem_addr(smem), bar = base + 65536;
   if (threadIdx.x == 0) {
@@ -122,8 +125,14 @@ extern "C" __global__ void __launch_bounds__(128) every_hopper_primitive(float* 
     fence_mbarrier_init();
   }
   __syncthreads();
-  if (threadIdx.x == 0) mbarrier_arrive_expect_tx(bar, 0);
-  else mbarrier_arrive(bar);
+  if (threadIdx.x == 0) {
+    mbarrier_arrive_expect_tx(bar, 3 * 4096);
+    tma_load_2d(base, &map, bar, 0, 1);
+    tma_load_3d(base + 4096, &map, bar, 0, 1, 2);
+    tma_load_4d(base + 8192, &map, bar, 0, 1, 2, 3);
+  } else {
+    mbarrier_arrive(bar);
+  }
   while (!mbarrier_try_wait_parity(bar, parity)) {
   }
   fence_proxy_async();
@@ -153,6 +162,9 @@ const std::vector<std::string> kHopperPtx = {
     "mbarrier.arrive.shared::cta.b64",
     "mbarrier.arrive.expect_tx.shared::cta.b64",
     "mbarrier.try_wait.parity.shared::cta.b64",
+    "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+    "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+    "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
     "fence.proxy.async.shared::cta",
     "wgmma.fence.sync.aligned",
     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
@@ -233,6 +245,19 @@ TEST(Nvrtc, WgmmaCasesCompileForSm90a) {
     ASSERT_NE(k, nullptr) << c.kernel << "\n" << m.log;
     EXPECT_EQ(k->spill_store_bytes, 0) << c.kernel << "\n" << m.log;
   }
+  EXPECT_EQ(m.log.find("C7511"), std::string::npos) << m.log;
+}
+
+// The TMA scores tile the gpu tier runs (tests/emu/tma_cases.h) compiles for sm_90a: the 2-D
+// tensor load reaches the PTX, the accumulators stay in registers.
+TEST(Nvrtc, TmaCaseCompilesForSm90a) {
+  CompiledModule m = compile_cuda(test::tma::device_source(), "tma_cases.cu", "sm_90a", uncached());
+  EXPECT_NE(m.ptx.find("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
+                       "::bytes"),
+            std::string::npos);
+  const FunctionResources* k = m.resources.find("tma_scores_kernel");
+  ASSERT_NE(k, nullptr) << m.log;
+  EXPECT_EQ(k->spill_store_bytes, 0) << m.log;
   EXPECT_EQ(m.log.find("C7511"), std::string::npos) << m.log;
 }
 

@@ -45,9 +45,10 @@ TEST(DeviceHeaders, EmbedEverySourceHeaderExactly) {
     EXPECT_EQ(h.contents.rfind("// \\file " + file, 0), 0u) << name << " lacks its header comment";
   }
   EXPECT_EQ(embedded, on_disk);
-  EXPECT_EQ(embedded, (std::set<std::string>{"cp_async.cuh", "ids.cuh", "ldmatrix.cuh", "math.cuh",
-                                             "mbarrier.cuh", "mma.cuh", "shuffle.cuh",
-                                             "smem_desc.cuh", "types.cuh", "wgmma.cuh"}));
+  EXPECT_EQ(embedded,
+            (std::set<std::string>{"cp_async.cuh", "ids.cuh", "ldmatrix.cuh", "math.cuh",
+                                   "mbarrier.cuh", "mma.cuh", "shuffle.cuh", "smem_desc.cuh",
+                                   "tma.cuh", "types.cuh", "wgmma.cuh"}));
 }
 
 TEST(DeviceHeaders, HashIsStableAndCoversTheHeaders) {

@@ -87,6 +87,9 @@ struct Api {
   CUresult (*cuEventDestroy)(Handle);
   CUresult (*cuGetErrorName)(CUresult, const char**);
   CUresult (*cuGetErrorString)(CUresult, const char**);
+  // Optional (CUDA 12 and later): nullptr when the driver has no TMA.
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*,
+                                     const uint32_t*, const uint32_t*, int, int, int, int);
 };
 
 // "CUDA_ERROR_X (description)" for a driver result.
@@ -153,6 +156,8 @@ Api load() {
   resolve(api.cuGetErrorName, {"cuGetErrorName"});
   resolve(api.cuGetErrorString, {"cuGetErrorString"});
   if (!api.failure.empty()) return api;
+  api.cuTensorMapEncodeTiled = reinterpret_cast<decltype(api.cuTensorMapEncodeTiled)>(
+      dlsym(library, "cuTensorMapEncodeTiled"));
   if (CUresult r = api.cuInit(0); r != kSuccess) {
     api.failure = "cuInit failed: " + describe(api, r);
     return api;
@@ -230,6 +235,65 @@ bool driver_available(std::string* why) {
 
 std::string DeviceInfo::arch() const {
   return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + (cc_major >= 9 ? "a" : "");
+}
+
+std::string tensor_map_unaddressable(const TensorMapSpec& spec) {
+  const size_t rank = spec.dims.size();
+  const int bytes = dtype_bytes(spec.element);
+  const bool typed = spec.element == DType::F16 || spec.element == DType::BF16 ||
+                     spec.element == DType::F32 || bytes == 1;
+  if (!typed) return std::string("TMA does not copy ") + dtype_name(spec.element) + " elements";
+  if (rank < 1 || rank > 5) return "TMA addresses 1 to 5 dimensions, not " + std::to_string(rank);
+  if (spec.strides.size() != rank - 1 || spec.box.size() != rank)
+    return "a tensor map needs a stride for each dimension after the first and a box extent for "
+           "each dimension";
+  if (spec.address % 16 != 0) return "the tensor's address is not a multiple of 16 bytes";
+  for (size_t d = 0; d < rank; ++d) {
+    if (spec.dims[d] == 0 || spec.dims[d] > (uint64_t(1) << 32))
+      return "extent " + std::to_string(spec.dims[d]) + " of dimension " + std::to_string(d) +
+             " is outside 1 to 2^32";
+    if (spec.box[d] == 0 || spec.box[d] > 256)
+      return "box extent " + std::to_string(spec.box[d]) + " of dimension " + std::to_string(d) +
+             " is outside 1 to 256";
+  }
+  for (size_t d = 0; d + 1 < rank; ++d)
+    if (spec.strides[d] % 16 != 0 || spec.strides[d] >= (uint64_t(1) << 40))
+      return "stride " + std::to_string(spec.strides[d]) + " bytes of dimension " +
+             std::to_string(d + 1) + " is not a multiple of 16 below 2^40";
+  const uint64_t inner = uint64_t(spec.box[0]) * uint64_t(bytes);
+  if (inner % 16 != 0)
+    return "the box's innermost extent, " + std::to_string(inner) +
+           " bytes, is not a multiple of 16";
+  const uint64_t width = spec.swizzle == TensorMapSwizzle::B128  ? 128
+                         : spec.swizzle == TensorMapSwizzle::B64 ? 64
+                         : spec.swizzle == TensorMapSwizzle::B32 ? 32
+                                                                 : 0;
+  if (width && inner > width)
+    return "the box's innermost extent, " + std::to_string(inner) + " bytes, exceeds the " +
+           std::to_string(width) + "-byte swizzle";
+  return "";
+}
+
+TensorMap encode_tensor_map(const TensorMapSpec& spec) {
+  const std::string why = tensor_map_unaddressable(spec);
+  internal_assert(why.empty()) << "encode_tensor_map: " << why;
+  const Api& a = require_driver();
+  if (!a.cuTensorMapEncodeTiled)
+    arg_error << "the CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 or later)";
+  // CUtensorMapDataType: UINT8 0, FLOAT16 6, FLOAT32 7, BFLOAT16 9 (1-byte types travel as bytes).
+  const int type = spec.element == DType::F16    ? 6
+                   : spec.element == DType::F32  ? 7
+                   : spec.element == DType::BF16 ? 9
+                                                 : 0;
+  const std::vector<uint32_t> element_strides(spec.dims.size(), 1);
+  TensorMap map;
+  // No interleave (0), L2 promotion of 128 bytes (2), out-of-bounds elements zero (0).
+  check(a.cuTensorMapEncodeTiled(map.bytes, type, unsigned(spec.dims.size()),
+                                 reinterpret_cast<void*>(spec.address), spec.dims.data(),
+                                 spec.strides.data(), spec.box.data(), element_strides.data(), 0,
+                                 static_cast<int>(spec.swizzle), 2, 0),
+        "cuTensorMapEncodeTiled");
+  return map;
 }
 
 const DeviceInfo& device() {

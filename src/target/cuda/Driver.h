@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/DType.h"
 #include "support/Error.h"
 
 namespace kintsugi::cuda {
@@ -97,6 +98,37 @@ struct DeviceInfo {
 
 // Device 0. Throws RuntimeArgError when !driver_available().
 const DeviceInfo& device();
+
+// A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), passed to a kernel by value
+// as a __grid_constant__ parameter; cp.async.bulk.tensor takes its address.
+struct alignas(64) TensorMap {
+  unsigned char bytes[128] = {};
+};
+
+// The shared-memory swizzle of the boxes a tensor map copies (CUtensorMapSwizzle's values).
+enum class TensorMapSwizzle : int { None = 0, B32 = 1, B64 = 2, B128 = 3 };
+
+// A tiled tensor map over a global tensor: element type (f16, bf16, f32, or a 1-byte type copied
+// as bytes), its address
+// (16-byte aligned), extents innermost first (1 to 5 dimensions), the byte strides of dimensions
+// 1 and up (multiples of 16), the box a copy moves (innermost first, 1 to 256 elements each, the
+// innermost a multiple of 16 bytes and, swizzled, at most the swizzle's width), and the swizzle.
+// Elements of a box outside the tensor are copied as zeros.
+struct TensorMapSpec {
+  DType element = DType::F16;
+  uint64_t address = 0;
+  std::vector<uint64_t> dims, strides;
+  std::vector<uint32_t> box;
+  TensorMapSwizzle swizzle = TensorMapSwizzle::None;
+};
+
+// Why TMA cannot address `spec` (the first rule above it breaks), or "" when it can: a caller
+// falls back to copies by threads for such a tensor.
+std::string tensor_map_unaddressable(const TensorMapSpec& spec);
+
+// The tensor map of `spec` (cuTensorMapEncodeTiled), which must be addressable. Throws
+// RuntimeArgError when !driver_available() or the driver has no TMA (before CUDA 12).
+TensorMap encode_tensor_map(const TensorMapSpec& spec);
 
 // Waits until all work on the device has finished (cuCtxSynchronize).
 void synchronize();

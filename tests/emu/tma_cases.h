@@ -1,0 +1,147 @@
+// \file tma_cases.h
+// Scores of one tile loaded by TMA: D (64 x 64) = Q[row0 : row0 + 64, :] K^T + C with a head
+// dimension of 64, Q and K boxes of 64 x 64 f16 landing in the 128-byte swizzle on one mbarrier,
+// then four wgmma k-steps that advance their descriptors 32 bytes along each swizzled row. Q has
+// 80 rows and the box starts at row 64, so 48 of its rows lie outside the tensor and land as
+// zeros. The same device code runs on the emulator (its self-test) and on a Hopper GPU (the gpu
+// tier), which checks there the TMA layout, the zero fill and the descriptor steps the emulator
+// assumes. Flags: bit 0 waits on the wrong phase bit, bit 1 arrives without announcing the bytes
+// (both must give stale tiles on the emulator).
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emulated_tensor_map.h"
+#include "target/cuda/Driver.h"
+
+namespace kintsugi::test::tma {
+
+constexpr unsigned kQRows = 80, kRow0 = 64, kKeys = 64, kDim = 64;
+constexpr unsigned kSharedBytes = 16384 + 64 + 1024;
+
+// Device code: tma_scores(mq, mk, C, D, row0, flags). A harness adds its __global__ wrapper.
+inline const char* kSource = R"(
+#include "kintsugi/math.cuh"
+#include "kintsugi/mbarrier.cuh"
+#include "kintsugi/smem_desc.cuh"
+#include "kintsugi/tma.cuh"
+#include "kintsugi/wgmma.cuh"
+using namespace kintsugi::device;
+
+__device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const float* C, float* D,
+                           u32 row0, u32 flags) {
+  extern __shared__ __align__(128) unsigned char ks_smem[];
+  const u32 base = smem_addr(ks_smem) + (1024 - smem_addr(ks_smem) % 1024) % 1024;
+  const u32 sq = base, sk = base + 8192, bar = base + 16384;
+  const u32 t = threadIdx.x, w = t / 32, g = (t % 32) / 4, q = t % 4;
+  if (t == 0) {
+    mbarrier_init(bar, 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (t == 0) {
+    if (flags & 2u) {
+      mbarrier_arrive(bar);
+    } else {
+      mbarrier_arrive_expect_tx(bar, 2 * 64 * 64 * 2);
+    }
+    tma_load_2d(sq, mq, bar, 0, i32(row0));
+    tma_load_2d(sk, mk, bar, 0, 0);
+  }
+  while (!mbarrier_try_wait_parity(bar, flags & 1u)) {
+  }
+  float d[32];
+  for (u32 i = 0; i < 32; ++i)
+    d[i] = C[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)];
+  wgmma_fence();
+  for (u32 kk = 0; kk < 4; ++kk)
+    wgmma_m64n64k16_f16_ss<0, 0>(d, smem_descriptor(sq + 32 * kk, 16, 1024, kSwizzle128B),
+                                 smem_descriptor(sk + 32 * kk, 16, 1024, kSwizzle128B), 1);
+  wgmma_commit_group();
+  wgmma_wait_group<0>();
+  for (u32 i = 0; i < 32; ++i)
+    D[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)] = d[i];
+}
+)";
+
+// The kernel in the GPU's ABI: tma_scores_kernel(mq, mk, C, D, row0, flags), the maps by value.
+inline std::string device_source() {
+  return std::string(kSource) + R"(
+extern "C" __global__ void tma_scores_kernel(const __grid_constant__ TensorMap mq,
+                                             const __grid_constant__ TensorMap mk, const float* C,
+                                             float* D, u32 row0, u32 flags) {
+  tma_scores(&mq, &mk, C, D, row0, flags);
+}
+)";
+}
+
+// The tensor map of a row-major f16 matrix of `rows` x kDim at `address`, boxes of 64 x kDim in
+// the 128-byte swizzle.
+inline cuda::TensorMapSpec spec(const void* address, unsigned rows) {
+  cuda::TensorMapSpec s;
+  s.element = DType::F16;
+  s.address = reinterpret_cast<uintptr_t>(address);
+  s.dims = {kDim, rows};
+  s.strides = {kDim * 2};
+  s.box = {kDim, 64};
+  s.swizzle = cuda::TensorMapSwizzle::B128;
+  return s;
+}
+
+// The emulator's encoding of `s` (emulated_tensor_map.h), for an addressable spec.
+inline cuda::TensorMap emulated(const cuda::TensorMapSpec& s) {
+  kemu_map::EmulatedTensorMap m{};
+  m.magic = kemu_map::kMagic;
+  m.rank = uint32_t(s.dims.size());
+  m.element_bytes = uint32_t(dtype_bytes(s.element));
+  m.swizzle_bytes = s.swizzle == cuda::TensorMapSwizzle::None ? 0 : 16u << int(s.swizzle);
+  m.address = s.address;
+  for (size_t d = 0; d < s.dims.size(); ++d) {
+    m.dims[d] = s.dims[d];
+    m.strides[d] = d == 0 ? m.element_bytes : s.strides[d - 1];
+    m.box[d] = s.box[d];
+  }
+  cuda::TensorMap map;
+  std::memcpy(map.bytes, &m, sizeof(m));
+  return map;
+}
+
+struct Inputs {
+  std::vector<float> q, k, c;            // Q (kQRows x kDim), K (kKeys x kDim), C (64 x 64)
+  std::vector<unsigned short> q16, k16;  // Q and K in f16
+};
+inline Inputs inputs() {
+  Inputs in{std::vector<float>(kQRows * kDim),
+            std::vector<float>(kKeys * kDim),
+            std::vector<float>(64 * 64),
+            {},
+            {}};
+  for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = float(int(i * 7 % 17) - 8) / 8;
+  for (size_t i = 0; i < in.k.size(); ++i) in.k[i] = float(int(i * 5 % 13) - 6) / 8;
+  for (size_t i = 0; i < in.c.size(); ++i) in.c[i] = float(i % 5);
+  // Multiples of 1/8 in [-1, 1]: exact in f16 (sign, exponent, the mantissa's top bits).
+  auto f16 = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) == 0) return static_cast<unsigned short>((u >> 16) & 0x8000u);
+    const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15;
+    return static_cast<unsigned short>(sign | (exp << 10) | ((u >> 13) & 0x3ffu));
+  };
+  for (float x : in.q) in.q16.push_back(f16(x));
+  for (float x : in.k) in.k16.push_back(f16(x));
+  return in;
+}
+
+// D = Q[kRow0 : kRow0 + 64] K^T + C, the rows of Q past its end zero; exact.
+inline std::vector<float> reference(const Inputs& in) {
+  std::vector<float> d(in.c);
+  for (unsigned r = 0; r < 64 && kRow0 + r < kQRows; ++r)
+    for (unsigned c = 0; c < 64; ++c)
+      for (unsigned k = 0; k < kDim; ++k)
+        d[r * 64 + c] += in.q[(kRow0 + r) * kDim + k] * in.k[c * kDim + k];
+  return d;
+}
+
+}  // namespace kintsugi::test::tma
