@@ -305,17 +305,18 @@ namespace {
 std::vector<float> run_tma(unsigned flags, std::string* why) {
   static const emu::EmulatedModule m(std::string(kPreamble) + test::tma::kSource + R"(
 extern "C" __global__ void tma_scores_kernel(KsArgs a, int*) {
-  tma_scores((const TensorMap*)a.bufs[0], (const TensorMap*)a.bufs[1], (const float*)a.bufs[2],
-             (float*)a.bufs[3], (u32)a.sizes[0], (u32)a.sizes[1]);
+  tma_scores((const TensorMap*)a.bufs[0], (const TensorMap*)a.bufs[1], (const TensorMap*)a.bufs[2],
+             (const float*)a.bufs[3], (u32)a.sizes[0], (u32)a.sizes[1]);
 }
 )");
   test::tma::Inputs in = test::tma::inputs();
   const cuda::TensorMapSpec q = test::tma::spec(in.q16.data(), test::tma::kQRows),
                             k = test::tma::spec(in.k16.data(), test::tma::kKeys);
   EXPECT_EQ(cuda::tensor_map_unaddressable(q), "");
-  cuda::TensorMap mq = test::tma::emulated(q), mk = test::tma::emulated(k);
   std::vector<float> d(64 * 64, -1.f);
-  cuda::KsArgs a = args_of({&mq, &mk, in.c.data(), d.data()});
+  cuda::TensorMap mq = test::tma::emulated(q), mk = test::tma::emulated(k),
+                  md = test::tma::emulated(test::tma::output_spec(d.data()));
+  cuda::KsArgs a = args_of({&mq, &mk, &md, in.c.data()});
   a.sizes[0] = test::tma::kRow0;
   a.sizes[1] = flags;
   int err = 0;
@@ -337,12 +338,50 @@ TEST(EmulatorSelf, TmaLoadsFeedWgmma) {
 }
 
 // A wait on the wrong phase bit, or an arrival that does not announce the copies' bytes, passes
-// before the copies land: the tile is read stale.
-TEST(EmulatorSelf, TmaWrongPhaseBitOrBytesNotAnnouncedAreExposed) {
+// before the copies land: the tile is read stale. A store of a tile the threads wrote, without a
+// proxy fence, stores it stale.
+TEST(EmulatorSelf, TmaWrongPhaseBitBytesNotAnnouncedOrMissingFenceAreExposed) {
   const std::vector<float> want = test::tma::reference(test::tma::inputs());
-  for (unsigned flags : {1u, 2u}) {
+  for (unsigned flags : {1u, 2u, 4u}) {
     std::string why;
     std::vector<float> d = run_tma(flags, &why);
     EXPECT_TRUE(!why.empty() || test::wgmma::mismatches(d, want) > 0) << flags;
   }
+}
+
+// Named barriers count their threads: two warps hand values to the other two with bar.arrive /
+// bar.sync over the whole CTA; a barrier over more threads than ever arrive is reported.
+TEST(EmulatorSelf, NamedBarriersCountTheirThreads) {
+  std::vector<int> out(128, -1);
+  EXPECT_EQ(complaint(R"(
+#include "kintsugi/ids.cuh"
+#include "kintsugi/warpgroup.cuh"
+extern "C" __global__ void k(KsArgs a, int*) {
+  extern __shared__ __align__(128) unsigned char ks_smem[];
+  volatile int* v = (volatile int*)ks_smem;
+  int* out = (int*)a.bufs[0];
+  const u32 t = threadIdx.x;
+  if (t < 64) {
+    v[t] = int(t) * 3;
+    bar_arrive(1, 128);
+  } else {
+    bar_sync(1, 128);
+    out[t] = v[t - 64];
+  }
+  if (t < 64) out[t] = elect_one() ? 1 : 0;
+}
+)",
+                      "k", 128, 256, {out.data()}),
+            "");
+  for (int t = 64; t < 128; ++t) EXPECT_EQ(out[size_t(t)], (t - 64) * 3) << t;
+  EXPECT_EQ(out[0] + out[1] + out[31], 1);    // one lane of warp 0
+  EXPECT_EQ(out[32] + out[33] + out[63], 1);  // and of warp 1
+  std::string why = complaint(R"(
+#include "kintsugi/ids.cuh"
+extern "C" __global__ void k(KsArgs, int*) {
+  if (threadIdx.x < 64) bar_sync(2, 96);
+}
+)",
+                              "k", 128, 0);
+  EXPECT_NE(why.find("64 threads at a named barrier"), std::string::npos) << why;
 }

@@ -30,7 +30,11 @@
 // loads (the maps of emulated_tensor_map.h) land as late as they may: when every thread that
 // waits spins and nothing else moves, the oldest copy lands and signals its bytes to its
 // mbarrier, so a wait that passes before its copy (a wrong phase bit, bytes not announced) reads
-// stale shared memory; a copy still in flight when its CTA ends is reported.
+// stale shared memory; a copy still in flight when its CTA ends is reported. TMA stores read
+// shared memory as the asynchronous proxy sees it when a bulk wait retires their group (a store
+// whose box threads wrote without a proxy fence, or rewrote before the wait, stores stale data).
+// Named barriers (bar.sync / bar.arrive over part of the CTA) count their threads; elect.sync
+// picks the lowest lane; setmaxnreg changes nothing here.
 //
 // Invariant established: a kernel either runs to completion with every thread reaching every
 // barrier its CTA and warp reach, or the launch reports why not (a barrier some threads never
@@ -77,7 +81,7 @@ struct Copy {  // a cp.async in flight
   uint32_t bytes, src_bytes;
 };
 
-enum class Wait { Runnable, Cta, Warp, Group, Spin, Done };
+enum class Wait { Runnable, Cta, Warp, Group, Named, Spin, Done };
 
 // An mbarrier: arrivals a phase, arrivals pending, bytes announced and not yet delivered, and the
 // number of completed phases (its parity is the phase bit).
@@ -107,6 +111,19 @@ struct BulkCopy {
   uint32_t bar;
 };
 
+// A TMA store issued and not yet performed: its map, source and box coordinates.
+struct BulkStore {
+  const kemu_map::EmulatedTensorMap* map;
+  uint32_t src;
+  int64_t at[5];
+};
+
+// A named barrier: the threads it expects this round, those arrived, the fibers waiting.
+struct NamedBarrier {
+  unsigned expected = 0, arrived = 0;
+  std::vector<struct Fiber*> waiting;
+};
+
 // A warpgroup's wgmma instructions in issue order, the group boundaries its commits set (the issue
 // count at each), and how many groups have been computed.
 struct Warpgroup {
@@ -124,6 +141,8 @@ struct Fiber {
   std::vector<Copy> open;                 // issued, not yet committed
   std::vector<std::vector<Copy>> groups;  // committed, oldest first
   size_t wgmma_issued = 0, wgmma_commits = 0;
+  std::vector<BulkStore> stores;                     // TMA stores since the last bulk commit
+  std::vector<std::vector<BulkStore>> store_groups;  // committed, oldest first
 };
 
 struct State {
@@ -141,7 +160,8 @@ struct State {
   std::map<uint32_t, Mbarrier> mbarriers;  // by shared-window address
   std::vector<Warpgroup> warpgroups;
   std::vector<BulkCopy> bulk;  // TMA loads in flight, oldest first
-  uint64_t progress = 0;       // events that can let a spinning wait succeed
+  NamedBarrier named[16];
+  uint64_t progress = 0;  // events that can let a spinning wait succeed
   std::string error;
   void (*body)(void*) = nullptr;
   void* body_context = nullptr;
@@ -203,32 +223,43 @@ inline void land(const Copy& c) {
 
 inline void mbarrier_complete_tx(uint32_t bar, uint32_t bytes);
 
+// Visits the box of map `m` at coordinates `at` that lies at shared address `smem`, element by
+// element: visit(shared address in the map's swizzle, global address, inside the tensor); returns
+// the box's bytes.
+template <class Visit>
+inline uint64_t walk_box(const kemu_map::EmulatedTensorMap& m, const int64_t* at, uint32_t smem,
+                         Visit visit) {
+  uint64_t count = 1;
+  for (uint32_t d = 0; d < m.rank; ++d) count *= m.box[d];
+  for (uint64_t e = 0; e < count; ++e) {
+    uint64_t rest = e, global = m.address;
+    bool inside = true;
+    for (uint32_t d = 0; d < m.rank; ++d) {
+      const int64_t x = at[d] + int64_t(rest % m.box[d]);
+      rest /= m.box[d];
+      inside = inside && x >= 0 && uint64_t(x) < m.dims[d];
+      global += uint64_t(x) * m.strides[d];
+    }
+    uint32_t shared = smem + uint32_t(e * m.element_bytes);
+    if (m.swizzle_bytes) shared ^= ((shared >> 7) & (m.swizzle_bytes / 16 - 1)) << 4;
+    visit(shared, global, inside);
+  }
+  return count * m.element_bytes;
+}
+
 // Lands TMA copy `c`: the box, zeros outside the tensor, densely in shared memory (and in the
 // asynchronous proxy's view) in its map's swizzle, then its bytes signalled to its mbarrier.
 inline void land_bulk(const BulkCopy& c) {
   State& s = state();
-  const kemu_map::EmulatedTensorMap& m = *c.map;
-  uint64_t count = 1;
-  for (uint32_t d = 0; d < m.rank; ++d) count *= m.box[d];
-  for (uint64_t e = 0; e < count; ++e) {
-    uint64_t rest = e, source = m.address;
-    bool inside = true;
-    for (uint32_t d = 0; d < m.rank; ++d) {
-      const int64_t at = c.at[d] + int64_t(rest % m.box[d]);
-      rest /= m.box[d];
-      inside = inside && at >= 0 && uint64_t(at) < m.dims[d];
-      source += uint64_t(at) * m.strides[d];
-    }
-    uint32_t to = c.dst + uint32_t(e * m.element_bytes);
-    if (m.swizzle_bytes) to ^= ((to >> 7) & (m.swizzle_bytes / 16 - 1)) << 4;
-    unsigned char* out = s.smem + to;
-    if (inside)
-      std::memcpy(out, reinterpret_cast<const void*>(source), m.element_bytes);
+  const uint32_t n = c.map->element_bytes;
+  const uint64_t bytes = walk_box(*c.map, c.at, c.dst, [&](uint32_t to, uint64_t from, bool in) {
+    if (in)
+      std::memcpy(s.smem + to, reinterpret_cast<const void*>(from), n);
     else
-      std::memset(out, 0, m.element_bytes);
-    std::memcpy(s.async_view.data() + to, out, m.element_bytes);
-  }
-  mbarrier_complete_tx(c.bar, uint32_t(count * m.element_bytes));
+      std::memset(s.smem + to, 0, n);
+    std::memcpy(s.async_view.data() + to, s.smem + to, n);
+  });
+  mbarrier_complete_tx(c.bar, uint32_t(bytes));
 }
 
 inline void fiber_main() {
@@ -261,6 +292,7 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
     s.block = Dim3{b, 0, 0};
     s.mbarriers.clear();
     s.bulk.clear();
+    for (NamedBarrier& n : s.named) n = NamedBarrier{};
     s.warpgroups.assign((threads + 127) / 128, Warpgroup{});
     for (unsigned t = 0; t < threads; ++t) {
       Fiber& f = s.fibers[t];
@@ -312,9 +344,15 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
         spinning = spinning || f.wait == Wait::Spin;
       }
       if (all_done) {
-        if (!s.bulk.empty())
+        size_t stores = 0;
+        for (const Fiber& f : s.fibers) {
+          stores += f.stores.size();
+          for (const std::vector<BulkStore>& g : f.store_groups) stores += g.size();
+        }
+        if (!s.bulk.empty() || stores)
           s.error = "block " + std::to_string(b) + ": " + std::to_string(s.bulk.size()) +
-                    " TMA copies still in flight when the CTA exited";
+                    " TMA loads and " + std::to_string(stores) +
+                    " TMA stores still in flight when the CTA exited";
         break;
       }
       if (!released && spinning && s.progress == progress && !s.bulk.empty()) {
@@ -332,10 +370,11 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
                                " at __syncthreads",
                                " at a warp collective",
                                " at a warpgroup collective",
+                               " at a named barrier",
                                " waiting on an mbarrier",
                                " exited"};
         std::string where;
-        for (Wait w : {Wait::Cta, Wait::Warp, Wait::Group, Wait::Spin, Wait::Done}) {
+        for (Wait w : {Wait::Cta, Wait::Warp, Wait::Group, Wait::Named, Wait::Spin, Wait::Done}) {
           unsigned count = 0, first = 0;
           for (const Fiber& f : s.fibers)
             if (f.wait == w && count++ == 0) first = f.tid;
@@ -507,8 +546,12 @@ inline bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
 
 // --- TMA
 
-inline void tma_load(uint32_t dst, const void* map, uint32_t bar,
-                     std::initializer_list<int32_t> coordinates) {
+// The map of a cp.async.bulk.tensor at shared address `smem` with `coordinates` (into `at`),
+// checked: encoded, of the coordinates' rank, the box inside the CTA's shared memory at an address
+// aligned to the swizzle's repeat (128 bytes unswizzled).
+inline const kemu_map::EmulatedTensorMap* bulk_map(const void* map, uint32_t smem,
+                                                   std::initializer_list<int32_t> coordinates,
+                                                   int64_t* at) {
   const auto* m = static_cast<const kemu_map::EmulatedTensorMap*>(map);
   if (m->magic != kemu_map::kMagic) fail("cp.async.bulk.tensor with a tensor map not encoded");
   if (coordinates.size() != m->rank)
@@ -516,16 +559,83 @@ inline void tma_load(uint32_t dst, const void* map, uint32_t bar,
          std::to_string(m->rank) + "-D tensor map");
   uint64_t bytes = m->element_bytes;
   for (uint32_t d = 0; d < m->rank; ++d) bytes *= m->box[d];
-  shared_offset(dst, uint32_t(bytes), "cp.async.bulk.tensor");
+  shared_offset(smem, uint32_t(bytes), "cp.async.bulk.tensor");
   const uint32_t repeat = m->swizzle_bytes ? 8 * m->swizzle_bytes : 128;
-  if (dst % repeat != 0)
-    fail("cp.async.bulk.tensor to shared address " + std::to_string(dst) + ", not a multiple of " +
+  if (smem % repeat != 0)
+    fail("cp.async.bulk.tensor at shared address " + std::to_string(smem) + ", not a multiple of " +
          std::to_string(repeat) + " bytes");
-  mbarrier_at(bar, "cp.async.bulk.tensor's mbarrier");
-  BulkCopy c{dst, m, {}, bar};
   size_t d = 0;
-  for (int32_t x : coordinates) c.at[d++] = x;
+  for (int32_t x : coordinates) at[d++] = x;
+  return m;
+}
+
+inline void tma_load(uint32_t dst, const void* map, uint32_t bar,
+                     std::initializer_list<int32_t> coordinates) {
+  BulkCopy c{dst, nullptr, {}, bar};
+  c.map = bulk_map(map, dst, coordinates, c.at);
+  mbarrier_at(bar, "cp.async.bulk.tensor's mbarrier");
   state().bulk.push_back(c);
+}
+
+inline void tma_store(const void* map, uint32_t src, std::initializer_list<int32_t> coordinates) {
+  BulkStore b{nullptr, src, {}};
+  b.map = bulk_map(map, src, coordinates, b.at);
+  state().current->stores.push_back(b);
+}
+
+inline void bulk_commit() {
+  Fiber& f = *state().current;
+  f.store_groups.push_back(std::move(f.stores));
+  f.stores.clear();
+}
+
+// Performs the calling thread's oldest store groups until `pending` are left: each box read from
+// shared memory as the asynchronous proxy sees it now, written where it lies inside the tensor.
+inline void bulk_wait(size_t pending) {
+  State& s = state();
+  Fiber& f = *s.current;
+  while (f.store_groups.size() > pending) {
+    for (const BulkStore& b : f.store_groups.front())
+      walk_box(*b.map, b.at, b.src, [&](uint32_t from, uint64_t to, bool in) {
+        if (in)
+          std::memcpy(reinterpret_cast<void*>(to), s.async_view.data() + from,
+                      b.map->element_bytes);
+      });
+    f.store_groups.erase(f.store_groups.begin());
+  }
+}
+
+// --- named barriers, elect
+
+// Thread arrival at named barrier `id` counting `count` threads this round; the arrival that
+// completes the round releases the waiting threads; `wait`: the caller waits for it (bar.sync).
+inline void named_barrier(unsigned id, unsigned count, bool wait) {
+  State& s = state();
+  if (id >= 16) fail("a named barrier id above 15");
+  if (count == 0 || count % 32 != 0 || count > s.threads.x)
+    fail("a named barrier over " + std::to_string(count) +
+         " threads (a multiple of 32, at most the CTA's)");
+  NamedBarrier& n = s.named[id];
+  if (n.arrived == 0) n.expected = count;
+  if (n.expected != count)
+    fail("named barrier " + std::to_string(id) + " reached with " + std::to_string(count) +
+         " threads and with " + std::to_string(n.expected));
+  if (++n.arrived == n.expected) {
+    for (Fiber* f : n.waiting) f->wait = Wait::Runnable;
+    n = NamedBarrier{};
+    ++s.progress;
+    return;
+  }
+  if (!wait) return;
+  n.waiting.push_back(s.current);
+  block_at(Wait::Named);
+}
+
+// True in the lowest lane of the warp.
+inline bool elect_one() {
+  uint32_t in[1] = {0};
+  collective(in, 1, [] {});
+  return lane() == 0;
 }
 
 // --- wgmma

@@ -5,8 +5,9 @@
 // 80 rows and the box starts at row 64, so 48 of its rows lie outside the tensor and land as
 // zeros. The same device code runs on the emulator (its self-test) and on a Hopper GPU (the gpu
 // tier), which checks there the TMA layout, the zero fill and the descriptor steps the emulator
-// assumes. Flags: bit 0 waits on the wrong phase bit, bit 1 arrives without announcing the bytes
-// (both must give stale tiles on the emulator).
+// assumes. D leaves through shared memory and a TMA store (the epilogue's path). Flags: bit 0
+// waits on the wrong phase bit, bit 1 arrives without announcing the bytes, bit 2 stores D
+// without the proxy fence after the threads wrote it (each must give a wrong D on the emulator).
 #pragma once
 
 #include <cstring>
@@ -19,9 +20,10 @@
 namespace kintsugi::test::tma {
 
 constexpr unsigned kQRows = 80, kRow0 = 64, kKeys = 64, kDim = 64;
-constexpr unsigned kSharedBytes = 16384 + 64 + 1024;
+constexpr unsigned kSharedBytes = 32768 + 64 + 1024;
 
-// Device code: tma_scores(mq, mk, C, D, row0, flags). A harness adds its __global__ wrapper.
+// Device code: tma_scores(mq, mk, md, C, row0, flags), D through md. A harness adds its
+// __global__ wrapper.
 inline const char* kSource = R"(
 #include "kintsugi/math.cuh"
 #include "kintsugi/mbarrier.cuh"
@@ -30,11 +32,11 @@ inline const char* kSource = R"(
 #include "kintsugi/wgmma.cuh"
 using namespace kintsugi::device;
 
-__device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const float* C, float* D,
-                           u32 row0, u32 flags) {
+__device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const TensorMap* md,
+                           const float* C, u32 row0, u32 flags) {
   extern __shared__ __align__(128) unsigned char ks_smem[];
   const u32 base = smem_addr(ks_smem) + (1024 - smem_addr(ks_smem) % 1024) % 1024;
-  const u32 sq = base, sk = base + 8192, bar = base + 16384;
+  const u32 sq = base, sk = base + 8192, sd = base + 16384, bar = base + 32768;
   const u32 t = threadIdx.x, w = t / 32, g = (t % 32) / 4, q = t % 4;
   if (t == 0) {
     mbarrier_init(bar, 1);
@@ -61,18 +63,27 @@ __device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const float
                                  smem_descriptor(sk + 32 * kk, 16, 1024, kSwizzle128B), 1);
   wgmma_commit_group();
   wgmma_wait_group<0>();
+  float* D = reinterpret_cast<float*>(ks_smem + (sd - smem_addr(ks_smem)));
   for (u32 i = 0; i < 32; ++i)
     D[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)] = d[i];
+  if (!(flags & 4u)) fence_proxy_async();
+  __syncthreads();
+  if (t == 0) {
+    tma_store_2d(md, sd, 0, 0);
+    bulk_commit_group();
+    bulk_wait_group_read<0>();
+  }
 }
 )";
 
-// The kernel in the GPU's ABI: tma_scores_kernel(mq, mk, C, D, row0, flags), the maps by value.
+// The kernel in the GPU's ABI: tma_scores_kernel(mq, mk, md, C, row0, flags), the maps by value.
 inline std::string device_source() {
   return std::string(kSource) + R"(
 extern "C" __global__ void tma_scores_kernel(const __grid_constant__ TensorMap mq,
-                                             const __grid_constant__ TensorMap mk, const float* C,
-                                             float* D, u32 row0, u32 flags) {
-  tma_scores(&mq, &mk, C, D, row0, flags);
+                                             const __grid_constant__ TensorMap mk,
+                                             const __grid_constant__ TensorMap md, const float* C,
+                                             u32 row0, u32 flags) {
+  tma_scores(&mq, &mk, &md, C, row0, flags);
 }
 )";
 }
@@ -87,6 +98,17 @@ inline cuda::TensorMapSpec spec(const void* address, unsigned rows) {
   s.strides = {kDim * 2};
   s.box = {kDim, 64};
   s.swizzle = cuda::TensorMapSwizzle::B128;
+  return s;
+}
+
+// The tensor map of D, 64 x 64 f32, one box, unswizzled.
+inline cuda::TensorMapSpec output_spec(const void* address) {
+  cuda::TensorMapSpec s;
+  s.element = DType::F32;
+  s.address = reinterpret_cast<uintptr_t>(address);
+  s.dims = {64, 64};
+  s.strides = {64 * 4};
+  s.box = {64, 64};
   return s;
 }
 

@@ -113,6 +113,7 @@ const char* kEveryHopperPrimitive = R"(
 #include "kintsugi/mbarrier.cuh"
 #include "kintsugi/smem_desc.cuh"
 #include "kintsugi/tma.cuh"
+#include "kintsugi/warpgroup.cuh"
 #include "kintsugi/wgmma.cuh"
 using namespace kintsugi::device;
 
@@ -152,7 +153,19 @@ extern "C" __global__ void __launch_bounds__(128)
   for (int i = 0; i < 32; ++i) s += d64[i];
   for (int i = 0; i < 64; ++i) s += d128[i];
   for (int i = 0; i < 128; ++i) s += d256[i];
+  if (threadIdx.x < 64) {
+    setmaxnreg_dec<40>();
+  } else {
+    setmaxnreg_inc<232>();
+  }
   out[threadIdx.x] = s;
+  fence_proxy_async();
+  if (elect_one()) {
+    tma_store_2d(&map, base, 0, 1);
+    bulk_commit_group();
+    bulk_wait_group_read<0>();
+    bulk_wait_group<0>();
+  }
 }
 )";
 
@@ -173,6 +186,13 @@ const std::vector<std::string> kHopperPtx = {
     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
     "wgmma.commit_group.sync.aligned",
     "wgmma.wait_group.sync.aligned 0",
+    "setmaxnreg.dec.sync.aligned.u32 40",
+    "setmaxnreg.inc.sync.aligned.u32 232",
+    "elect.sync",
+    "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
+    "cp.async.bulk.commit_group",
+    "cp.async.bulk.wait_group.read 0",
+    "cp.async.bulk.wait_group 0",
 };
 
 NvrtcOptions uncached() {

@@ -48,7 +48,7 @@ TEST(DeviceHeaders, EmbedEverySourceHeaderExactly) {
   EXPECT_EQ(embedded,
             (std::set<std::string>{"cp_async.cuh", "ids.cuh", "ldmatrix.cuh", "math.cuh",
                                    "mbarrier.cuh", "mma.cuh", "shuffle.cuh", "smem_desc.cuh",
-                                   "tma.cuh", "types.cuh", "wgmma.cuh"}));
+                                   "tma.cuh", "types.cuh", "warpgroup.cuh", "wgmma.cuh"}));
 }
 
 TEST(DeviceHeaders, HashIsStableAndCoversTheHeaders) {

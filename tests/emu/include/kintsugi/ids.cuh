@@ -1,5 +1,5 @@
 // \file ids.cuh
-// Lane and warp ids, barriers (named barriers only over the whole CTA).
+// Lane and warp ids, barriers (named barriers counting their threads, kemu::named_barrier).
 // Emulated for tests/emu (kintsugi_emu.h): the functions of src/target/cuda/device/ids.cuh, same
 // signatures, computing what the instructions compute.
 #pragma once
@@ -14,12 +14,11 @@ inline u32 lane_id() {
 inline u32 warp_id() {
   return threadIdx.x / 32;
 }
-inline void bar_sync(u32, u32 nthreads) {
-  if (nthreads != blockDim.x) ::kemu::fail("bar.sync over part of the CTA is not emulated");
-  __syncthreads();
+inline void bar_sync(u32 id, u32 nthreads) {
+  ::kemu::named_barrier(id, nthreads, true);
 }
-inline void bar_arrive(u32, u32) {
-  ::kemu::fail("bar.arrive is not emulated");
+inline void bar_arrive(u32 id, u32 nthreads) {
+  ::kemu::named_barrier(id, nthreads, false);
 }
 inline void sync_threads() {
   __syncthreads();
