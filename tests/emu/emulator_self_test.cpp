@@ -4,9 +4,10 @@
 // with a reason instead of hanging (a barrier some threads never reach, a partial-mask shuffle,
 // a shared access outside the CTA's dynamic shared memory). Hopper: wgmma tiles of every shape,
 // swizzle and operand form against a CPU matmul (the device code the gpu tier runs on the H200,
-// wgmma_cases.h), a tile of scores loaded by TMA (tma_cases.h), and the mistakes they must
-// expose: operands placed without their swizzle, a missing proxy fence, an mbarrier waited on with
-// the wrong phase bit, bytes not announced to it, a wait nothing completes.
+// wgmma_cases.h), a tile of scores loaded by TMA (tma_cases.h), a warp-specialised two-stage
+// pipeline (ring_cases.h), and the mistakes they must expose: operands placed without their
+// swizzle, a missing proxy fence, an mbarrier waited on with the wrong phase bit, bytes not
+// announced to it, a wait nothing completes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "Emulator.h"
+#include "ring_cases.h"
 #include "support/Error.h"
 #include "tma_cases.h"
 #include "wgmma_cases.h"
@@ -384,4 +386,50 @@ extern "C" __global__ void k(KsArgs, int*) {
 )",
                               "k", 128, 0);
   EXPECT_NE(why.find("64 threads at a named barrier"), std::string::npos) << why;
+}
+
+namespace {
+
+// The pipeline of ring_cases.h on the emulator with `flags`; returns D, or the complaint in *why.
+std::vector<float> run_ring(unsigned flags, std::string* why) {
+  static const emu::EmulatedModule m(std::string(kPreamble) + test::ring::kSource + R"(
+extern "C" __global__ void ring_gemm_kernel(KsArgs a, int*) {
+  ring_gemm((const TensorMap*)a.bufs[0], (const TensorMap*)a.bufs[1], (const float*)a.bufs[2],
+            (float*)a.bufs[3], (u32)a.sizes[0]);
+}
+)");
+  test::ring::Inputs in = test::ring::inputs();
+  cuda::TensorMap ma = test::tma::emulated(test::tma::spec(in.a16.data(), test::ring::kRows)),
+                  mb = test::tma::emulated(test::tma::spec(in.b16.data(), test::ring::kRows));
+  std::vector<float> d(64 * 64, -1.f);
+  cuda::KsArgs a = args_of({&ma, &mb, in.c.data(), d.data()});
+  a.sizes[0] = flags;
+  int err = 0;
+  try {
+    m.launch("ring_gemm_kernel", a, &err, 1, 256, test::ring::kSharedBytes);
+  } catch (const InternalError& e) {
+    *why = e.what();
+  }
+  return d;
+}
+
+}  // namespace
+
+// Eight tiles through a two-stage ring: every stage is refilled only after the consumers handed
+// it back, and read only after its copies landed.
+TEST(EmulatorSelf, WarpSpecialisedRingPipeline) {
+  std::string why;
+  std::vector<float> d = run_ring(0, &why);
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(test::wgmma::mismatches(d, test::ring::reference(test::ring::inputs())), 0);
+}
+
+// The producer waiting on the empty barriers with the wrong phase bit: the pipeline stalls or
+// overwrites a stage in use, and the emulator shows it.
+TEST(EmulatorSelf, RingWrongPhaseBitIsExposed) {
+  std::string why;
+  std::vector<float> d = run_ring(1, &why);
+  EXPECT_TRUE(!why.empty() ||
+              test::wgmma::mismatches(d, test::ring::reference(test::ring::inputs())) > 0)
+      << why;
 }

@@ -130,6 +130,19 @@ inline cuda::TensorMap emulated(const cuda::TensorMapSpec& s) {
   return map;
 }
 
+// Multiples of 1/8 in [-1, 1] in f16 (exact: sign, exponent, the mantissa's top bits).
+inline std::vector<unsigned short> to_f16(const std::vector<float>& xs) {
+  std::vector<unsigned short> out;
+  for (float x : xs) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15;
+    out.push_back(static_cast<unsigned short>(
+        (u & 0x7fffffffu) == 0 ? sign : sign | (exp << 10) | ((u >> 13) & 0x3ffu)));
+  }
+  return out;
+}
+
 struct Inputs {
   std::vector<float> q, k, c;            // Q (kQRows x kDim), K (kKeys x kDim), C (64 x 64)
   std::vector<unsigned short> q16, k16;  // Q and K in f16
@@ -143,16 +156,8 @@ inline Inputs inputs() {
   for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = float(int(i * 7 % 17) - 8) / 8;
   for (size_t i = 0; i < in.k.size(); ++i) in.k[i] = float(int(i * 5 % 13) - 6) / 8;
   for (size_t i = 0; i < in.c.size(); ++i) in.c[i] = float(i % 5);
-  // Multiples of 1/8 in [-1, 1]: exact in f16 (sign, exponent, the mantissa's top bits).
-  auto f16 = [](float x) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) == 0) return static_cast<unsigned short>((u >> 16) & 0x8000u);
-    const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15;
-    return static_cast<unsigned short>(sign | (exp << 10) | ((u >> 13) & 0x3ffu));
-  };
-  for (float x : in.q) in.q16.push_back(f16(x));
-  for (float x : in.k) in.k16.push_back(f16(x));
+  in.q16 = to_f16(in.q);
+  in.k16 = to_f16(in.k);
   return in;
 }
 
