@@ -1,5 +1,6 @@
 // \file Fragments.h
-// The tensor-core layout of the CUDA back end (FragmentCodegen.cpp) and the maps it is built on.
+// The tensor-core layout of the CUDA back end (FragmentCodegen.cpp) and the maps it is built on
+// (Fragments.cpp).
 //
 // A kernel whose dots all have R rows (the grid instance's row tile) runs on R / 16 warps of one
 // m16 block, warp w owning rows [16 w, 16 w + 16), or, for R = 128, on four warps of two m16
@@ -39,6 +40,11 @@ struct AccumulatorLayout {
 // The lane xor distances that connect the lanes holding one row of an accumulator tile (the
 // partners of a row reduction), derived from AccumulatorLayout.
 std::vector<int> row_shuffle_masks();
+
+// The swizzle XORs a row's chunks with (row >> swizzle_shift) & (swizzle_span - 1):
+// swizzle_span(c) = gcd(c, 8) for c chunks a row, and 2^swizzle_shift = 8 / swizzle_span.
+int swizzle_span(int chunks_per_row);
+int swizzle_shift(int chunks_per_row);
 
 // The 16-byte chunk where logical chunk `chunk` of row `row` of a shared-memory tile with
 // `chunks_per_row` chunks a row is stored: XOR-swizzled so that the eight rows one ldmatrix

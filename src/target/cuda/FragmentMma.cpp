@@ -1,0 +1,212 @@
+// \file FragmentMma.cpp
+// The tensor-core writer's MMA atom: mma.sync m16n8k16 on the accumulator layout of Fragments.h,
+// A fragments packed from an accumulator or loaded by ldmatrix, B fragments by ldmatrix from a
+// staged tile, column-blocked for register pressure, accumulating onto an addend.
+//
+// Invariant established: a dot region computes the dot of the tile IR (and the slot-local
+// operations after it) exactly as the mma instruction rounds it.
+#include "target/cuda/FragmentWriter.h"
+
+namespace kintsugi::cuda::fragment {
+
+auto FragmentWriter::accumulation(const tile::TileBody& b, size_t first, size_t last)
+    -> std::optional<Accumulation> {
+  const TileOp& dot = b[first].op;
+  if (val(dot.args[0]).kind != Kind::Frag) return std::nullopt;
+  std::map<const TileOp*, size_t> at_index;
+  for (size_t i = first + 1; i < last; ++i) at_index[&b[i].op] = i;
+  Accumulation acc;
+  acc.keep.assign(static_cast<size_t>(2 * mblocks_), "true");
+  for (int cur = dot.result;;) {
+    auto users = users_.find(cur);
+    if (users == users_.end() || users->second.size() != 1 || !at_index.count(users->second[0]))
+      return std::nullopt;
+    const TileOp& u = *users->second[0];
+    if (u.kind != OpKind::Map || u.is_call) return std::nullopt;
+    acc.folded.insert(&u);
+    if (u.op == Op::Add) {
+      acc.sum = u.result;
+      acc.addend = u.args[0] == cur ? u.args[1] : u.args[0];
+      if (val(acc.addend).kind != Kind::Frag) return std::nullopt;
+      return acc;
+    }
+    if (u.op != Op::Select) return std::nullopt;
+    bool kept_when_true = u.args[1] == cur;
+    if (constant_value(kept_when_true ? u.args[2] : u.args[1]) != 0.0) return std::nullopt;
+    const Val& c = val(u.args[0]);
+    for (size_t h = 0; h < acc.keep.size(); ++h) {
+      std::string cond;
+      if (c.kind == Kind::Uniform)
+        cond = c.name;
+      else if (c.kind == Kind::RowBcast)
+        cond = val(c.row_source).name + "[" + std::to_string(h) + "]";
+      else if (known_true(u.args[0]) && kept_when_true)
+        continue;
+      else
+        return std::nullopt;
+      acc.keep[h] += std::string(" && ") + (kept_when_true ? "" : "!") + cond;
+    }
+    cur = u.result;
+  }
+}
+
+auto FragmentWriter::dot_region(const tile::TileBody& b, size_t first, size_t last) -> void {
+  const TileOp& o = b[first].op;
+  const Val& a = val(o.args[0]);
+  const Val& bv = val(o.args[1]);
+  const SmemTile& bt = tiles_[static_cast<size_t>(bv.tile)];
+  int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+  if (bt.computed >= 0) write_computed_tile(bt);
+  for (size_t i = first + 1; i < last; ++i) {
+    const TileOp& c = b[i].op;
+    if (c.result >= 0 && c.kind != OpKind::Read && hoistable(val(c.result).kind)) op(c);
+  }
+  std::optional<Accumulation> acc = accumulation(b, first, last);
+  // The operations computing the addend run in front of the mma of their block; the rest after.
+  std::set<const TileOp*> before;
+  if (acc) {
+    std::set<int> needed = {acc->addend};
+    for (size_t i = last - 1; i > first; --i) {
+      const TileOp& c = b[i].op;
+      if (c.result < 0 || !needed.count(c.result)) continue;
+      before.insert(&c);
+      needed.insert(c.args.begin(), c.args.end());
+    }
+  } else {
+    line(frag_decl("float", val(o.result).name, N) + " = {};");
+  }
+  const std::string& sum = val(acc ? acc->sum : o.result).name;
+  for (size_t i = first + 1; i < last; ++i) {
+    const TileOp& c = b[i].op;
+    if (c.result >= 0 && val(c.result).kind == Kind::Frag && c.kind != OpKind::Read &&
+        !(acc && acc->folded.count(&c) && c.result != acc->sum))
+      declare(val(c.result), c.type);
+  }
+  line("{");
+  ++indent_;
+  line("const u32 ks_b = " + stage_address(bt, stage_of(bt)) + ";");
+  if (a.kind == Kind::Frag) {
+    // The accumulator of columns [16 kk, 16 kk + 16) is the A fragment of k-step kk; the
+    // packing rounds to the dot's type itself, so a round trip through it in front is skipped.
+    const std::string& src = val(unrounded(o.args[0], bt.dtype)).name;
+    bool zeroing = acc && std::any_of(acc->keep.begin(), acc->keep.end(),
+                                      [](const std::string& k) { return k != "true"; });
+    if (zeroing) {
+      std::string keeps;
+      for (size_t h = 0; h < acc->keep.size(); ++h)
+        keeps += (h ? ", ks_keep" : "ks_keep") + std::to_string(h) + " = " + acc->keep[h];
+      line("const bool " + keeps + ";");
+    }
+    // A dropped row's pairs are zeroed packed: one select a pair, not one an element.
+    auto pair = [&](const std::string& block, const std::string& s, int h) {
+      std::string e = src + "[" + block + "][" + s;
+      std::string packed = std::string(bt.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") +
+                           e + "], " + e + " + 1])";
+      return zeroing ? "(ks_keep" + std::to_string(h) + " ? " + packed + " : 0u)" : packed;
+    };
+    line("u32 ks_pa[" + std::to_string(mblocks_ * K / 16) + "][4];");
+    line("#pragma unroll");
+    line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk) {");
+    ++indent_;
+    for (int m = 0; m < mblocks_; ++m) {
+      std::string pa = "ks_pa[" + mblock("ks_kk", m) + "]";
+      std::string lo = mblock("2 * ks_kk", m), hi = mblock("2 * ks_kk + 1", m);
+      line(pa + "[0] = " + pair(lo, "0", 2 * m) + ";");
+      line(pa + "[1] = " + pair(lo, "2", 2 * m + 1) + ";");
+      line(pa + "[2] = " + pair(hi, "0", 2 * m) + ";");
+      line(pa + "[3] = " + pair(hi, "2", 2 * m + 1) + ";");
+    }
+    --indent_;
+    line("}");
+  }
+  // Column-blocked when the whole accumulator would take more than 32 registers a thread and
+  // the region consumes it; otherwise k-steps outermost, so that consecutive mma.sync write
+  // independent accumulators.
+  bool blocked = N / 2 > 32 && last > first + 1;
+  std::string block_slots = std::to_string(8 * mblocks_);
+  std::string from = blocked ? "ks_np * " + block_slots : "0",
+              to = blocked ? "ks_np * " + block_slots + " + " + block_slots : "";
+  auto slots = [&](bool in_front) {
+    for (size_t i = first + 1; i < last; ++i) {
+      const TileOp& c = b[i].op;
+      if (before.count(&c) != in_front || (acc && acc->folded.count(&c))) continue;
+      if (c.kind == OpKind::Write || (c.result >= 0 && val(c.result).kind == Kind::Frag))
+        frag_slots(c, from, to);
+    }
+  };
+  std::string ksteps = std::to_string(K / 16), npairs = std::to_string(N / 16);
+  if (blocked) {
+    line("#pragma unroll");
+    line("for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {");
+    ++indent_;
+  }
+  if (acc) {
+    slots(true);
+    open_slots(Kind::Frag, N, from, to);
+    line(slot(val(acc->sum)) + " = " + at(acc->addend, Kind::Frag) + ";");
+    close_slots();
+  }
+  line("#pragma unroll");
+  line("for (int ks_kk = 0; ks_kk < " + ksteps + "; ++ks_kk) {");
+  ++indent_;
+  a_fragment(a);
+  if (!blocked) {
+    line("#pragma unroll");
+    line("for (int ks_np = 0; ks_np < " + npairs + "; ++ks_np) {");
+    ++indent_;
+  }
+  line("u32 ks_bq[4];");
+  if (bv.transposed)  // B[k][n] = tile[n][k]: block rows n, chunks k; no transpose
+    line("ldmatrix_x4(ks_bq, " +
+         ldmatrix_address(bv.tile, Access::B, "ks_b", "ks_np * 16", "2 * ks_kk") + ");");
+  else  // B[k][n] = tile[k][n]: block rows k, chunks n; .trans
+    line("ldmatrix_x4_trans(ks_bq, " +
+         ldmatrix_address(bv.tile, Access::BTrans, "ks_b", "ks_kk * 16", "2 * ks_np") + ");");
+  line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
+  std::string mma = bt.dtype == DType::F16 ? "mma_m16n8k16_f16(" : "mma_m16n8k16_bf16(";
+  for (int m = 0; m < mblocks_; ++m) {
+    line(mma + sum + "[" + mblock("2 * ks_np", m) + "], " + a_name(m) + ", ks_b0);");
+    line(mma + sum + "[" + mblock("2 * ks_np + 1", m) + "], " + a_name(m) + ", ks_b1);");
+  }
+  if (!blocked) {
+    --indent_;
+    line("}");
+  }
+  --indent_;
+  line("}");
+  slots(false);
+  if (blocked) {
+    --indent_;
+    line("}");
+  }
+  --indent_;
+  line("}");
+}
+
+auto FragmentWriter::unrounded(int id, DType half) const -> int {
+  const TileOp& d = *val(id).def;
+  if (d.kind == OpKind::Map && !d.is_call && d.op == Op::Select && known_true(d.args[0]))
+    return unrounded(d.args[1], half);
+  if (d.kind != OpKind::Cast || d.type.dtype != DType::F32) return id;
+  const TileOp& inner = *val(d.args[0]).def;
+  if (inner.kind != OpKind::Cast || inner.type.dtype != half) return id;
+  int x = inner.args[0];
+  return val(x).kind == Kind::Frag && val(x).def->type.dtype == DType::F32 ? x : id;
+}
+
+auto FragmentWriter::a_fragment(const Val& a) -> void {
+  for (int m = 0; m < mblocks_; ++m) {
+    if (a.kind == Kind::Frag) {
+      line("const u32 (&" + a_name(m) + ")[4] = ks_pa[" + mblock("ks_kk", m) + "];");
+      continue;
+    }
+    const SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
+    line("u32 " + a_name(m) + "[4];");
+    line("ldmatrix_x4(" + a_name(m) + ", " +
+         ldmatrix_address(a.tile, Access::A, stage_address(t, "0"), std::to_string(16 * m),
+                          "2 * ks_kk") +
+         ");");
+  }
+}
+
+}  // namespace kintsugi::cuda::fragment

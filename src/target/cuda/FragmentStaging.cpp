@@ -1,0 +1,449 @@
+// \file FragmentStaging.cpp
+// The tensor-core writer's operand stager: shared-memory tiles copied by cp.async (streamed,
+// double-buffered, prefetched, zero-filled past a buffer's end) in the XOR swizzle of
+// Fragments.h, element tiles, computed tiles written by the threads, and the ldmatrix addresses
+// (per-lane offsets computed once).
+//
+// Invariant established: a staged tile is read only after its copy group completed and a barrier,
+// and refilled only after a barrier that follows the last read of that stage.
+#include "target/cuda/FragmentWriter.h"
+
+namespace kintsugi::cuda::fragment {
+
+auto FragmentWriter::write_computed_tile(const SmemTile& t) -> void {
+  int64_t pairs = t.rows * t.cols / 2;
+  std::string cols = std::to_string(t.cols);
+  line("__syncthreads();");
+  line("#pragma unroll 4");
+  line("for (int ks_e = ks_tid; ks_e < " + std::to_string(pairs) +
+       "; ks_e += " + std::to_string(threads()) + ") {");
+  ++indent_;
+  line("const int ks_r = (2 * ks_e) / " + cols + ", ks_c = (2 * ks_e) % " + cols + ";");
+  std::string lo = lazy(t.computed, {"ks_r", "ks_c"});
+  std::string hi = lazy(t.computed, {"ks_r", "(ks_c + 1)"});
+  line("*(u32*)(ks_smem + " + std::to_string(t.offset) + " + ks_r * " + std::to_string(t.cols * 2) +
+       " + (((ks_c >> 3) ^ " + xor_term("ks_r", swizzle_of(t)) + ") * 16) + (ks_c & 7) * 2) = " +
+       (t.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") + lo + ", " + hi + ");");
+  --indent_;
+  line("}");
+  line("__syncthreads();");
+}
+
+auto FragmentWriter::write_computed_vector(const TileOp& o) -> void {
+  const SmemVector& w = vectors_[static_cast<size_t>(val(o.result).vector)];
+  const std::vector<int64_t>& in = val(o.args[0]).def->type.shape;
+  int64_t n = o.type.shape[0], len = in[static_cast<size_t>(o.axis)];
+  std::vector<std::string> ix = o.axis == 0 ? std::vector<std::string>{"ks_k", "ks_r"}
+                                            : std::vector<std::string>{"ks_r", "ks_k"};
+  line("__syncthreads();");
+  line("for (int ks_r = ks_tid; ks_r < " + std::to_string(n) +
+       "; ks_r += " + std::to_string(threads()) + ") {");
+  ++indent_;
+  line("float ks_acc = " + scalar(ir::reducer_identity_expr(o.reducer, DType::F32)) + ";");
+  line("#pragma unroll 8");
+  line("for (int ks_k = 0; ks_k < " + std::to_string(len) + "; ++ks_k)");
+  line("  ks_acc = " +
+       round_to(combine(o.reducer, DType::F32, "ks_acc", lazy(o.args[0], ix)), DType::F32) + ";");
+  line("((float*)(ks_smem + " + std::to_string(w.offset) + "))[ks_r] = ks_acc;");
+  --indent_;
+  line("}");
+  line("__syncthreads();");
+}
+
+auto FragmentWriter::streams_of(const std::string& var) const -> std::vector<int> {
+  std::vector<int> out;
+  for (int stages : {2, 1})
+    for (size_t t = 0; t < tiles_.size(); ++t)
+      if (tiles_[t].stream_loop == var && tiles_[t].stages == stages)
+        out.push_back(static_cast<int>(t));
+  std::stable_sort(out.begin(), out.end(), [&](int a, int b) {
+    const SmemTile &x = tiles_[static_cast<size_t>(a)], &y = tiles_[static_cast<size_t>(b)];
+    if (x.stages != y.stages) return x.stages > y.stages;
+    return x.stages == 1 && order_.at(x.last_use) < order_.at(y.last_use);
+  });
+  return out;
+}
+
+auto FragmentWriter::issue_streams(const std::vector<int>& streams, const std::string& next,
+                                   const std::string& hi, const std::string& stage) -> void {
+  if (streams.empty()) return;
+  const std::string& var = tiles_[static_cast<size_t>(streams[0])].stream_loop;
+  std::string at_next = tmp();
+  line("const long long " + at_next + " = " + next + ";");
+  for (int t : streams) {
+    line("{");
+    ++indent_;
+    line("const long long " + ident("v", var) + " = " + at_next + ";");
+    line("if (" + at_next + " < " + hi + ") {");
+    ++indent_;
+    copy_tile(tiles_[static_cast<size_t>(t)], stage);
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+    line("cp_async_commit();");
+  }
+}
+
+auto FragmentWriter::tile_origin(const Region& reg) -> std::pair<size_t, std::string> {
+  const TileOp& o = *reg.op;
+  size_t row_dim = 0;
+  for (size_t d = 0; d < o.axis_of_dim.size(); ++d)
+    if (o.axis_of_dim[d] == 0) row_dim = d;
+  const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+  std::string stride = "1LL";
+  for (size_t d = row_dim + 1; d < ext.size(); ++d) stride += " * " + ext[d];
+  std::string origin, inside;
+  element(reg, {"0", "0"}, &origin, &inside);
+  line("const long long ks_stride = " + stride + ";");
+  return {row_dim, origin};
+}
+
+auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> void {
+  if (t.pitch > 0) return copy_element_tile(t, stage);
+  const TileOp& o = *t.load;
+  Region reg = open_region(o);
+  int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
+  // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
+  // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
+  internal_assert(chunks % threads() == 0)
+      << "fragment codegen: tile " << o.buffer << " does not split evenly over the threads";
+  const auto [row_dim, origin] = tile_origin(reg);
+  const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+  const std::string& buf = buffer_ids_.at(o.buffer);
+  std::string rows = std::to_string(t.live_rows);
+  if (o.bounds_checked[row_dim]) {
+    const std::string& start = reg.starts[row_dim];
+    line("const int ks_rlo = " + reg.ok + " ? (int)min(" + rows + "LL, max(0LL, -" + start +
+         ")) : " + rows + ";");
+    line("const int ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " + ext[row_dim] +
+         " - " + start + ")) : 0;");
+  } else {
+    line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? " + rows + " : 0;");
+  }
+  // A tail along the rows themselves (keys along a V^T tile's rows): the chunks of a row past
+  // the buffer's end (whole chunks, innermost_chunks) are zero-filled too.
+  const size_t col_dim = o.starts.size() - 1;
+  std::string whole_chunks, chunk_in;
+  if (o.bounds_checked[col_dim]) {
+    line("const int ks_cl = (int)max(0LL, min(" + std::to_string(cpr) + "LL, (" + ext[col_dim] +
+         " - " + reg.starts[col_dim] + ") / 8));");
+    whole_chunks = " && ks_cl == " + std::to_string(cpr);
+    chunk_in = " && ks_c < ks_cl";
+  }
+  // Every row and chunk of the tile's `n` rows inside the buffer.
+  auto whole = [&](int64_t n) {
+    return "ks_rlo == 0 && ks_rhi == " + std::to_string(n) + whole_chunks;
+  };
+  std::string passes = std::to_string(chunks / threads());
+  if (threads() % cpr != 0) {
+    // Rows the threads do not divide (whole swizzle spans, a head size of 192): thread q copies
+    // chunks q, q + threads, ... of the tile, each at its own row and chunk.
+    std::string n = std::to_string(cpr), all = std::to_string(threads());
+    const std::string dst = stage_address(t, stage) + " + (u32)(ks_r * " +
+                            std::to_string(t.cols * 2) + " + ((ks_c ^ " +
+                            xor_term("ks_r", swizzle_of(t)) + ") * 16))";
+    // Rows that follow each other in memory (a key tile of whole heads): chunk g lies 8 g
+    // elements past the tile's first, so that a tile inside the buffer is copied from one
+    // pointer a thread at constant offsets, without a row test or a 64-bit product a chunk.
+    double row = 1;
+    for (size_t d = row_dim + 1; d < o.starts.size(); ++d) {
+      std::optional<double> e = constant_expr(p_.source.find_buffer(o.buffer)->shape[d]);
+      row = e ? row * *e : -1;
+    }
+    // The passes, each chunk with a row test and a substitute address (`tested`) or not.
+    auto passes_loop = [&](bool tested) {
+      line("#pragma unroll");
+      line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
+      ++indent_;
+      line("const int ks_g = ks_tid + ks_i * " + all + ";");
+      line("const int ks_r = ks_g / " + n + ", ks_c = ks_g % " + n + ";");
+      if (tested) {
+        line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi" + chunk_in + ";");
+        line("cp_async_cg16(" + dst + ", ks_in ? " + buf + " + (" + origin +
+             ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
+      } else {
+        line("cp_async_cg16(" + dst + ", ks_src + ks_i * " + std::to_string(threads() * 8) +
+             ", 16);");
+      }
+      --indent_;
+      line("}");
+    };
+    const bool contiguous = row == static_cast<double>(t.cols);
+    if (contiguous) {
+      line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_tid * 8;");
+      line("if (" + whole(t.live_rows) + ") {");
+      ++indent_;
+      passes_loop(false);
+      --indent_;
+      line("} else {");
+      ++indent_;
+    }
+    passes_loop(true);
+    if (contiguous) {
+      --indent_;
+      line("}");
+    }
+    return;
+  }
+  int64_t rows_per_pass = threads() / cpr;
+  line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
+       std::to_string(cpr) + ";");
+  line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
+  // The XOR term of the rows a thread copies repeats with the swizzle period: one destination
+  // a thread for each of the passes within a period (a single one when a pass is a period or
+  // more), advanced by a compile-time constant. (Each pass's address of its own, which ptxas
+  // keeps live across the loop, took 50 registers of the one-warp decode kernels.)
+  Swizzle z = swizzle_of(t);
+  int64_t period = z.span << z.shift;
+  int64_t phases = rows_per_pass % period == 0 ? 1 : period / rows_per_pass;
+  internal_assert(phases == 1 || period % rows_per_pass == 0)
+      << "fragment codegen: copy passes of " << rows_per_pass << " rows and a swizzle period of "
+      << period;
+  std::string row_bytes = std::to_string(t.cols * 2);
+  auto destination = [&](const std::string& row) {
+    return stage_address(t, stage) + " + (u32)(" + row + " * " + row_bytes + " + ((ks_c ^ " +
+           xor_term(row, z) + ") * 16))";
+  };
+  std::string step = std::to_string(phases * rows_per_pass * t.cols * 2), dst;
+  if (phases == 1) {
+    line("const u32 ks_dst = " + destination("ks_r0") + ";");
+    dst = "ks_dst + ks_i * " + step;
+  } else {
+    line("u32 ks_dst[" + std::to_string(phases) + "];");
+    for (int64_t k = 0; k < phases; ++k) {
+      std::string row = k == 0 ? "ks_r0" : "ks_r0 + " + std::to_string(k * rows_per_pass);
+      line("ks_dst[" + std::to_string(k) + "] = " + destination("(" + row + ")") + ";");
+    }
+    dst = "ks_dst[ks_i % " + std::to_string(phases) + "] + (ks_i / " + std::to_string(phases) +
+          ") * " + step;
+  }
+  // A tile whose rows all lie inside the buffer (every one but a tail's) is copied without a
+  // row test or a substitute address: one cp.async a chunk, at a constant offset from the
+  // thread's source pointer when the stride is a constant (the tests and selects of the
+  // general copy took a tenth of a prefill iteration's instructions).
+  std::string pass_rows = std::to_string(rows_per_pass);
+  line("if (" + whole(t.rows) + ") {");
+  ++indent_;
+  line("#pragma unroll");
+  line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i)");
+  line("  cp_async_cg16(" + dst + ", ks_src + ks_i * (" + pass_rows + " * ks_stride), 16);");
+  --indent_;
+  line("} else {");
+  ++indent_;
+  line("#pragma unroll");
+  line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i) {");
+  ++indent_;
+  line("const int ks_r = ks_r0 + ks_i * " + pass_rows + ";");
+  line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi" + chunk_in + ";");
+  line("cp_async_cg16(" + dst + ", ks_in ? ks_src : " + buf + ", ks_in ? 16 : 0);");
+  line("ks_src += " + pass_rows + " * ks_stride;");
+  --indent_;
+  line("}");
+  --indent_;
+  line("}");
+}
+
+auto FragmentWriter::access_spec(Access a) const -> AccessSpec {
+  switch (a) {
+    case Access::A:  // m16 x k16 of A: matrices (rows 0-7 | 8-15) x (chunk 0 | 1)
+      return {"ks_warp * " + std::to_string(16 * mblocks_) +
+                  " + (ks_lane & 7) + ((ks_lane >> 3) & 1) * 8",
+              "(ks_lane >> 4)"};
+    case Access::B:  // B = tile^T, tile rows n: matrices (chunk 0 | 1) x (rows 0-7 | 8-15)
+      return {"(ks_lane & 7) + ((ks_lane >> 4) & 1) * 8", "((ks_lane >> 3) & 1)"};
+    case Access::BTrans:  // B = tile, rows k (.trans): matrices (rows 0-7 | 8-15) x (chunk 0 | 1)
+      return {"(ks_lane & 7) + ((ks_lane >> 3) & 1) * 8", "(ks_lane >> 4)"};
+  }
+  return {};
+}
+
+auto FragmentWriter::swizzle_of(const SmemTile& t) -> Swizzle {
+  const int cpr = static_cast<int>(t.cols / 8);
+  return Swizzle{swizzle_span(cpr), swizzle_shift(cpr)};
+}
+
+auto FragmentWriter::xor_term(const std::string& row, const Swizzle& z) -> std::string {
+  return "(((" + row + ") >> " + std::to_string(z.shift) + ") & " + std::to_string(z.span - 1) +
+         ")";
+}
+
+auto FragmentWriter::lane_offsets_name(int tile, Access a) const -> std::string {
+  return "ks_lane_off" + std::to_string(tile) + "_" + std::to_string(static_cast<int>(a));
+}
+
+auto FragmentWriter::define_lane_offsets(int tile, Access a) -> void {
+  std::string name = lane_offsets_name(tile, a);
+  if (!lane_offsets_.insert(name).second) return;
+  const SmemTile& t = tiles_[static_cast<size_t>(tile)];
+  Swizzle z = swizzle_of(t);
+  AccessSpec spec = access_spec(a);
+  int64_t n = z.span / 2;
+  line("u32 " + name + "[" + std::to_string(n) + "];");
+  line("{");
+  ++indent_;
+  line("const int ks_lr = " + spec.lane_row + ", ks_lc = " + spec.lane_chunk + ";");
+  line("const int ks_x = " + xor_term("ks_lr", z) + ";");
+  for (int64_t r = 0; r < n; ++r)
+    line(name + "[" + std::to_string(r) + "] = (u32)(ks_lr * " + std::to_string(t.cols * 2) +
+         " + (((" + std::to_string(2 * r) + " ^ (ks_x & ~1)) | ((ks_lc ^ ks_x) & 1)) * 16));");
+  --indent_;
+  line("}");
+}
+
+auto FragmentWriter::ldmatrix_address(int tile, Access a, const std::string& base,
+                                      const std::string& r0, const std::string& c0) const
+    -> std::string {
+  const SmemTile& t = tiles_[static_cast<size_t>(tile)];
+  std::string mask = std::to_string(swizzle_of(t).span - 1);
+  return base + " + " + lane_offsets_name(tile, a) + "[((" + c0 + ") & " + mask + ") >> 1] + (" +
+         r0 + ") * " + std::to_string(t.cols * 2) + " + ((" + c0 + ") & ~" + mask + ") * 16";
+}
+
+auto FragmentWriter::stage_address(const SmemTile& t, const std::string& stage) const
+    -> std::string {
+  return "(ks_smem_u32 + " + std::to_string(t.offset) + " + (" + stage + ") * " +
+         std::to_string(t.stage_bytes()) + ")";
+}
+
+auto FragmentWriter::copy_element_tile(const SmemTile& t, const std::string& stage) -> void {
+  const TileOp& o = *t.load;
+  Region reg = open_region(o);
+  const int64_t width = 16 / t.element_bytes, cpr = t.cols / width;
+  const int64_t rows_per_pass = threads() / cpr, passes = t.rows / rows_per_pass;
+  const auto [row_dim, origin] = tile_origin(reg);
+  const size_t col_dim = o.starts.size() - 1;
+  const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
+  const std::string rows = std::to_string(t.rows), cols = std::to_string(t.cols);
+  const std::string &row0 = reg.starts[row_dim], &col0 = reg.starts[col_dim];
+  line("const int ks_rlo = " + reg.ok + " ? (int)min(" + rows + "LL, max(0LL, -" + row0 +
+       ")) : " + rows + ";");
+  line("const int ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " + ext[row_dim] +
+       " - " + row0 + ")) : 0;");
+  line("const int ks_clim = (int)max(0LL, min(" + cols + "LL, " + ext[col_dim] + " - " + col0 +
+       "));");
+  line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = (ks_tid % " +
+       std::to_string(cpr) + ") * " + std::to_string(width) + ";");
+  const std::string st = storage(t.dtype);
+  line("const " + st + "* ks_src = " + buffer_ids_.at(o.buffer) + " + (" + origin +
+       ") + ks_r0 * ks_stride + ks_c;");
+  line("const u32 ks_dst = " + stage_address(t, stage) + " + (u32)(ks_r0 * " +
+       std::to_string(t.pitch) + " + ks_c * " + std::to_string(t.element_bytes) + ");");
+  // Consecutive passes are a constant number of rows apart: one pointer a thread, advanced by
+  // a step computed once (a 64-bit product a chunk, ptxas kept them all live and spilled). A
+  // tile inside the buffer (all but the tails) takes one cp.async a chunk, with no test and no
+  // substitute address.
+  const std::string step = std::to_string(rows_per_pass), pass = std::to_string(passes),
+                    dst_step = std::to_string(rows_per_pass * t.pitch);
+  line("const long long ks_step = " + step + " * ks_stride;");
+  line("const " + st + "* ks_p = ks_src;");
+  line("if (ks_rlo == 0 && ks_rhi == " + rows + " && ks_clim == " + cols + ") {");
+  ++indent_;
+  line("#pragma unroll");
+  line("for (int ks_i = 0; ks_i < " + pass + "; ++ks_i, ks_p += ks_step)");
+  line("  cp_async_cg16(ks_dst + (u32)(ks_i * " + dst_step + "), ks_p, 16);");
+  --indent_;
+  line("} else {");
+  ++indent_;
+  line("const bool ks_cin = ks_c < ks_clim;");
+  line("#pragma unroll");
+  line("for (int ks_i = 0; ks_i < " + pass + "; ++ks_i, ks_p += ks_step) {");
+  ++indent_;
+  line("const int ks_r = ks_r0 + ks_i * " + step + ";");
+  line("const bool ks_in = ks_cin && ks_r >= ks_rlo && ks_r < ks_rhi;");
+  line("cp_async_cg16(ks_dst + (u32)(ks_i * " + dst_step +
+       "), ks_in ? ks_p : " + buffer_ids_.at(o.buffer) + ", ks_in ? 16 : 0);");
+  --indent_;
+  line("}");
+  --indent_;
+  line("}");
+}
+
+auto FragmentWriter::stage_of(const SmemTile& t) const -> std::string {
+  return t.stages == 1 ? "0" : "ks_stage_" + t.stream_loop;
+}
+
+auto FragmentWriter::reissue_after(const TileOp& use) -> void {
+  for (size_t t = 0; t < tiles_.size(); ++t) {
+    const SmemTile& tile = tiles_[t];
+    if (tile.stream_loop.empty() || tile.stages != 1 || tile.last_use != &use) continue;
+    line("__syncthreads();");
+    issue_streams({static_cast<int>(t)}, ident("v", tile.stream_loop) + " + 1",
+                  loop_hi_.at(tile.stream_loop), "0");
+  }
+}
+
+auto FragmentWriter::prefetch_top_level_tiles() -> void {
+  for (const tile::TileStmt& st : k_.body) {
+    if (st.kind == tile::StmtKind::For) break;
+    if (st.op.kind != OpKind::Load || val(st.op.result).kind != Kind::Smem) continue;
+    int tile = val(st.op.result).tile;
+    prefetched_[tile] = static_cast<int>(prefetched_.size());
+    line("{");
+    ++indent_;
+    copy_tile(tiles_[static_cast<size_t>(tile)], "0");
+    --indent_;
+    line("}");
+    line("cp_async_commit();");
+  }
+}
+
+auto FragmentWriter::load_smem(const Val& v) -> void {
+  const SmemTile& t = tiles_[static_cast<size_t>(v.tile)];
+  if (auto p = prefetched_.find(v.tile); p != prefetched_.end()) {
+    if (std::optional<std::string> loop = wait_left_to_stream(v.tile)) {
+      unwaited_before_.insert(*loop);
+      return;
+    }
+    int later = static_cast<int>(prefetched_.size()) - 1 - p->second;
+    line("cp_async_wait_group<" + std::to_string(later) + ">();");
+    line("__syncthreads();");
+    return;
+  }
+  if (!t.stream_loop.empty()) {
+    // Wait for this tile's group of this iteration. Committed after it: the later groups of
+    // the previous iteration's sequence (two-stage tiles at its top, one-stage ones after their
+    // uses), then this iteration's two-stage tiles and the one-stage tiles already reissued.
+    std::vector<int> streams = streams_of(t.stream_loop);
+    int index =
+        static_cast<int>(std::find(streams.begin(), streams.end(), v.tile) - streams.begin());
+    int n = static_cast<int>(streams.size()), two_stage = 0, reissued = 0;
+    for (int u : streams) {
+      const SmemTile& other = tiles_[static_cast<size_t>(u)];
+      if (other.stages == 2) ++two_stage;
+      if (other.stages == 1 && order_.at(other.last_use) < order_.at(t.load)) ++reissued;
+    }
+    line("cp_async_wait_group<" + std::to_string(n - 1 - index + two_stage + reissued) + ">();");
+    line("__syncthreads();");
+    return;
+  }
+  line("__syncthreads();");  // earlier readers of this tile (a loop's previous iteration)
+  line("{");
+  ++indent_;
+  copy_tile(t, "0");
+  --indent_;
+  line("}");
+  line("cp_async_commit();");
+  line("cp_async_wait_group<0>();");
+  line("__syncthreads();");
+}
+
+auto FragmentWriter::wait_left_to_stream(int tile) const -> std::optional<std::string> {
+  std::string loop;
+  int first_use = -1;
+  for (const TileOp* o : ops_) {
+    if (o->kind != OpKind::Dot) continue;
+    for (int a : o->args) {
+      if (val(a).kind != Kind::Smem || val(a).tile != tile) continue;
+      if (!loop.empty() && loop_of_.at(o) != loop) return std::nullopt;
+      loop = loop_of_.at(o);
+      if (first_use < 0) first_use = order_.at(o);
+    }
+  }
+  if (loop.empty()) return std::nullopt;
+  for (const SmemTile& t : tiles_)
+    if (t.stream_loop == loop && order_.at(t.load) < first_use) return loop;
+  return std::nullopt;
+}
+
+}  // namespace kintsugi::cuda::fragment
