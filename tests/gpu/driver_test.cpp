@@ -22,6 +22,17 @@ static_assert(static_cast<int>(FunctionAttribute::LocalSizeBytes) ==
 static_assert(static_cast<int>(FunctionAttribute::NumRegs) == CU_FUNC_ATTRIBUTE_NUM_REGS);
 static_assert(static_cast<int>(FunctionAttribute::MaxDynamicSharedSizeBytes) ==
               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+static_assert(static_cast<int>(TensorMapSwizzle::None) == CU_TENSOR_MAP_SWIZZLE_NONE);
+static_assert(static_cast<int>(TensorMapSwizzle::B32) == CU_TENSOR_MAP_SWIZZLE_32B);
+static_assert(static_cast<int>(TensorMapSwizzle::B64) == CU_TENSOR_MAP_SWIZZLE_64B);
+static_assert(static_cast<int>(TensorMapSwizzle::B128) == CU_TENSOR_MAP_SWIZZLE_128B);
+// The codes encode_tensor_map passes (Driver.cpp) and TensorMap's size and alignment.
+static_assert(CU_TENSOR_MAP_DATA_TYPE_UINT8 == 0 && CU_TENSOR_MAP_DATA_TYPE_FLOAT16 == 6 &&
+              CU_TENSOR_MAP_DATA_TYPE_FLOAT32 == 7 && CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 == 9);
+static_assert(CU_TENSOR_MAP_INTERLEAVE_NONE == 0 && CU_TENSOR_MAP_L2_PROMOTION_L2_128B == 2 &&
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE == 0);
+static_assert(sizeof(TensorMap) == sizeof(CUtensorMap) &&
+              alignof(TensorMap) == alignof(CUtensorMap));
 
 namespace {
 

@@ -99,9 +99,10 @@ struct DeviceInfo {
 // Device 0. Throws RuntimeArgError when !driver_available().
 const DeviceInfo& device();
 
-// A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), passed to a kernel by value
-// as a __grid_constant__ parameter; cp.async.bulk.tensor takes its address.
-struct alignas(64) TensorMap {
+// A TMA tensor map (CUtensorMap: 128 opaque bytes; the driver needs 64-byte alignment, CUDA 13's
+// cuda.h declares 128), passed to a kernel by value as a __grid_constant__ parameter;
+// cp.async.bulk.tensor takes its address.
+struct alignas(128) TensorMap {
   unsigned char bytes[128] = {};
 };
 
