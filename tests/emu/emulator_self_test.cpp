@@ -188,11 +188,14 @@ KS_WGMMA_CASES(KS_EMULATED_CASE)
 
 }  // namespace
 
-// Every shape, operand type, swizzle and major-ness of wgmma_cases.h gives A B + C exactly.
+// Every shape, operand type, swizzle and major-ness of wgmma_cases.h gives A B + C exactly, and
+// A B alone with scale-d false.
 TEST(EmulatorSelf, WgmmaMatchesAMatmul) {
   for (const test::wgmma::Case& c : test::wgmma::cases()) {
     test::wgmma::Inputs in = test::wgmma::inputs(c.n);
     EXPECT_EQ(test::wgmma::mismatches(run_wgmma(c, 0), test::wgmma::reference(in, c.n)), 0)
+        << c.kernel;
+    EXPECT_EQ(test::wgmma::mismatches(run_wgmma(c, 4), test::wgmma::reference(in, c.n, false)), 0)
         << c.kernel;
   }
 }

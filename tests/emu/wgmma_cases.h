@@ -23,9 +23,10 @@ struct Case {
 // Device code: wgmma_case<...>(A, B, C, D, flags), A row-major 64 x 16, B row-major 16 x N (k, n),
 // C and D row-major 64 x N; flags bit 0: place the operands without their swizzle (a broken
 // layout), bit 1: leave out the proxy fence between the threads' shared-memory writes and the
-// wgmma. One warpgroup; kSharedBytes of dynamic shared memory (A and B at the first 1024-byte
-// boundary and 8 KiB after it). KS_WGMMA_CASES(X) calls X(kernel name, template arguments) for
-// each case: a harness defines its own __global__ wrapper X and appends KS_WGMMA_CASES(X).
+// wgmma, bit 2: D = A B, the accumulators' C not added (wgmma's scale-d false). One warpgroup;
+// kSharedBytes of dynamic shared memory (A and B at the first 1024-byte boundary and 8 KiB after
+// it). KS_WGMMA_CASES(X) calls X(kernel name, template arguments) for each case: a harness defines
+// its own __global__ wrapper X and appends KS_WGMMA_CASES(X).
 inline const char* kSource = R"(
 #include "kintsugi/math.cuh"
 #include "kintsugi/smem_desc.cuh"
@@ -56,13 +57,13 @@ __device__ u16 half_of(float x) {
 }
 
 template <int N, bool kBf16, bool kRs, int kTransA, int kTransB>
-__device__ void wgmma_tile(float (&d)[N / 2], const u32 (&ra)[4], u64 da, u64 db) {
-  if constexpr (N == 64 && !kBf16 && !kRs) wgmma_m64n64k16_f16_ss<kTransA, kTransB>(d, da, db, 1);
-  if constexpr (N == 64 && kBf16 && !kRs) wgmma_m64n64k16_bf16_ss<kTransA, kTransB>(d, da, db, 1);
-  if constexpr (N == 128 && !kBf16 && !kRs) wgmma_m64n128k16_f16_ss<kTransA, kTransB>(d, da, db, 1);
-  if constexpr (N == 128 && kBf16 && !kRs) wgmma_m64n128k16_bf16_ss<kTransA, kTransB>(d, da, db, 1);
-  if constexpr (N == 256 && !kBf16 && kRs) wgmma_m64n256k16_f16_rs<kTransB>(d, ra, db, 1);
-  if constexpr (N == 64 && kBf16 && kRs) wgmma_m64n64k16_bf16_rs<kTransB>(d, ra, db, 1);
+__device__ void wgmma_tile(float (&d)[N / 2], const u32 (&ra)[4], u64 da, u64 db, u32 acc) {
+  if constexpr (N == 64 && !kBf16 && !kRs) wgmma_m64n64k16_f16_ss<kTransA, kTransB>(d, da, db, acc);
+  if constexpr (N == 64 && kBf16 && !kRs) wgmma_m64n64k16_bf16_ss<kTransA, kTransB>(d, da, db, acc);
+  if constexpr (N == 128 && !kBf16 && !kRs) wgmma_m64n128k16_f16_ss<kTransA, kTransB>(d, da, db, acc);
+  if constexpr (N == 128 && kBf16 && !kRs) wgmma_m64n128k16_bf16_ss<kTransA, kTransB>(d, da, db, acc);
+  if constexpr (N == 256 && !kBf16 && kRs) wgmma_m64n256k16_f16_rs<kTransB>(d, ra, db, acc);
+  if constexpr (N == 64 && kBf16 && kRs) wgmma_m64n64k16_bf16_rs<kTransB>(d, ra, db, acc);
 }
 
 template <int N, bool kBf16, bool kRs, u32 kSwA, u32 kMnA, u32 kLboA, u32 kSboA, u32 kSwB,
@@ -94,7 +95,8 @@ __device__ void wgmma_case(const float* A, const float* B, const float* C, float
   const u32 base = smem_addr(smem);
   wgmma_fence();
   wgmma_tile<N, kBf16, kRs, kMnA, kMnB>(d, ra, smem_descriptor(base, kLboA, kSboA, kSwA),
-                                        smem_descriptor(base + 8192, kLboB, kSboB, kSwB));
+                                        smem_descriptor(base + 8192, kLboB, kSboB, kSwB),
+                                        (flags & 4u) ? 0u : 1u);
   wgmma_commit_group();
   wgmma_wait_group<0>();
   for (u32 i = 0; i < N / 2; ++i)
@@ -149,9 +151,9 @@ inline Inputs inputs(int n) {
   return in;
 }
 
-// D = A B + C, exact.
-inline std::vector<float> reference(const Inputs& in, int n) {
-  std::vector<float> d(in.c);
+// D = A B + C (or A B without `with_c`), exact.
+inline std::vector<float> reference(const Inputs& in, int n, bool with_c = true) {
+  std::vector<float> d = with_c ? in.c : std::vector<float>(in.c.size(), 0.f);
   for (int r = 0; r < 64; ++r)
     for (int c = 0; c < n; ++c)
       for (int k = 0; k < 16; ++k)

@@ -15,14 +15,15 @@ using Wgmma = GpuTest;
 TEST_F(Wgmma, TilesMatchTheCpuExactly) {
   if (device().cc_major < 9) GTEST_SKIP() << "wgmma needs sm_90a";
   Module module = load(cases::device_source(), "wgmma_test.cu");
-  for (const cases::Case& c : cases::cases()) {
-    cases::Inputs in = cases::inputs(c.n);
-    DeviceBuffer dA = to_device(in.a), dB = to_device(in.b), dC = to_device(in.c),
-                 dD = to_device(std::vector<float>(size_t(64 * c.n), -1.f));
-    module.function(c.kernel).launch(
-        {.grid = {1}, .block = {128}, .dynamic_shared_bytes = cases::kSharedBytes}, dA.address(),
-        dB.address(), dC.address(), dD.address(), 0u);
-    std::vector<float> want = cases::reference(in, c.n), got = from_device<float>(dD);
-    EXPECT_EQ(cases::mismatches(got, want), 0) << c.kernel;
-  }
+  for (const cases::Case& c : cases::cases())
+    for (unsigned flags : {0u, 4u}) {  // D = A B + C, and A B alone (scale-d false)
+      cases::Inputs in = cases::inputs(c.n);
+      DeviceBuffer dA = to_device(in.a), dB = to_device(in.b), dC = to_device(in.c),
+                   dD = to_device(std::vector<float>(size_t(64 * c.n), -1.f));
+      module.function(c.kernel).launch(
+          {.grid = {1}, .block = {128}, .dynamic_shared_bytes = cases::kSharedBytes}, dA.address(),
+          dB.address(), dC.address(), dD.address(), flags);
+      std::vector<float> want = cases::reference(in, c.n, flags == 0), got = from_device<float>(dD);
+      EXPECT_EQ(cases::mismatches(got, want), 0) << c.kernel << " flags " << flags;
+    }
 }
