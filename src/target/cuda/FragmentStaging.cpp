@@ -22,8 +22,9 @@ auto FragmentWriter::write_computed_tile(const SmemTile& t) -> void {
   std::string lo = lazy(t.computed, {"ks_r", "ks_c"});
   std::string hi = lazy(t.computed, {"ks_r", "(ks_c + 1)"});
   line("*(u32*)(ks_smem + " + std::to_string(t.offset) + " + ks_r * " + std::to_string(t.cols * 2) +
-       " + (((ks_c >> 3) ^ " + xor_term("ks_r", swizzle_of(t)) + ") * 16) + (ks_c & 7) * 2) = " +
-       (t.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") + lo + ", " + hi + ");");
+       " + (" + swizzled_chunk(Code("(ks_c >> 3)"), xor_term("ks_r", swizzle_of(t))).text +
+       " * 16) + (ks_c & 7) * 2) = " + (t.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") +
+       lo + ", " + hi + ");");
   --indent_;
   line("}");
   line("__syncthreads();");
@@ -140,9 +141,9 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
     // Rows the threads do not divide (whole swizzle spans, a head size of 192): thread q copies
     // chunks q, q + threads, ... of the tile, each at its own row and chunk.
     std::string n = std::to_string(cpr), all = std::to_string(threads());
-    const std::string dst = stage_address(t, stage) + " + (u32)(ks_r * " +
-                            std::to_string(t.cols * 2) + " + ((ks_c ^ " +
-                            xor_term("ks_r", swizzle_of(t)) + ") * 16))";
+    const std::string dst =
+        stage_address(t, stage) + " + (u32)(ks_r * " + std::to_string(t.cols * 2) + " + (" +
+        swizzled_chunk(Code("ks_c"), xor_term("ks_r", swizzle_of(t))).text + " * 16))";
     // Rows that follow each other in memory (a key tile of whole heads): chunk g lies 8 g
     // elements past the tile's first, so that a tile inside the buffer is copied from one
     // pointer a thread at constant offsets, without a row test or a 64-bit product a chunk.
@@ -202,8 +203,8 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
       << period;
   std::string row_bytes = std::to_string(t.cols * 2);
   auto destination = [&](const std::string& row) {
-    return stage_address(t, stage) + " + (u32)(" + row + " * " + row_bytes + " + ((ks_c ^ " +
-           xor_term(row, z) + ") * 16))";
+    return stage_address(t, stage) + " + (u32)(" + row + " * " + row_bytes + " + (" +
+           swizzled_chunk(Code("ks_c"), xor_term(row, z)).text + " * 16))";
   };
   std::string step = std::to_string(phases * rows_per_pass * t.cols * 2), dst;
   if (phases == 1) {
@@ -263,9 +264,8 @@ auto FragmentWriter::swizzle_of(const SmemTile& t) -> Swizzle {
   return Swizzle{swizzle_span(cpr), swizzle_shift(cpr)};
 }
 
-auto FragmentWriter::xor_term(const std::string& row, const Swizzle& z) -> std::string {
-  return "(((" + row + ") >> " + std::to_string(z.shift) + ") & " + std::to_string(z.span - 1) +
-         ")";
+auto FragmentWriter::xor_term(const std::string& row, const Swizzle& z) -> Code {
+  return swizzle_term(Code("(" + row + ")"), z.shift, z.span);
 }
 
 auto FragmentWriter::lane_offsets_name(int tile, Access a) const -> std::string {
@@ -283,10 +283,11 @@ auto FragmentWriter::define_lane_offsets(int tile, Access a) -> void {
   line("{");
   ++indent_;
   line("const int ks_lr = " + spec.lane_row + ", ks_lc = " + spec.lane_chunk + ";");
-  line("const int ks_x = " + xor_term("ks_lr", z) + ";");
+  line("const int ks_x = " + xor_term("ks_lr", z).text + ";");
   for (int64_t r = 0; r < n; ++r)
     line(name + "[" + std::to_string(r) + "] = (u32)(ks_lr * " + std::to_string(t.cols * 2) +
-         " + (((" + std::to_string(2 * r) + " ^ (ks_x & ~1)) | ((ks_lc ^ ks_x) & 1)) * 16));");
+         " + (" + lane_chunk_of(Code(std::to_string(2 * r)), Code("ks_lc"), Code("ks_x")).text +
+         " * 16));");
   --indent_;
   line("}");
 }

@@ -374,8 +374,8 @@ class FragmentWriter : public KernelWriter {
     int shift = 0;     // rows sharing one XOR term: row >> shift
   };
   static Swizzle swizzle_of(const SmemTile& t);
-  // swizzle_term spelled on a non-negative int row (a shift and a mask).
-  static std::string xor_term(const std::string& row, const Swizzle& z);
+  // swizzle_term (Fragments.h) spelled on a non-negative int row (a shift and a mask).
+  static Code xor_term(const std::string& row, const Swizzle& z);
   std::string lane_offsets_name(int tile, Access a) const;
 
   // A lane's byte offsets into a tile for an access pattern, computed once: the rows of every

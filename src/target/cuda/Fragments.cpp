@@ -43,21 +43,4 @@ int swizzle_shift(int chunks_per_row) {
   return shift;
 }
 
-namespace {
-
-int swizzle_term(int row, int chunks_per_row) {
-  return (row >> swizzle_shift(chunks_per_row)) & (swizzle_span(chunks_per_row) - 1);
-}
-
-}  // namespace
-
-int swizzle_chunk(int row, int chunk, int chunks_per_row) {
-  return chunk ^ swizzle_term(row, chunks_per_row);
-}
-
-int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row) {
-  int x = swizzle_term(lane_row, chunks_per_row);
-  return (residue ^ (x & ~1)) | ((lane_chunk ^ x) & 1);
-}
-
 }  // namespace kintsugi::cuda

@@ -20,6 +20,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "target/cuda/KernelWriter.h"
@@ -41,22 +43,67 @@ struct AccumulatorLayout {
 // partners of a row reduction), derived from AccumulatorLayout.
 std::vector<int> row_shuffle_masks();
 
-// The swizzle XORs a row's chunks with (row >> swizzle_shift) & (swizzle_span - 1):
+// An integer expression spelled as C++ (each operator's result in parentheses): the swizzle maps
+// below are defined once, as templates, and evaluated on int (their values, which the tests
+// check against the ldmatrix access pattern) or on Code (the expressions the writer puts into a
+// kernel), so that the emitted arithmetic is the map itself, not a second copy of its formula.
+struct Code {
+  std::string text;
+  explicit Code(std::string t) : text(std::move(t)) {}
+  explicit Code(int v) : text(std::to_string(v)) {}
+};
+inline Code operator^(const Code& a, const Code& b) {
+  return Code("(" + a.text + " ^ " + b.text + ")");
+}
+inline Code operator&(const Code& a, const Code& b) {
+  return Code("(" + a.text + " & " + b.text + ")");
+}
+inline Code operator|(const Code& a, const Code& b) {
+  return Code("(" + a.text + " | " + b.text + ")");
+}
+inline Code operator>>(const Code& a, const Code& b) {
+  return Code("(" + a.text + " >> " + b.text + ")");
+}
+inline Code operator~(const Code& a) {
+  return Code("~" + a.text);
+}
+
+// The swizzle XORs a row's chunks with swizzle_term: (row >> swizzle_shift) & (swizzle_span - 1),
 // swizzle_span(c) = gcd(c, 8) for c chunks a row, and 2^swizzle_shift = 8 / swizzle_span.
 int swizzle_span(int chunks_per_row);
 int swizzle_shift(int chunks_per_row);
+template <class T>
+T swizzle_term(const T& row, int shift, int span) {
+  return (row >> T(shift)) & T(span - 1);
+}
+inline int swizzle_term(int row, int chunks_per_row) {
+  return swizzle_term(row, swizzle_shift(chunks_per_row), swizzle_span(chunks_per_row));
+}
 
 // The 16-byte chunk where logical chunk `chunk` of row `row` of a shared-memory tile with
-// `chunks_per_row` chunks a row is stored: XOR-swizzled so that the eight rows one ldmatrix
-// phase reads at the same logical chunk fall in eight distinct 16-byte bank groups.
-int swizzle_chunk(int row, int chunk, int chunks_per_row);
+// `chunks_per_row` chunks a row is stored: XOR-swizzled (by the row's term) so that the eight
+// rows one ldmatrix phase reads at the same logical chunk fall in eight distinct 16-byte bank
+// groups.
+template <class T>
+T swizzled_chunk(const T& chunk, const T& term) {
+  return chunk ^ term;
+}
+inline int swizzle_chunk(int row, int chunk, int chunks_per_row) {
+  return swizzled_chunk(chunk, swizzle_term(row, chunks_per_row));
+}
 
 // The per-lane part of a swizzled ldmatrix address: a lane reading row `lane_row` (its row within
 // a 16-row block, which starts at a multiple of 16) at chunk `c0 + lane_chunk` (c0 even) reads
 // physical chunk (c0 & ~(span - 1)) + swizzled_lane_chunk(lane_row, lane_chunk, c0 & (span - 1)),
-// span = gcd(chunks_per_row, 8): the XOR term depends on the lane only, so the writer computes
-// these once per lane and even residue (FragmentCodegen.cpp, define_lane_offsets).
-int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row);
+// span = gcd(chunks_per_row, 8): the XOR term `x` depends on the lane only, so the writer computes
+// these once per lane and even residue (FragmentStaging.cpp, define_lane_offsets).
+template <class T>
+T lane_chunk_of(const T& residue, const T& chunk, const T& x) {
+  return (residue ^ (x & ~T(1))) | ((chunk ^ x) & T(1));
+}
+inline int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int chunks_per_row) {
+  return lane_chunk_of(residue, lane_chunk, swizzle_term(lane_row, chunks_per_row));
+}
 
 // A writer for kernel `k` in the tensor-core layout, or null when the kernel has no dot of f16 or
 // bf16 values or uses a value in a way the layout does not cover (the element-cyclic writer then
