@@ -18,7 +18,7 @@ EXAMPLES = REPO_ROOT / "examples"
 FLOAT_TOL = {"f16": 1e-2, "bf16": 8e-2, "f32": 1e-4, "f8e4m3": 0.125, "f8e5m2": 0.25}
 INT_TOL = 1  # integer outputs: a rounding tie may fall either way
 
-# (label, shape, params, [per-output report], ok) of every example case run in this session,
+# (label, shape, params, [per-output report], ok) of every example case run by this pytest run,
 # printed as a table at the end (conftest.py).
 RESULTS = []
 
