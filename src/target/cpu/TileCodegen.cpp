@@ -550,11 +550,11 @@ class TileEmitter : public Codegen {
     line(ptr_decl(v, slot_of_.at(v.name)));
   }
 
-  // The row a load at the top of a kernel's body reads in the grid instance after this one: its
-  // address (an integer, so that a row past the buffer's end is never formed as a pointer) and
-  // its bytes. The first row reduction of the instance prefetches it, a share with each step
-  // (reduce_along_rows): the next row arrives while this one is computed, where otherwise a
-  // core computes and waits for memory in turn (rmsnorm_quant 4096 x 8192: 13 % less time).
+  // The row a load at the top of a kernel's body reads in the grid instance after this one: the
+  // code of its address (an integer, so that a row past the buffer's end is never formed as a
+  // pointer) and its bytes. The first row reduction of the instance prefetches it, a share with
+  // each step (reduce_along_rows): the next row arrives while this one is computed, where otherwise
+  // a core computes and waits for memory in turn (rmsnorm_quant 4096 x 8192: 13 % less time).
   struct NextRow {
     std::string address;
     int64_t bytes = 0;
@@ -582,10 +582,9 @@ class TileEmitter : public Codegen {
       const std::string start = "(" + scalar(ir::substitute(o.starts[d], next), CT::I64) + ")";
       offset = d == 0 ? start : "(" + offset + ") * " + b.shape[d] + " + " + start;
     }
-    const std::string address = tmp();
-    line("const uintptr_t " + address + " = (uintptr_t)" + b.id + " + (uintptr_t)(" + offset +
-         ") * " + std::to_string(dtype_bytes(b.buf->dtype)) + ";");
-    next_rows_.push_back({address, bytes});
+    next_rows_.push_back({"(uintptr_t)" + b.id + " + (uintptr_t)(" + offset + ") * " +
+                              std::to_string(dtype_bytes(b.buf->dtype)),
+                          bytes});
   }
 
   // A load at the top of a kernel's body whose tile no grid variable moves, from a buffer the
@@ -909,13 +908,19 @@ class TileEmitter : public Codegen {
     const std::string flat = "ks_o * " + std::to_string(len) + " + ks_r + ks_k";
     const std::string e =
         element(Index{flat, reduce_axes(shape, shape.size() - 1, "ks_r + ks_k", "ks_o")});
+    // The next instance's rows, their addresses named where this reduction prefetches them.
+    std::vector<NextRow> next;
+    if (scopes_.size() == 1) next.swap(next_rows_);
+    for (NextRow& r : next) {
+      const std::string name = tmp();
+      line("const uintptr_t " + name + " = " + r.address + ";");
+      r.address = name;
+    }
     line("for (int64_t ks_o = 0; ks_o < " + std::to_string(outer) + "; ++ks_o) {");
     line("  " + ty + " ks_p[" + lanes + "];");
     line("  for (int ks_k = 0; ks_k < " + lanes +
          "; ++ks_k) ks_p[ks_k] = " + reduction_identity(o) + ";");
     line("  for (int64_t ks_r = 0; ks_r < " + std::to_string(len) + "; ks_r += " + lanes + ")");
-    std::vector<NextRow> next;
-    if (scopes_.size() == 1) next.swap(next_rows_);
     if (!next.empty()) {
       line("  {");
       for (const NextRow& r : next) {
