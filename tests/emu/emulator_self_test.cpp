@@ -169,7 +169,8 @@ namespace {
 
 // Runs wgmma case `c` on the emulator with `flags` (wgmma_cases.h); returns D.
 std::vector<float> run_wgmma(const test::wgmma::Case& c, unsigned flags) {
-  static const emu::EmulatedModule m(std::string(kPreamble) + test::wgmma::kSource + R"(
+  static const emu::EmulatedModule m(std::string(kPreamble) + test::wgmma::kAccumulatorIndex +
+                                     test::wgmma::kSource + R"(
 #define KS_EMULATED_CASE(NAME, ...)                                                      \
   extern "C" __global__ void NAME(KsArgs a, int*) {                                      \
     wgmma_case<__VA_ARGS__>((const float*)a.bufs[0], (const float*)a.bufs[1],              \
@@ -308,7 +309,8 @@ namespace {
 // The TMA scores tile (tma_cases.h) on the emulator with `flags`; returns D, or the emulator's
 // complaint in *why.
 std::vector<float> run_tma(unsigned flags, std::string* why) {
-  static const emu::EmulatedModule m(std::string(kPreamble) + test::tma::kSource + R"(
+  static const emu::EmulatedModule m(std::string(kPreamble) + test::wgmma::kAccumulatorIndex +
+                                     test::tma::kSource + R"(
 extern "C" __global__ void tma_scores_kernel(KsArgs a, int*) {
   tma_scores((const TensorMap*)a.bufs[0], (const TensorMap*)a.bufs[1], (const TensorMap*)a.bufs[2],
              (const float*)a.bufs[3], (u32)a.sizes[0], (u32)a.sizes[1]);
@@ -395,7 +397,8 @@ namespace {
 
 // The pipeline of ring_cases.h on the emulator with `flags`; returns D, or the complaint in *why.
 std::vector<float> run_ring(unsigned flags, std::string* why) {
-  static const emu::EmulatedModule m(std::string(kPreamble) + test::ring::kSource + R"(
+  static const emu::EmulatedModule m(std::string(kPreamble) + test::wgmma::kAccumulatorIndex +
+                                     test::ring::kSource + R"(
 extern "C" __global__ void ring_gemm_kernel(KsArgs a, int*) {
   ring_gemm((const TensorMap*)a.bufs[0], (const TensorMap*)a.bufs[1], (const float*)a.bufs[2],
             (float*)a.bufs[3], (u32)a.sizes[0]);

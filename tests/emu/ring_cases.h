@@ -57,10 +57,9 @@ __device__ void ring_gemm(const TensorMap* ma, const TensorMap* mb, const float*
     return;
   }
   setmaxnreg_inc<232>();  // the consumer warpgroup
-  const u32 c = t - 128, w = c / 32, g = (c % 32) / 4, q = c % 4;
   float d[32];
   for (u32 i = 0; i < 32; ++i)
-    d[i] = C[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)];
+    d[i] = C[accumulator_index(t, i, 64)];
   for (u32 it = 0; it < 8; ++it) {
     const u32 s = it % 2, phase = (it / 2) % 2, sa = base + s * 16384, sb = sa + 8192;
     while (!mbarrier_try_wait_parity(bars + 8 * s, phase)) {
@@ -74,14 +73,14 @@ __device__ void ring_gemm(const TensorMap* ma, const TensorMap* mb, const float*
     mbarrier_arrive(bars + 16 + 8 * s);
   }
   for (u32 i = 0; i < 32; ++i)
-    D[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)] = d[i];
+    D[accumulator_index(t, i, 64)] = d[i];
 }
 )";
 
 // The kernel in the GPU's ABI: ring_gemm_kernel(ma, mb, C, D, flags), the maps by value; 256
 // threads.
 inline std::string device_source() {
-  return std::string(kSource) + R"(
+  return std::string(wgmma::kAccumulatorIndex) + kSource + R"(
 extern "C" __global__ void __launch_bounds__(256, 1)
     ring_gemm_kernel(const __grid_constant__ TensorMap ma, const __grid_constant__ TensorMap mb,
                      const float* C, float* D, u32 flags) {

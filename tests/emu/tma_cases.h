@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "emulated_tensor_map.h"
+#include "ir/DType.h"
 #include "target/cuda/Driver.h"
+#include "wgmma_cases.h"
 
 namespace kintsugi::test::tma {
 
@@ -37,7 +39,7 @@ __device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const Tenso
   extern __shared__ __align__(128) unsigned char ks_smem[];
   const u32 base = smem_addr(ks_smem) + (1024 - smem_addr(ks_smem) % 1024) % 1024;
   const u32 sq = base, sk = base + 8192, sd = base + 16384, bar = base + 32768;
-  const u32 t = threadIdx.x, w = t / 32, g = (t % 32) / 4, q = t % 4;
+  const u32 t = threadIdx.x;
   if (t == 0) {
     mbarrier_init(bar, 1);
     fence_mbarrier_init();
@@ -56,7 +58,7 @@ __device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const Tenso
   }
   float d[32];
   for (u32 i = 0; i < 32; ++i)
-    d[i] = C[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)];
+    d[i] = C[accumulator_index(t, i, 64)];
   wgmma_fence();
   for (u32 kk = 0; kk < 4; ++kk)
     wgmma_m64n64k16_f16_ss<0, 0>(d, smem_descriptor(sq + 32 * kk, 16, 1024, kSwizzle128B),
@@ -65,7 +67,7 @@ __device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const Tenso
   wgmma_wait_group<0>();
   float* D = reinterpret_cast<float*>(ks_smem + (sd - smem_addr(ks_smem)));
   for (u32 i = 0; i < 32; ++i)
-    D[(16 * w + g + 8 * ((i >> 1) & 1)) * 64 + 8 * (i >> 2) + 2 * q + (i & 1)] = d[i];
+    D[accumulator_index(t, i, 64)] = d[i];
   if (!(flags & 4u)) fence_proxy_async();
   __syncthreads();
   if (t == 0) {
@@ -78,7 +80,7 @@ __device__ void tma_scores(const TensorMap* mq, const TensorMap* mk, const Tenso
 
 // The kernel in the GPU's ABI: tma_scores_kernel(mq, mk, md, C, row0, flags), the maps by value.
 inline std::string device_source() {
-  return std::string(kSource) + R"(
+  return std::string(wgmma::kAccumulatorIndex) + kSource + R"(
 extern "C" __global__ void tma_scores_kernel(const __grid_constant__ TensorMap mq,
                                              const __grid_constant__ TensorMap mk,
                                              const __grid_constant__ TensorMap md, const float* C,
@@ -130,16 +132,10 @@ inline cuda::TensorMap emulated(const cuda::TensorMapSpec& s) {
   return map;
 }
 
-// Multiples of 1/8 in [-1, 1] in f16 (exact: sign, exponent, the mantissa's top bits).
+// `xs` as f16 bits.
 inline std::vector<unsigned short> to_f16(const std::vector<float>& xs) {
   std::vector<unsigned short> out;
-  for (float x : xs) {
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    const uint32_t sign = (u >> 16) & 0x8000u, exp = ((u >> 23) & 0xffu) - 127 + 15;
-    out.push_back(static_cast<unsigned short>(
-        (u & 0x7fffffffu) == 0 ? sign : sign | (exp << 10) | ((u >> 13) & 0x3ffu)));
-  }
+  for (float x : xs) out.push_back(double_to_f16_bits(x));
   return out;
 }
 

@@ -20,6 +20,15 @@ struct Case {
   int n;
 };
 
+// Device code every case source starts with: the index in a row-major 64 x N matrix of
+// accumulator i of thread t of a warpgroup (wgmma.cuh's fragment layout).
+inline const char* kAccumulatorIndex = R"(
+__device__ unsigned accumulator_index(unsigned t, unsigned i, unsigned n) {
+  const unsigned w = (t % 128) / 32, g = (t % 32) / 4, q = t % 4;
+  return (16 * w + g + 8 * ((i >> 1) & 1)) * n + 8 * (i >> 2) + 2 * q + (i & 1);
+}
+)";
+
 // Device code: wgmma_case<...>(A, B, C, D, flags), A row-major 64 x 16, B row-major 16 x N (k, n),
 // C and D row-major 64 x N; flags bit 0: place the operands without their swizzle (a broken
 // layout), bit 1: leave out the proxy fence between the threads' shared-memory writes and the
@@ -91,7 +100,7 @@ __device__ void wgmma_case(const float* A, const float* B, const float* C, float
   }
   float d[N / 2];
   for (u32 i = 0; i < N / 2; ++i)
-    d[i] = C[(16 * w + g + 8 * ((i >> 1) & 1)) * N + 8 * (i >> 2) + 2 * q + (i & 1)];
+    d[i] = C[accumulator_index(t, i, N)];
   const u32 base = smem_addr(smem);
   wgmma_fence();
   wgmma_tile<N, kBf16, kRs, kMnA, kMnB>(d, ra, smem_descriptor(base, kLboA, kSboA, kSwA),
@@ -100,7 +109,7 @@ __device__ void wgmma_case(const float* A, const float* B, const float* C, float
   wgmma_commit_group();
   wgmma_wait_group<0>();
   for (u32 i = 0; i < N / 2; ++i)
-    D[(16 * w + g + 8 * ((i >> 1) & 1)) * N + 8 * (i >> 2) + 2 * q + (i & 1)] = d[i];
+    D[accumulator_index(t, i, N)] = d[i];
 }
 
 // Scores' shape: A and B K-major in the 128-byte swizzle (Q and K rows of 64 f16). P.V's shape:
@@ -119,7 +128,7 @@ __device__ void wgmma_case(const float* A, const float* B, const float* C, float
 
 // The cases as kernels of the GPU's ABI: NAME(A, B, C, D, flags).
 inline std::string device_source() {
-  return std::string(kSource) + R"(
+  return std::string(kAccumulatorIndex) + kSource + R"(
 #define KS_DEVICE_CASE(NAME, ...)                                                           \
   extern "C" __global__ void NAME(const float* A, const float* B, const float* C, float* D, \
                                   u32 flags) {                                             \
