@@ -18,7 +18,9 @@ packages scripts/gpu_debs.sh fetched into build/debs, carried there) and times t
 An A/B of two compilers in one run: --also LABEL=TREE (repeatable) times the Kintsugi of another
 source tree as well, on the same inputs, against the same reference, right after ours (with
 --build it is built there from TREE by this tree's build_here.sh; else TREE/build/bin/kintsugi).
---peers names the peers to time (default all; "none" for an A/B alone).
+--peers names the peers to time (default all; "none" for an A/B alone). --also-arch ARCH
+(repeatable) times this Kintsugi's code for another architecture too, as a column named ARCH
+(sm_80: the mma.sync path the H200 runs otherwise as wgmma).
 
   git worktree add .ab/change BRANCH      # here; .ab/ is ignored, carried to the GPU machine
   python3 bench/attention_bench.py --build --also change=.ab/change --peers none \
@@ -189,6 +191,8 @@ def main():
     a.add_argument("--also", action="append", default=[], metavar="LABEL=TREE",
                    help="also time the kintsugi of source tree TREE as LABEL (built there with "
                         "--build, else TREE/build/bin/kintsugi): an A/B in one run")
+    a.add_argument("--also-arch", action="append", default=[], metavar="ARCH",
+                   help="also time this kintsugi's code for ARCH (e.g. sm_80) as a column ARCH")
     a.add_argument("--peers", default=",".join(PEERS),
                    help="the peers to time, of " + ",".join(PEERS) + " (none: no peer)")
     a.add_argument("--json", default="bench.json")
@@ -197,14 +201,15 @@ def main():
                         "e.g. docs/perf.md")
     args = a.parse_args()
     D = args.head_dim
-    variants = []  # (label, binary)
+    variants = []  # (label, binary, extra arguments)
     for spec in args.also:
         label, sep, tree = spec.partition("=")
         if not sep or not label or not os.path.isdir(tree):
             a.error(f"--also {spec}: expected LABEL=TREE, TREE a Kintsugi source tree")
         if label in PEERS or label == "kintsugi":
             a.error(f"--also {spec}: the label {label} names a column already: choose another")
-        variants.append((label, os.path.join(os.path.abspath(tree), "build", "bin", "kintsugi")))
+        variants.append((label, os.path.join(os.path.abspath(tree), "build", "bin", "kintsugi"),
+                         []))
     peers = [] if args.peers == "none" else args.peers.split(",")
     if any(p not in PEERS for p in peers):
         a.error(f"--peers {args.peers}: expected a list of " + ",".join(PEERS) + ", or none")
@@ -212,12 +217,13 @@ def main():
         build_here = os.path.join(ROOT, "tests", "gpu", "build_here.sh")
         subprocess.run(["bash", build_here], check=True)
         args.kintsugi = os.path.join(ROOT, "build-gpu", "bin", "kintsugi")
-        for i, (label, binary) in enumerate(variants):
+        for i, (label, binary, _) in enumerate(variants):
             tree = os.path.dirname(os.path.dirname(os.path.dirname(binary)))
             env = {k: v for k, v in os.environ.items() if k != "KINTSUGI_COMMIT"}
             subprocess.run(["bash", build_here, os.path.join(tree, "build-gpu"), tree], check=True,
                            env=env)
-            variants[i] = (label, os.path.join(tree, "build-gpu", "bin", "kintsugi"))
+            variants[i] = (label, os.path.join(tree, "build-gpu", "bin", "kintsugi"), [])
+    variants += [(arch, args.kintsugi, ["--arch", arch]) for arch in args.also_arch]
     torch.manual_seed(0)
     rows = []
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")
@@ -241,8 +247,8 @@ def main():
                 inputs["slopes"] = slopes
             extra = ["--chunk-tiles", args.chunk_tiles] if decode else []
             results = [("kintsugi",) + run_ours(args.kintsugi, name, shape, inputs, ref, extra)]
-            for label, binary in variants:
-                results.append((label,) + run_ours(binary, name, shape, inputs, ref, extra))
+            for label, binary, own in variants:
+                results.append((label,) + run_ours(binary, name, shape, inputs, ref, extra + own))
             if kind == "plain":  # SDPA has no score modifications
                 for label, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
                                        ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -267,7 +273,7 @@ def main():
         json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
     if args.perf:
         with open(args.perf, "a") as f:
-            f.write(markdown(rows, args, [label for label, _ in variants], peers))
+            f.write(markdown(rows, args, [label for label, _, _ in variants], peers))
 
 
 def markdown(rows, args, variants, peers):

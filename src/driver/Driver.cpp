@@ -34,7 +34,13 @@ Target Target::parse(const std::string& name, const std::string& arch) {
   else if (name != "cpu")
     arg_error << "unknown target '" << name << "'; use cpu or cuda";
   t.arch = arch;
+  if (!arch.empty()) cuda::CudaTarget::parse(arch);  // a malformed name fails here, not later
   return t;
+}
+
+std::string Target::cuda_arch() const {
+  if (!arch.empty()) return arch;
+  return cuda::driver_available() ? cuda::device().arch() : "sm_90a";
 }
 
 const char* requirement_name(Requirement r) {
@@ -461,12 +467,16 @@ CodePaths code_paths(const Scheduled& s, const Target& target, const runtime::Si
     if (c.tiles) c.form = "tile";
   }
   if (c.tiles && target.kind == Target::Kind::Cuda) {
-    std::vector<cuda::KernelLaunch> launches = cuda::generate_cuda_source(*c.tiles).launches;
+    std::vector<cuda::KernelLaunch> launches =
+        cuda::generate_cuda_source(*c.tiles, cuda::CudaTarget::parse(target.cuda_arch())).launches;
     for (size_t k = 0; k < launches.size(); ++k) {
       const cuda::KernelLaunch& l = launches[k];
       const std::string& name = c.tiles->kernels[k].name;
       c.kernels.push_back(
           {name, l.tensor_cores ? "tensor-core" : "element-cyclic", l.not_tensor_cores});
+      if (!l.not_warpgroup_mma.empty())
+        c.warnings.push_back("kernel '" + name +
+                             "' runs its dots as mma.sync, not as wgmma: " + l.not_warpgroup_mma);
       if (l.not_tensor_cores.empty()) continue;
       std::string text = "kernel '" + name +
                          "' runs its dot on the element-cyclic writer, not the tensor cores: " +
@@ -526,8 +536,7 @@ Built build_kernel(const Scheduled& s, const Target& target, const runtime::Size
     }
   if (target.kind == Target::Kind::Cuda) {
     if (!c.tiles) to_tiles(s, sizes, "--target cuda");  // throws: not in tile form
-    std::string arch = target.arch.empty() ? cuda::device().arch() : target.arch;
-    b.gpu = std::make_shared<cuda::CudaKernel>(*c.tiles, arch);
+    b.gpu = std::make_shared<cuda::CudaKernel>(*c.tiles, target.cuda_arch());
     b.from_cache = b.gpu->from_cache();
     b.compile_seconds = b.gpu->compile_seconds();
   } else {

@@ -53,6 +53,9 @@ struct Target {
   // "cpu" or "cuda"; any other name is a user error that lists the two.
   static Target parse(const std::string& name, const std::string& arch = "");
   std::string name() const { return kind == Kind::Cuda ? "cuda" : "cpu"; }
+  // CUDA: the architecture code is generated and compiled for: `arch` when given, else this
+  // machine's GPU's, else (no GPU: printing code, reporting code paths) sm_90a, the H100/H200's.
+  std::string cuda_arch() const;
 };
 
 // What `--require` (Python: require=[...]) can insist on: the program fuses as far as the

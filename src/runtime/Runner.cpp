@@ -436,7 +436,9 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (!o.reference_dir.empty() && o.inputs_dir.empty())
     arg_error << "--reference " << o.reference_dir
               << " needs --inputs: the reference must be computed from the same inputs";
-  driver::Target::parse(o.target);
+  if (o.target == "cpu" && !o.arch.empty())
+    arg_error << "--arch " << o.arch << " applies to --target cuda only; leave it out";
+  driver::Target::parse(o.target, o.arch);
   if (o.schedule != "auto" && o.schedule != "none")
     arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
   if (!o.save_io_dir.empty()) check_save_io_dir(o);
@@ -489,7 +491,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
 
   // The kernel runs the scheduled program; verification always uses the unscheduled one.
   driver::ScheduleOptions so;
-  so.target = driver::Target::parse(o.target);
+  so.target = driver::Target::parse(o.target, o.arch);
   so.schedule = o.schedule;
   for (const std::string& d : o.dynamic)
     if (std::find(p.dims.begin(), p.dims.end(), d) == p.dims.end())
@@ -517,7 +519,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   r.form = built.form;
   r.from_cache = built.from_cache;
   r.compile_seconds = built.compile_seconds;
-  if (gpu_kernel) r.arch = cuda::device().arch();
+  if (gpu_kernel) r.arch = so.target.cuda_arch();
   std::map<std::string, Tensor> outputs;
   std::vector<Tensor*> args;
   for (const ir::Buffer& b : scheduled.buffers) {

@@ -17,6 +17,7 @@ namespace kintsugi::runtime {
 
 struct RunOptions {
   std::string target = "cpu";  // "cpu" or "cuda"
+  std::string arch;            // CUDA: the architecture; empty: the GPU's own
   std::string schedule = "auto";
   SizeMap shape;    // overrides of the sizes written in the source
   ParamMap params;  // overrides of the param values written in the source

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 
 #include "support/Error.h"
@@ -24,16 +25,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // The generated source as the emulator compiles it: the dynamic shared memory declared as the
-// current CTA's.
+// current CTA's (whose shared addresses start at 0, aligned to any boundary).
 std::string emulable(const std::string& code) {
-  const std::string shared = "extern __shared__ __align__(128) unsigned char ks_smem[];";
+  const std::regex shared(R"(extern __shared__ __align__\(\d+\) unsigned char ks_smem\[\];)");
   std::istringstream in(code);
   std::ostringstream out;
   std::string line;
   while (std::getline(in, line)) {
-    size_t at = line.find(shared);
-    if (at != std::string::npos)
-      line.replace(at, shared.size(), "unsigned char* ks_smem = ::kemu::dynamic_smem();");
+    line = std::regex_replace(line, shared, "unsigned char* ks_smem = ::kemu::dynamic_smem();");
     internal_assert(line.find("__shared__") == std::string::npos ||
                     line.find("extern") == std::string::npos)
         << "the emulator binds only ks_smem as dynamic shared memory: " << line;
@@ -110,8 +109,11 @@ void EmulatedModule::launch(const std::string& kernel, cuda::KsArgs& args, int* 
     internal_error << "emulated kernel " << kernel << ": " << e;
 }
 
-EmulatedCudaKernel::EmulatedCudaKernel(const tile::TileProgram& program)
-    : program_(program), source_(cuda::generate_cuda_source(program)), module_(source_.code) {}
+EmulatedCudaKernel::EmulatedCudaKernel(const tile::TileProgram& program,
+                                       const cuda::CudaTarget& target)
+    : program_(program),
+      source_(cuda::generate_cuda_source(program, target)),
+      module_(source_.code) {}
 
 void EmulatedCudaKernel::run(const std::vector<runtime::Tensor*>& args,
                              const runtime::SizeMap& sizes, const runtime::ParamMap& params) {

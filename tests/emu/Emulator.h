@@ -43,7 +43,8 @@ class EmulatedModule {
 
 class EmulatedCudaKernel {
  public:
-  explicit EmulatedCudaKernel(const tile::TileProgram& program);
+  // The kernels generated for `target` (sm_80: mma.sync; sm_90a: wgmma where they can).
+  EmulatedCudaKernel(const tile::TileProgram& program, const cuda::CudaTarget& target);
 
   // Inputs then outputs (host tensors), as CudaKernel::run.
   void run(const std::vector<runtime::Tensor*>& args, const runtime::SizeMap& sizes,

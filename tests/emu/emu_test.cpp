@@ -46,6 +46,7 @@ struct Case {
   // (`sizes`): the sizes a Python kernel takes as dynamic.
   runtime::SizeMap run_sizes = {};
   int64_t whole_row_bytes = -1;  // rows held whole up to this many bytes; -1: the target's
+  std::string arch = "sm_80";    // what the kernels are generated for (sm_90a: wgmma)
 };
 
 std::string describe(const Case& c) {
@@ -54,6 +55,7 @@ std::string describe(const Case& c) {
   for (const auto& [k, v] : c.params) s += " " + k + "=" + std::to_string(v);
   if (c.chunk_tiles) s += " chunk_tiles=" + std::to_string(c.chunk_tiles);
   for (const auto& [k, v] : c.run_sizes) s += " run at " + k + "=" + std::to_string(v);
+  if (c.arch != "sm_80") s += " for " + c.arch;
   return s;
 }
 
@@ -116,7 +118,7 @@ std::string check(const Case& c) {
   for (const ir::Param& q : p.params) params[q.name] = q.value;
   for (const auto& [k, v] : c.params) params[k] = v;
   try {
-    emu::EmulatedCudaKernel kernel(k.tiles);
+    emu::EmulatedCudaKernel kernel(k.tiles, cuda::CudaTarget::parse(c.arch));
     kernel.run(args, sizes, params);
   } catch (const std::exception& e) {
     failures.push_back(std::string("the kernel fails: ") + e.what());
@@ -241,7 +243,9 @@ TEST(Emulator, RowsKeptInSharedMemory) {
                        Row{"norm/rmsnorm_quant.te", 60000, "<= 6LL ? 6LL : 4LL;"}}) {
     Case c{r.example, {{"M", 128}, {"N", r.n}}, {}};
     std::vector<std::string> warnings;
-    std::string code = cuda::generate_cuda_source(compile(c, &warnings).tiles).code;
+    std::string code =
+        cuda::generate_cuda_source(compile(c, &warnings).tiles, cuda::CudaTarget::parse(c.arch))
+            .code;
     EXPECT_NE(code.find(std::string(r.kept) + "  // iterations read from the row kept"),
               std::string::npos)
         << describe(c);
@@ -263,7 +267,10 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
 TEST(Emulator, ShortRowsOneWarpEach) {
   std::vector<std::string> warnings;
   Compiled k = compile({"norm/softmax.te", {{"M", 37}, {"N", 100}}, {}}, &warnings);
-  EXPECT_EQ(cuda::generate_cuda_source(k.tiles).launches.at(0).instances_per_cta, 4);
+  EXPECT_EQ(cuda::generate_cuda_source(k.tiles, cuda::CudaTarget::parse("sm_80"))
+                .launches.at(0)
+                .instances_per_cta,
+            4);
   for (const char* name :
        {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
     for (int64_t m : {1, 6, 39})
@@ -353,6 +360,29 @@ TEST(Emulator, PrefillAtHeadDim128WithTails) {
   verify({"attention/prefill_windowed.te", grouped, {{"W", 100}}});
 }
 
+// The kernels generated for sm_90a: the dots of row tiles of whole warpgroups as wgmma (A from
+// the packed accumulator or a staged tile, B through swizzled descriptors, the copies fenced for
+// the asynchronous proxy), the rest as on sm_80: every attention example at its default sizes,
+// with tails in both sequence axes, and at the benchmark's head size 128 (128-row tiles on two
+// warpgroups, the column-blocked operand tiles).
+TEST(Emulator, HopperKernels) {
+  auto hopper = [](Case c) {
+    c.arch = "sm_90a";
+    return c;
+  };
+  for (const char* name :
+       {"prefill_global", "prefill_causal", "prefill_causal_bf16", "prefill_alibi", "prefill_gqa",
+        "prefill_softcap", "prefill_windowed", "decode_causal", "decode_gqa"})
+    verify(hopper({std::string("attention/") + name + ".te", {}, {}}));
+  verify(hopper({"attention/prefill_causal.te", {{"S", 200}, {"T", 330}}, {}}));
+  verify(hopper({"attention/prefill_windowed.te", {{"S", 48}, {"T", 80}}, {{"W", 16}}}));
+  runtime::SizeMap one_head = {{"H", 1}, {"S", 300}, {"T", 300}, {"D", 128}};
+  runtime::SizeMap grouped = {{"HQ", 2}, {"HK", 1}, {"S", 300}, {"T", 300}, {"D", 128}};
+  for (const char* name : {"prefill_global", "prefill_causal_bf16"})
+    verify(hopper({std::string("attention/") + name + ".te", one_head, {}}));
+  verify(hopper({"attention/prefill_gqa.te", grouped, {}}));
+}
+
 // Decoding steps at serving batches. At 128 rows or more the rolling update, its row strip the
 // few queries there are (S = 1, 2, 3 at the sizes scheduled for); grouped query heads (8 or 16)
 // share a row tile, one query an instance, where that makes 128 instances or more (B x HK x S),
@@ -422,7 +452,7 @@ TEST(Emulator, GatherOutOfRangeIsAnError) {
   std::vector<std::string> warnings;
   Compiled k = compile(c, &warnings);
   EXPECT_TRUE(warnings.empty());
-  emu::EmulatedCudaKernel kernel(k.tiles);
+  emu::EmulatedCudaKernel kernel(k.tiles, cuda::CudaTarget::parse("sm_80"));
   std::map<std::string, runtime::Tensor> in = runtime::random_inputs(k.program, k.sizes, 1);
   runtime::Tensor loss(DType::F32, {5});
   for (int64_t i = 0; i < 5; ++i) in.at("TGT").set(i, i);
@@ -447,7 +477,7 @@ TEST(Emulator, DiagonalGatherOutOfRangeIsAnError) {
   std::vector<std::string> warnings;
   Compiled k = compile(c, &warnings);
   EXPECT_TRUE(warnings.empty());
-  emu::EmulatedCudaKernel kernel(k.tiles);
+  emu::EmulatedCudaKernel kernel(k.tiles, cuda::CudaTarget::parse("sm_80"));
   for (int64_t buckets : {32, 16}) {
     runtime::SizeMap sizes = k.sizes;
     sizes["NB"] = buckets;
@@ -567,7 +597,7 @@ TEST(Emulator, PrefillWithTiedScores) {
 TEST(Emulator, RefusesBadTensorsBeforeAnyLaunch) {
   std::vector<std::string> warnings;
   Compiled k = compile({"norm/softmax.te", {{"M", 8}, {"N", 100}}, {}}, &warnings);
-  emu::EmulatedCudaKernel kernel(k.tiles);
+  emu::EmulatedCudaKernel kernel(k.tiles, cuda::CudaTarget::parse("sm_80"));
   runtime::Tensor x(DType::F32, {8, 100}), y(DType::F32, {8, 100});
   for (int64_t i = 0; i < y.numel(); ++i) y.set(i, 7.0);
   auto refused = [&](std::vector<runtime::Tensor*> args, const std::vector<std::string>& parts) {

@@ -1026,7 +1026,7 @@ class Fuzzer {
       ++stats_->emu_not_tile;
       return;
     }
-    emu::EmulatedCudaKernel kernel(tiles);
+    emu::EmulatedCudaKernel kernel(tiles, cuda::CudaTarget::parse("sm_80"));
     std::map<std::string, runtime::Tensor> inputs = inst.inputs, outputs;
     runtime::ParamMap params;
     for (const ir::Param& q : program_.params) params[q.name] = q.value;

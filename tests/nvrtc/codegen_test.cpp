@@ -19,10 +19,10 @@ using namespace kintsugi;
 
 namespace {
 
-// The example's CUDA source at its default sizes, or with `sizes` overriding some of them (and
-// split-K chunks of `chunk_tiles` key tiles; 0: chosen, as by default).
+// The example's CUDA source for `arch` at its default sizes, or with `sizes` overriding some of
+// them (and split-K chunks of `chunk_tiles` key tiles; 0: chosen, as by default).
 cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeMap& sizes = {},
-                                int64_t chunk_tiles = 0) {
+                                int64_t chunk_tiles = 0, const std::string& arch = "sm_80") {
   ir::LoopProgram lp = driver::load_file(std::string(KINTSUGI_SOURCE_DIR) + "/examples/" + example);
   runtime::SizeMap hints = lp.size_hints;
   for (const auto& [name, value] : sizes) hints[name] = value;
@@ -32,7 +32,8 @@ cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeM
   o.chunk_tiles = chunk_tiles;
   driver::Scheduled s = driver::schedule_program(lp, o);
   EXPECT_TRUE(s.warnings.empty()) << example << ": " << s.warnings.front();
-  return cuda::generate_cuda_source(driver::to_tiles(s, hints, example));
+  return cuda::generate_cuda_source(driver::to_tiles(s, hints, example),
+                                    cuda::CudaTarget::parse(arch));
 }
 
 }  // namespace
@@ -60,9 +61,9 @@ TEST(CudaCodegen, ExamplesCompileForBothArchitectures) {
        {"norm/softmax.te", "norm/rmsnorm_quant.te", "norm/layernorm.te", "norm/l2norm.te",
         "attention/decode_causal.te", "attention/decode_alibi.te", "attention/decode_gqa.te",
         "attention/decode_softcap.te", "performer.te"}) {
-    cuda::CudaSource src = cuda_source_of(example);
-    ASSERT_FALSE(src.launches.empty()) << example;
     for (const std::string arch : {"sm_80", "sm_90a"}) {
+      cuda::CudaSource src = cuda_source_of(example, {}, 0, arch);
+      ASSERT_FALSE(src.launches.empty()) << example;
       cuda::CompiledModule m = cuda::compile_cuda(src.code, example, arch);
       for (const cuda::KernelLaunch& l : src.launches) {
         const cuda::FunctionResources* f = m.resources.find(l.name);
@@ -90,7 +91,7 @@ TEST(CudaCodegen, DecodeAtBenchmarkSizesCompilesWithoutSpills) {
       {"attention/decode_softcap.te", {{"HQ", 32}, {"HK", 16}, {"D", 128}, {"T", 32768}}},
       {"attention/decode_causal.te", {{"H", 32}, {"D", 128}, {"T", 131072}}}};
   for (const auto& [example, sizes] : cases) {
-    cuda::CudaSource src = cuda_source_of(example, sizes);
+    cuda::CudaSource src = cuda_source_of(example, sizes, 0, "sm_90a");
     ASSERT_EQ(src.launches.size(), 2u) << example;
     EXPECT_EQ(src.launches[1].threads, 512) << example;
     cuda::CompiledModule m = cuda::compile_cuda(src.code, example, "sm_90a");
@@ -109,8 +110,8 @@ TEST(CudaCodegen, DecodeAtBenchmarkSizesCompilesWithoutSpills) {
 TEST(CudaCodegen, DecodeOfOneKeyAndOfChunksOfTilesCompile) {
   for (const std::string example : {"attention/decode_causal.te", "attention/decode_alibi.te",
                                     "attention/decode_gqa.te", "attention/decode_softcap.te"}) {
-    cuda::CudaSource one = cuda_source_of(example, {{"T", 1}});
     for (const std::string arch : {"sm_80", "sm_90a"}) {
+      cuda::CudaSource one = cuda_source_of(example, {{"T", 1}}, 0, arch);
       cuda::CompiledModule m = cuda::compile_cuda(one.code, example, arch);
       for (const cuda::KernelLaunch& l : one.launches) {
         const cuda::FunctionResources* f = m.resources.find(l.name);
@@ -123,7 +124,7 @@ TEST(CudaCodegen, DecodeOfOneKeyAndOfChunksOfTilesCompile) {
     runtime::SizeMap sizes = {{"D", 128}, {"T", 32768}};
     if (grouped)
       sizes.insert({{"HQ", 32}, {"HK", example.find("gqa") != std::string::npos ? 4 : 16}});
-    cuda::CudaSource chunked = cuda_source_of(example, sizes, 4);
+    cuda::CudaSource chunked = cuda_source_of(example, sizes, 4, "sm_90a");
     cuda::CompiledModule m = cuda::compile_cuda(chunked.code, example, "sm_90a");
     if (grouped) {
       EXPECT_NE(m.ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << example;
@@ -204,6 +205,34 @@ TEST(CudaCodegen, PrefillKernelsCompile) {
           std::cout << example << " D=128 " << arch << ": spills " << f->spill_store_bytes
                     << " bytes\n";
       }
+    }
+  }
+}
+
+// On sm_90a the prefill kernels run their dots as wgmma (FragmentMma.cpp): at the benchmark's
+// head size 128 on two warpgroups of 128-row tiles, at the examples' 32 on one warpgroup of 64.
+// They compile without spills, and the PTX holds the asynchronous instructions.
+TEST(CudaCodegen, PrefillKernelsRunAsWgmmaOnHopper) {
+  for (const std::string example :
+       {"attention/prefill_global.te", "attention/prefill_causal.te", "attention/prefill_gqa.te",
+        "attention/prefill_alibi.te", "attention/prefill_softcap.te",
+        "attention/prefill_windowed.te", "attention/prefill_causal_bf16.te"}) {
+    std::string half = example.find("bf16") != std::string::npos ? "bf16" : "f16";
+    for (int64_t head_size : {0, 128}) {
+      runtime::SizeMap sizes;
+      if (head_size > 0) sizes = {{"D", head_size}, {"S", 4096}, {"T", 4096}};
+      cuda::CudaSource src = cuda_source_of(example, sizes, 0, "sm_90a");
+      ASSERT_EQ(src.launches.size(), 1u) << example;
+      EXPECT_EQ(src.launches[0].not_warpgroup_mma, "") << example;
+      EXPECT_EQ(src.code.find("mma_m16n8k16"), std::string::npos) << example;
+      EXPECT_NE(src.code.find("_" + half + "_rs<1>("), std::string::npos) << example;
+      cuda::CompiledModule m = cuda::compile_cuda(src.code, example, "sm_90a");
+      EXPECT_NE(m.ptx.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos) << example;
+      const cuda::FunctionResources* f = m.resources.find(src.launches[0].name);
+      ASSERT_NE(f, nullptr) << example;
+      EXPECT_EQ(f->spill_store_bytes, 0) << example << " D=" << head_size << " spills";
+      std::cout << example << " D=" << head_size << " sm_90a: " << src.launches[0].threads
+                << " threads, " << f->registers << " registers\n";
     }
   }
 }

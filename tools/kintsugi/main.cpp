@@ -236,15 +236,15 @@ int cmd_lower(const std::string& file, const std::string& print, LowerOptions l,
                                : cpu::generate_source(s->program));
   } else if (print == "source" || print == "ptx") {
     std::string code =
-        cuda::generate_cuda_source(paths->tiles ? *paths->tiles
-                                                : driver::to_tiles(*s, l.sizes, "--target cuda"))
+        cuda::generate_cuda_source(
+            paths->tiles ? *paths->tiles : driver::to_tiles(*s, l.sizes, "--target cuda"),
+            cuda::CudaTarget::parse(target.cuda_arch()))
             .code;
     if (print == "source")
       std::cout << code;
     else {
       // ptxas' resources of every kernel first, as PTX comments (registers, spills).
-      cuda::CompiledModule m =
-          cuda::compile_cuda(code, lp.name, l.arch.empty() ? "sm_90a" : l.arch);
+      cuda::CompiledModule m = cuda::compile_cuda(code, lp.name, target.cuda_arch());
       for (const cuda::FunctionResources& f : m.resources.functions)
         if (f.entry)
           std::cout << "// ptxas: " << f.name << ": " << f.registers << " registers, "
@@ -369,6 +369,8 @@ int main(int argc, char** argv) {
   run->add_option("file", file, ".te source")->required();
   run->add_option("--shape", shape, "N=V,... size overrides");
   run->add_option("--target", target, "cpu|cuda");
+  run->add_option("--arch", arch,
+                  "CUDA architecture (sm_80: mma.sync, sm_90a: wgmma); default: the GPU's");
   run->add_option("--schedule", schedule, "auto|none");
   run->add_option("--seed", seed, "random input seed");
   run->add_option("--chunk-tiles", chunk_tiles,
@@ -424,6 +426,7 @@ int main(int argc, char** argv) {
       o.shape = parse_shape_arg(shape);
       o.seed = parse_seed(seed);
       o.target = target;
+      o.arch = arch;
       o.schedule = schedule;
       o.verify = verify;
       o.bench = bench;

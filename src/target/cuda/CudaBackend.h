@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/Tensor.h"
+#include "target/cuda/CudaTarget.h"
 #include "tile/TileIR.h"
 
 namespace kintsugi::cuda {
@@ -46,6 +47,9 @@ struct KernelLaunch {
   // without such a dot).
   bool tensor_cores = false;
   std::string not_tensor_cores;
+  // On sm_90a, for a tensor-core kernel whose row tile fills warpgroups: why its dots run as
+  // mma.sync rather than wgmma (empty when they run as wgmma).
+  std::string not_warpgroup_mma;
 };
 
 // Where a buffer of the program is at a launch, by declaration order: a register of its kernel
@@ -60,7 +64,9 @@ struct CudaSource {
   std::vector<BufferSlot> buffers;  // by the program's buffer order (KsArgs::bufs skips registers)
 };
 
-CudaSource generate_cuda_source(const tile::TileProgram& program);
+// The kernels of `program` for `target`: on sm_90a the tensor-core writer's dots run as wgmma where
+// every dot of a kernel can (Fragments.h), elsewhere as mma.sync.
+CudaSource generate_cuda_source(const tile::TileProgram& program, const CudaTarget& target);
 
 class CudaKernel {
  public:

@@ -1287,7 +1287,7 @@ std::string elementwise_matrix_product(const tile::Kernel& k) {
 
 }  // namespace
 
-CudaSource generate_cuda_source(const tile::TileProgram& program) {
+CudaSource generate_cuda_source(const tile::TileProgram& program, const CudaTarget& target) {
   CudaSource out;
   const std::set<std::string> touched = tile::buffers_in_memory(program);
   for (const ir::Buffer& b : program.source.buffers)
@@ -1295,14 +1295,14 @@ CudaSource generate_cuda_source(const tile::TileProgram& program) {
                           : b.role == ir::BufferRole::Intermediate && !touched.count(b.name)
                               ? BufferSlot::Unused
                               : BufferSlot::Memory);
-  std::string code = program_preamble(program);
+  std::string code = program_preamble(program, target);
   for (const tile::Kernel& k : program.kernels) {
     KernelLaunch launch;
     launch.name = ident("ks", k.name);
     for (const tile::GridAxis& g : k.grid) launch.grid.push_back(g.extent);
     std::string text;
     if (std::unique_ptr<KernelWriter> fragments =
-            fragment_writer(program, k, out.sites, &launch.not_tensor_cores)) {
+            fragment_writer(program, k, target, out.sites, launch)) {
       launch.tensor_cores = true;
       text = fragments->write(k, launch);
     } else {

@@ -68,15 +68,22 @@ struct CudaKernel::Impl {
 };
 
 CudaKernel::CudaKernel(const tile::TileProgram& program, const std::string& arch)
-    : impl_(new Impl), program_(program), source_(generate_cuda_source(program)) {
+    : impl_(new Impl),
+      program_(program),
+      source_(generate_cuda_source(program, CudaTarget::parse(arch))) {
   CompiledModule m = compile_cuda(source_.code, program.source.name, arch);
+  // A cubin runs on the major version it was compiled for; code for an older one (sm_80 on an
+  // H200, the mma.sync path measured against wgmma) loads as its PTX, which the driver compiles
+  // for the device.
+  const int sm = CudaTarget::parse(arch).sm;
+  const bool native = sm / 10 == device().cc_major;
   for (const FunctionResources& f : m.resources.functions)
     if (f.spill_store_bytes > 0 || f.spill_load_bytes > 0)
       std::cerr << "kintsugi: kernel " << f.name << " spills " << f.spill_store_bytes
                 << " bytes to local memory\n";
   from_cache_ = m.from_cache;
   compile_seconds_ = m.seconds;
-  impl_->module = std::make_unique<Module>(m.cubin);
+  impl_->module = std::make_unique<Module>(native ? m.cubin : m.ptx);
   for (const KernelLaunch& l : source_.launches) {
     impl_->functions.push_back(impl_->module->function(l.name));
     if (l.dynamic_shared_bytes > 48 * 1024)

@@ -13,12 +13,15 @@
 namespace kintsugi::cuda {
 
 std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const tile::Kernel& k,
-                                              std::vector<std::string>& sites, std::string* why) {
-  auto w = std::make_unique<fragment::FragmentWriter>(p, k, sites);
+                                              const CudaTarget& target,
+                                              std::vector<std::string>& sites,
+                                              KernelLaunch& launch) {
+  auto w = std::make_unique<fragment::FragmentWriter>(p, k, target, sites);
   if (!w->plan()) {
-    if (why) *why = w->why();
+    launch.not_tensor_cores = w->why();
     return nullptr;
   }
+  launch.not_warpgroup_mma = w->not_warpgroup_mma();
   return w;
 }
 

@@ -136,7 +136,7 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     line("const u32 ks_smem_u32 = smem_addr(ks_smem);");
     smem_bytes_ = smem_total_;
     for (const TileOp* o : ops_)
-      if (o->kind == OpKind::Dot) {
+      if (o->kind == OpKind::Dot && !wgmma_) {
         const Val& a = val(o->args[0]);
         const Val& b = val(o->args[1]);
         if (a.kind == Kind::Smem) define_lane_offsets(a.tile, Access::A);

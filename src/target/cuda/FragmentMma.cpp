@@ -1,7 +1,10 @@
 // \file FragmentMma.cpp
-// The tensor-core writer's MMA atom: mma.sync m16n8k16 on the accumulator layout of Fragments.h,
+// The tensor-core writer's MMA atoms: mma.sync m16n8k16 on the accumulator layout of Fragments.h,
 // A fragments packed from an accumulator or loaded by ldmatrix, B fragments by ldmatrix from a
-// staged tile, column-blocked for register pressure, accumulating onto an addend.
+// staged tile, column-blocked for register pressure, accumulating onto an addend; and on sm_90a
+// wgmma m64nNk16 on the same layout (a warpgroup's four warps hold its 64 rows as four m16
+// blocks), A packed the same way (the RS form) or read from a staged tile like B, through
+// swizzled descriptors.
 //
 // Invariant established: a dot region computes the dot of the tile IR (and the slot-local
 // operations after it) exactly as the mma instruction rounds it.
@@ -122,7 +125,7 @@ auto FragmentWriter::dot_region(const tile::TileBody& b, size_t first, size_t la
   // Column-blocked when the whole accumulator would take more than 32 registers a thread and
   // the region consumes it; otherwise k-steps outermost, so that consecutive mma.sync write
   // independent accumulators.
-  bool blocked = N / 2 > 32 && last > first + 1;
+  bool blocked = !wgmma_ && N / 2 > 32 && last > first + 1;
   std::string block_slots = std::to_string(8 * mblocks_);
   std::string from = blocked ? "ks_np * " + block_slots : "0",
               to = blocked ? "ks_np * " + block_slots + " + " + block_slots : "";
@@ -134,6 +137,21 @@ auto FragmentWriter::dot_region(const tile::TileBody& b, size_t first, size_t la
         frag_slots(c, from, to);
     }
   };
+  if (wgmma_) {
+    // The accumulator whole, one instruction a k-step for its 64 x N block, the addend copied
+    // into it first.
+    if (acc) {
+      slots(true);
+      open_slots(Kind::Frag, N, "0", "");
+      line(slot(val(acc->sum)) + " = " + at(acc->addend, Kind::Frag) + ";");
+      close_slots();
+    }
+    wgmma_dot(o, a, bv, sum);
+    slots(false);
+    --indent_;
+    line("}");
+    return;
+  }
   std::string ksteps = std::to_string(K / 16), npairs = std::to_string(N / 16);
   if (blocked) {
     line("#pragma unroll");
@@ -207,6 +225,84 @@ auto FragmentWriter::a_fragment(const Val& a) -> void {
                           "2 * ks_kk") +
          ");");
   }
+}
+
+auto FragmentWriter::wgmma_shapes(std::string* why) const -> bool {
+  for (const TileOp* o : ops_) {
+    if (o->kind != OpKind::Dot) continue;
+    const int64_t k = val(o->args[0]).def->type.shape[1], n = o->type.shape[1];
+    // The device library's widths; a tile's row (K of a K-major operand, M or N of an MN-major
+    // one) one 32- or 64-byte swizzle atom or whole 128-byte ones.
+    if (n != 32 && n != 64 && n != 128 && n != 192 && n != 256) {
+      *why = "the dot `" + tile::to_string(*o) + "` has " + std::to_string(n) +
+             " columns; wgmma is generated for 32, 64, 128, 192 and 256";
+      return false;
+    }
+    if (k != 16 && k != 32 && k % 64 != 0) {
+      *why = "the dot `" + tile::to_string(*o) + "` sums over " + std::to_string(k) +
+             " elements; wgmma's swizzled operands take 16, 32 or a multiple of 64";
+      return false;
+    }
+  }
+  return true;
+}
+
+auto FragmentWriter::descriptor(const SmemTile& t, bool mn_major, const std::string& base,
+                                const std::string& row0) const -> std::string {
+  const int64_t rb = row_bytes(t), block = t.rows * 128;
+  // The swizzle of a row's width (smem_desc.cuh): the tile's XOR swizzle is that swizzle where
+  // the tile starts on an atom (plan() aligns every tile to 1024 bytes).
+  const char* mode = rb == 128 ? "kSwizzle128B" : rb == 64 ? "kSwizzle64B" : "kSwizzle32B";
+  // K-major: row0 is a row (of M); MN-major: a column, whose 64-element block is the start.
+  std::string start =
+      mn_major ? (column_blocked(t) ? "(" + row0 + ") / 64 * " + std::to_string(block) : "0")
+               : "(" + row0 + ") * " + std::to_string(rb);
+  // The leading offset steps between 64-element blocks along M or N (MN-major; unused K-major),
+  // the stride offset between groups of 8 rows.
+  return "smem_descriptor(" + base + " + (u32)(" + start + "), " +
+         std::to_string(mn_major ? block : 16) + "u, " + std::to_string(8 * rb) + "u, " + mode +
+         ")";
+}
+
+auto FragmentWriter::k_step_offset(const SmemTile& t, bool mn_major) const -> std::string {
+  // K-major: 16 elements are 32 bytes along a row, a column block every four steps; MN-major:
+  // 16 rows.
+  std::string bytes = mn_major ? "ks_kk * " + std::to_string(16 * row_bytes(t))
+                      : column_blocked(t)
+                          ? "(ks_kk >> 2) * " + std::to_string(t.rows * 128) + " + (ks_kk & 3) * 32"
+                          : "ks_kk * 32";
+  return "(u64)((" + bytes + ") >> 4)";
+}
+
+auto FragmentWriter::wgmma_dot(const TileOp& o, const Val& a, const Val& b, const std::string& sum)
+    -> void {
+  const SmemTile& bt = tiles_[static_cast<size_t>(b.tile)];
+  const int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+  // B[k][n] = tile[n][k] (a transposed view) is K-major; the tile itself, rows of K, MN-major.
+  const bool b_mn = !b.transposed;
+  const std::string half = std::to_string(N / 2);
+  const std::string fn =
+      "wgmma_m64n" + std::to_string(N) + "k16_" + (bt.dtype == DType::F16 ? "f16" : "bf16");
+  line("float (&ks_d)[" + half + "] = *reinterpret_cast<float (*)[" + half + "]>(&" + sum +
+       "[0][0]);");
+  line("const u64 ks_db = " + descriptor(bt, b_mn, "ks_b", "0") + ";");
+  std::string a_operand;
+  if (a.kind == Kind::Smem) {
+    // The warpgroup's 64 rows of A.
+    const SmemTile& at = tiles_[static_cast<size_t>(a.tile)];
+    line("const u64 ks_da = " +
+         descriptor(at, a.transposed, stage_address(at, "0"), "(ks_warp >> 2) * 64") + ";");
+    a_operand = "_ss<" + std::to_string(a.transposed ? 1 : 0) + ", " + (b_mn ? "1" : "0") +
+                ">(ks_d, ks_da + " + k_step_offset(at, a.transposed);
+  } else {
+    a_operand = std::string("_rs<") + (b_mn ? "1" : "0") + ">(ks_d, ks_pa[ks_kk]";
+  }
+  line("wgmma_fence();");
+  line("#pragma unroll");
+  line("for (int ks_kk = 0; ks_kk < " + std::to_string(K / 16) + "; ++ks_kk)");
+  line("  " + fn + a_operand + ", ks_db + " + k_step_offset(bt, b_mn) + ", 1u);");
+  line("wgmma_commit_group();");
+  line("wgmma_wait_group<0>();");
 }
 
 }  // namespace kintsugi::cuda::fragment

@@ -36,7 +36,10 @@ auto FragmentWriter::plan() -> bool {
   int64_t widest = 0;
   for (const TileOp* o : ops_)
     if (o->kind == OpKind::Dot) widest = std::max(widest, o->type.shape.back());
-  mblocks_ = rows_ == 128 && widest <= 128 ? 2 : 1;
+  // On sm_90a a row tile of whole warpgroups runs its dots as wgmma, each warp one m16 block of
+  // its warpgroup's 64 rows (eight warps for 128 rows).
+  if (target_.warpgroup_mma() && warp_rows() % 64 == 0) wgmma_ = wgmma_shapes(&not_wgmma_);
+  mblocks_ = !wgmma_ && rows_ == 128 && widest <= 128 ? 2 : 1;
   for (const tile::Register& r : k_.registers)
     if (!data_shape(r.type.shape))
       return fail("register '" + r.name + "' of " + tile::to_string(r.type) +
@@ -59,6 +62,7 @@ auto FragmentWriter::plan() -> bool {
   }
   int64_t offset = 0;
   for (SmemTile& t : tiles_) {
+    if (wgmma_) offset = (offset + 1023) / 1024 * 1024;  // a swizzle atom's boundary
     t.offset = offset;
     offset += t.stage_bytes() * t.stages;
   }

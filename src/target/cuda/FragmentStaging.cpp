@@ -21,12 +21,14 @@ auto FragmentWriter::write_computed_tile(const SmemTile& t) -> void {
   line("const int ks_r = (2 * ks_e) / " + cols + ", ks_c = (2 * ks_e) % " + cols + ";");
   std::string lo = lazy(t.computed, {"ks_r", "ks_c"});
   std::string hi = lazy(t.computed, {"ks_r", "(ks_c + 1)"});
-  line("*(u32*)(ks_smem + " + std::to_string(t.offset) + " + ks_r * " + std::to_string(t.cols * 2) +
-       " + (" + swizzled_chunk(Code("(ks_c >> 3)"), xor_term("ks_r", swizzle_of(t))).text +
-       " * 16) + (ks_c & 7) * 2) = " + (t.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") +
-       lo + ", " + hi + ");");
+  line("*(u32*)(ks_smem + " + std::to_string(t.offset) + " + " +
+       chunk_offset(t, "ks_r",
+                    swizzled_chunk(Code("(ks_c >> 3)"), xor_term("ks_r", swizzle_of(t))).text) +
+       " + (ks_c & 7) * 2) = " + (t.dtype == DType::F16 ? "pack_f16x2(" : "pack_bf16x2(") + lo +
+       ", " + hi + ");");
   --indent_;
   line("}");
+  if (wgmma_) line("fence_proxy_async();");
   line("__syncthreads();");
 }
 
@@ -142,8 +144,10 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
     // chunks q, q + threads, ... of the tile, each at its own row and chunk.
     std::string n = std::to_string(cpr), all = std::to_string(threads());
     const std::string dst =
-        stage_address(t, stage) + " + (u32)(ks_r * " + std::to_string(t.cols * 2) + " + (" +
-        swizzled_chunk(Code("ks_c"), xor_term("ks_r", swizzle_of(t))).text + " * 16))";
+        stage_address(t, stage) + " + (u32)(" +
+        chunk_offset(t, "ks_r",
+                     swizzled_chunk(Code("ks_c"), xor_term("ks_r", swizzle_of(t))).text) +
+        ")";
     // Rows that follow each other in memory (a key tile of whole heads): chunk g lies 8 g
     // elements past the tile's first, so that a tile inside the buffer is copied from one
     // pointer a thread at constant offsets, without a row test or a 64-bit product a chunk.
@@ -201,12 +205,11 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   internal_assert(phases == 1 || period % rows_per_pass == 0)
       << "fragment codegen: copy passes of " << rows_per_pass << " rows and a swizzle period of "
       << period;
-  std::string row_bytes = std::to_string(t.cols * 2);
   auto destination = [&](const std::string& row) {
-    return stage_address(t, stage) + " + (u32)(" + row + " * " + row_bytes + " + (" +
-           swizzled_chunk(Code("ks_c"), xor_term(row, z)).text + " * 16))";
+    return stage_address(t, stage) + " + (u32)(" +
+           chunk_offset(t, row, swizzled_chunk(Code("ks_c"), xor_term(row, z)).text) + ")";
   };
-  std::string step = std::to_string(phases * rows_per_pass * t.cols * 2), dst;
+  std::string step = std::to_string(phases * rows_per_pass * row_bytes(t)), dst;
   if (phases == 1) {
     line("const u32 ks_dst = " + destination("ks_r0") + ";");
     dst = "ks_dst + ks_i * " + step;
@@ -243,6 +246,20 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   line("}");
   --indent_;
   line("}");
+}
+
+auto FragmentWriter::chunk_offset(const SmemTile& t, const std::string& row,
+                                  const std::string& chunk) const -> std::string {
+  if (!column_blocked(t))
+    return row + " * " + std::to_string(t.cols * 2) + " + (" + chunk + " * 16)";
+  return "((" + chunk + ") >> 3) * " + std::to_string(t.rows * 128) + " + " + row + " * 128 + ((" +
+         chunk + ") & 7) * 16";
+}
+
+auto FragmentWriter::wait_copies(int pending) -> void {
+  line("cp_async_wait_group<" + std::to_string(pending) + ">();");
+  if (wgmma_) line("fence_proxy_async();");
+  line("__syncthreads();");
 }
 
 auto FragmentWriter::access_spec(Access a) const -> AccessSpec {
@@ -396,9 +413,7 @@ auto FragmentWriter::load_smem(const Val& v) -> void {
       unwaited_before_.insert(*loop);
       return;
     }
-    int later = static_cast<int>(prefetched_.size()) - 1 - p->second;
-    line("cp_async_wait_group<" + std::to_string(later) + ">();");
-    line("__syncthreads();");
+    wait_copies(static_cast<int>(prefetched_.size()) - 1 - p->second);
     return;
   }
   if (!t.stream_loop.empty()) {
@@ -414,8 +429,7 @@ auto FragmentWriter::load_smem(const Val& v) -> void {
       if (other.stages == 2) ++two_stage;
       if (other.stages == 1 && order_.at(other.last_use) < order_.at(t.load)) ++reissued;
     }
-    line("cp_async_wait_group<" + std::to_string(n - 1 - index + two_stage + reissued) + ">();");
-    line("__syncthreads();");
+    wait_copies(n - 1 - index + two_stage + reissued);
     return;
   }
   line("__syncthreads();");  // earlier readers of this tile (a loop's previous iteration)
@@ -425,8 +439,7 @@ auto FragmentWriter::load_smem(const Val& v) -> void {
   --indent_;
   line("}");
   line("cp_async_commit();");
-  line("cp_async_wait_group<0>();");
-  line("__syncthreads();");
+  wait_copies(0);
 }
 
 auto FragmentWriter::wait_left_to_stream(int tile) const -> std::optional<std::string> {

@@ -113,8 +113,9 @@ struct SmemTile {
 
 class FragmentWriter : public KernelWriter {
  public:
-  FragmentWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites)
-      : KernelWriter(p, sites), k_(k) {
+  FragmentWriter(const tile::TileProgram& p, const tile::Kernel& k, const CudaTarget& target,
+                 std::vector<std::string>& sites)
+      : KernelWriter(p, sites), k_(k), target_(target) {
     // Attention-class kernels spend their non-tensor-core issue slots on exp (and tanh for
     // softcapping): the approximate MUFU units instead of the libm-accurate sequences.
     exp_function_ = "ks_exp";
@@ -153,6 +154,9 @@ class FragmentWriter : public KernelWriter {
 
   // Why plan() failed on a kernel with a dot of f16 or bf16 values ("" otherwise).
   const std::string& why() const { return why_; }
+  // On a target with wgmma, why the kernel's dots run as mma.sync anyway ("" when they do not, or
+  // when the row tile is below a warpgroup's 64 rows: decoding's few queries, by design).
+  const std::string& not_warpgroup_mma() const { return not_wgmma_; }
 
  private:
   // Whether a dot of the kernel has operands that are exactly f16 values, or both bf16 (those
@@ -220,6 +224,8 @@ class FragmentWriter : public KernelWriter {
   // four, at 128, made even the head-size-32 prefill kernels spill) and 255 with two (their
   // accumulators are twice as wide).
   int min_blocks() const override { return blocks_for(smem_total_); }
+  // wgmma's swizzled operands start on 1024-byte atoms (the descriptors' base offset is 0).
+  int smem_alignment() const override { return wgmma_ ? 1024 : 128; }
   int blocks_for(int64_t shared_bytes) const;
 
   std::string frag_decl(const std::string& type, const std::string& name, int64_t cols) const;
@@ -442,6 +448,36 @@ class FragmentWriter : public KernelWriter {
   // before the next block's mma, so the dot's result never lives in registers whole.
   void dot_region(const tile::TileBody& b, size_t first, size_t last);
 
+  // --- warpgroup MMA (sm_90a): every dot of the kernel one wgmma.mma_async a 16-step of K for
+  // each 64-row warpgroup of the tile, A from registers (an accumulator packed, the RS form) or
+  // from a shared tile (SS), B from a shared tile, read through descriptors in the 128-, 64- or
+  // 32-byte swizzle that the tile's row width gives (the XOR swizzle of Fragments.h is that
+  // swizzle on atom-aligned tiles), synchronously (fence, the k-steps, commit, wait) between the
+  // copies that the barriers order as for mma.sync.
+  // Whether every dot's shapes suit wgmma; why not in `why` otherwise.
+  bool wgmma_shapes(std::string* why) const;
+  // A shared dot tile wider than one 128-byte swizzle atom is stored as column blocks of 64
+  // elements, each [rows][64], rows 128 bytes apart (the canonical layout wgmma reads); the other
+  // tiles row after row.
+  bool column_blocked(const SmemTile& t) const {
+    return wgmma_ && t.pitch == 0 && t.cols * 2 > 128;
+  }
+  int64_t row_bytes(const SmemTile& t) const { return column_blocked(t) ? 128 : t.cols * 2; }
+  // The byte offset within a stage of row `row`'s stored chunk `chunk` (16 bytes; expressions).
+  std::string chunk_offset(const SmemTile& t, const std::string& row,
+                           const std::string& chunk) const;
+  // The wgmma descriptor of tile `t` at stage address `base`, rows from `row0` on (an
+  // expression), read K-major (rows are M or N, columns K) or MN-major (rows K, columns M or N).
+  std::string descriptor(const SmemTile& t, bool mn_major, const std::string& base,
+                         const std::string& row0) const;
+  // The offset of k-step ks_kk in such a descriptor's units (16 bytes).
+  std::string k_step_offset(const SmemTile& t, bool mn_major) const;
+  // The mma of a dot region as wgmma (see dot_region).
+  void wgmma_dot(const TileOp& o, const Val& a, const Val& b, const std::string& sum);
+  // cp.async_wait_group<pending>, the proxy fence wgmma's reads need after the copies' generic
+  // writes, and the barrier.
+  void wait_copies(int pending);
+
   // Whether index-only value `id` is true everywhere in the current loop version.
   bool known_true(int id) const;
   // The Frag value whose rounding to `half` is value `id` (through f32(half(x)) and selects the
@@ -533,8 +569,11 @@ class FragmentWriter : public KernelWriter {
   void uniform(const TileOp& o, const Val& v);
 
   const tile::Kernel& k_;
+  const CudaTarget target_;
   int64_t rows_ = -1;
-  int mblocks_ = 1;  // m16 blocks a warp owns
+  int mblocks_ = 1;        // m16 blocks a warp owns
+  bool wgmma_ = false;     // the dots run as wgmma (sm_90a)
+  std::string not_wgmma_;  // why not, on a target that has it
   int64_t smem_total_ = 0;
   std::vector<Val> vals_;
   std::vector<const TileOp*> ops_;

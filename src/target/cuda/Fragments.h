@@ -107,9 +107,12 @@ inline int swizzled_lane_chunk(int lane_row, int lane_chunk, int residue, int ch
 
 // A writer for kernel `k` in the tensor-core layout, or null when the kernel has no dot of f16 or
 // bf16 values or uses a value in a way the layout does not cover (the element-cyclic writer then
-// takes it); then `why` says what the layout does not cover (empty without such a dot: a dot of
-// f32 values stays in f32, as written).
+// takes it); then launch.not_tensor_cores says what the layout does not cover (empty without such
+// a dot: a dot of f32 values stays in f32, as written). launch.not_warpgroup_mma says why a
+// kernel for sm_90a runs its dots as mma.sync (FragmentWriter.h).
 std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const tile::Kernel& k,
-                                              std::vector<std::string>& sites, std::string* why);
+                                              const CudaTarget& target,
+                                              std::vector<std::string>& sites,
+                                              KernelLaunch& launch);
 
 }  // namespace kintsugi::cuda

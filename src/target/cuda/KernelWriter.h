@@ -42,7 +42,7 @@ bool holds_values_of(DType half, const tile::TileOp& o,
                      const std::function<bool(int)>& exact_operand);
 
 // The generated file's preamble: device headers, KsArgs, the error and integer-division helpers.
-std::string program_preamble(const tile::TileProgram& p);
+std::string program_preamble(const tile::TileProgram& p, const CudaTarget& target);
 
 class KernelWriter {
  public:
@@ -56,6 +56,8 @@ class KernelWriter {
  protected:
   virtual int threads() const = 0;              // per grid instance
   virtual int min_blocks() const { return 1; }  // CTAs an SM is meant to hold at once
+  // Bytes the dynamic shared memory's start is aligned to.
+  virtual int smem_alignment() const { return 128; }
   // Grid instances a CTA runs side by side. Above one, an instance is one warp (threads() is 32):
   // ks_tid is the lane, the instance is blockIdx.x times this plus the warp, ks_smem_g its slice
   // of shared memory, and a warp past the last instance exits at once. Such a body synchronises

@@ -32,7 +32,8 @@ tile::TileProgram product(bool matrix) {
 }  // namespace
 
 TEST(CudaMatrixProduct, ElementwiseMatrixProductIsReported) {
-  cuda::CudaSource src = cuda::generate_cuda_source(product(true));
+  cuda::CudaSource src =
+      cuda::generate_cuda_source(product(true), cuda::CudaTarget::parse("sm_80"));
   ASSERT_EQ(src.launches.size(), 1u);
   EXPECT_FALSE(src.launches[0].tensor_cores);
   EXPECT_NE(src.launches[0].not_tensor_cores.find("matrix product"), std::string::npos)
@@ -40,7 +41,8 @@ TEST(CudaMatrixProduct, ElementwiseMatrixProductIsReported) {
 }
 
 TEST(CudaMatrixProduct, ProductWithAComputedTileIsNotReported) {
-  cuda::CudaSource src = cuda::generate_cuda_source(product(false));
+  cuda::CudaSource src =
+      cuda::generate_cuda_source(product(false), cuda::CudaTarget::parse("sm_80"));
   ASSERT_EQ(src.launches.size(), 1u);
   EXPECT_EQ(src.launches[0].not_tensor_cores, "");
 }

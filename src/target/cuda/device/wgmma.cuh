@@ -50,6 +50,13 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// The 16 accumulator registers of a 64 x 32 tile: their operand list and constraints.
+#define KINTSUGI_WGMMA_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define KINTSUGI_WGMMA_D32_OPERANDS(d)                                                            \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15])
+
 // The 32 accumulator registers of a 64 x 64 tile: their operand list and constraints.
 #define KINTSUGI_WGMMA_D64                                                                      \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
@@ -74,6 +81,22 @@ __device__ __forceinline__ void fence_proxy_async() {
       "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),   \
       "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),   \
       "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// The 96 accumulator registers of a 64 x 192 tile: their operand list and constraints (those
+// of the 64 x 128 tile's, then the rest).
+#define KINTSUGI_WGMMA_D192                                                                     \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
+  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
+  "%92, %93, %94, %95}"
+#define KINTSUGI_WGMMA_D192_OPERANDS(d)                                                          \
+  KINTSUGI_WGMMA_D128_OPERANDS(d), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),           \
+      "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), \
+      "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), \
+      "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), \
+      "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
 
 // The 128 accumulator registers of a 64 x 256 tile: their operand list and constraints (those
 // of the 64 x 128 tile's, then the rest).
@@ -125,6 +148,10 @@ __device__ __forceinline__ void fence_proxy_async() {
         : "memory");                                                                            \
   }
 
+KINTSUGI_WGMMA(wgmma_m64n32k16_f16, 32, "f16", "%16", "%17", "%18", "%19", "%20", "%16", "%17",
+               "%18", "%19", "%20", "%21", "%22")
+KINTSUGI_WGMMA(wgmma_m64n32k16_bf16, 32, "bf16", "%16", "%17", "%18", "%19", "%20", "%16", "%17",
+               "%18", "%19", "%20", "%21", "%22")
 KINTSUGI_WGMMA(wgmma_m64n64k16_f16, 64, "f16", "%32", "%33", "%34", "%35", "%36", "%32", "%33",
                "%34", "%35", "%36", "%37", "%38")
 KINTSUGI_WGMMA(wgmma_m64n64k16_bf16, 64, "bf16", "%32", "%33", "%34", "%35", "%36", "%32", "%33",
@@ -133,16 +160,24 @@ KINTSUGI_WGMMA(wgmma_m64n128k16_f16, 128, "f16", "%64", "%65", "%66", "%67", "%6
                "%66", "%67", "%68", "%69", "%70")
 KINTSUGI_WGMMA(wgmma_m64n128k16_bf16, 128, "bf16", "%64", "%65", "%66", "%67", "%68", "%64", "%65",
                "%66", "%67", "%68", "%69", "%70")
+KINTSUGI_WGMMA(wgmma_m64n192k16_f16, 192, "f16", "%96", "%97", "%98", "%99", "%100", "%96", "%97",
+               "%98", "%99", "%100", "%101", "%102")
+KINTSUGI_WGMMA(wgmma_m64n192k16_bf16, 192, "bf16", "%96", "%97", "%98", "%99", "%100", "%96", "%97",
+               "%98", "%99", "%100", "%101", "%102")
 KINTSUGI_WGMMA(wgmma_m64n256k16_f16, 256, "f16", "%128", "%129", "%130", "%131", "%132", "%128",
                "%129", "%130", "%131", "%132", "%133", "%134")
 KINTSUGI_WGMMA(wgmma_m64n256k16_bf16, 256, "bf16", "%128", "%129", "%130", "%131", "%132", "%128",
                "%129", "%130", "%131", "%132", "%133", "%134")
 
 #undef KINTSUGI_WGMMA
+#undef KINTSUGI_WGMMA_D32
+#undef KINTSUGI_WGMMA_D32_OPERANDS
 #undef KINTSUGI_WGMMA_D64
 #undef KINTSUGI_WGMMA_D64_OPERANDS
 #undef KINTSUGI_WGMMA_D128
 #undef KINTSUGI_WGMMA_D128_OPERANDS
+#undef KINTSUGI_WGMMA_D192
+#undef KINTSUGI_WGMMA_D192_OPERANDS
 #undef KINTSUGI_WGMMA_D256
 #undef KINTSUGI_WGMMA_D256_OPERANDS
 

@@ -50,10 +50,14 @@ inline void fence_proxy_async() {
     ::kemu::wgmma_issue(op, d, a);                                                        \
   }
 
+KINTSUGI_WGMMA(wgmma_m64n32k16_f16, 32, false)
+KINTSUGI_WGMMA(wgmma_m64n32k16_bf16, 32, true)
 KINTSUGI_WGMMA(wgmma_m64n64k16_f16, 64, false)
 KINTSUGI_WGMMA(wgmma_m64n64k16_bf16, 64, true)
 KINTSUGI_WGMMA(wgmma_m64n128k16_f16, 128, false)
 KINTSUGI_WGMMA(wgmma_m64n128k16_bf16, 128, true)
+KINTSUGI_WGMMA(wgmma_m64n192k16_f16, 192, false)
+KINTSUGI_WGMMA(wgmma_m64n192k16_bf16, 192, true)
 KINTSUGI_WGMMA(wgmma_m64n256k16_f16, 256, false)
 KINTSUGI_WGMMA(wgmma_m64n256k16_bf16, 256, true)
 #undef KINTSUGI_WGMMA
