@@ -18,9 +18,10 @@ packages scripts/gpu_debs.sh fetched into build/debs, carried there) and times t
 An A/B of two compilers in one run: --also LABEL=TREE (repeatable) times the Kintsugi of another
 source tree as well, on the same inputs, against the same reference, right after ours (with
 --build it is built there from TREE by this tree's build_here.sh; else TREE/build/bin/kintsugi).
---peers names the peers to time (default all; "none" for an A/B alone). --also-arch ARCH
-(repeatable) times this Kintsugi's code for another architecture too, as a column named ARCH
-(sm_80: the mma.sync path the H200 runs otherwise as wgmma).
+--peers names the peers to time (default all; "none" for an A/B alone). --also-flags
+LABEL=FLAGS (repeatable) times this Kintsugi with more `kintsugi run` options as well, as a column
+LABEL: --also-flags sm_80="--arch sm_80" (the mma.sync path the H200 otherwise runs as wgmma),
+--also-flags r64="--row-tile 64 --reduce-tile 128".
 
   git worktree add .ab/change BRANCH      # here; .ab/ is ignored, carried to the GPU machine
   python3 bench/attention_bench.py --build --also change=.ab/change --peers none \
@@ -191,8 +192,8 @@ def main():
     a.add_argument("--also", action="append", default=[], metavar="LABEL=TREE",
                    help="also time the kintsugi of source tree TREE as LABEL (built there with "
                         "--build, else TREE/build/bin/kintsugi): an A/B in one run")
-    a.add_argument("--also-arch", action="append", default=[], metavar="ARCH",
-                   help="also time this kintsugi's code for ARCH (e.g. sm_80) as a column ARCH")
+    a.add_argument("--also-flags", action="append", default=[], metavar="LABEL=FLAGS",
+                   help="also time this kintsugi with FLAGS (kintsugi run options) as LABEL")
     a.add_argument("--peers", default=",".join(PEERS),
                    help="the peers to time, of " + ",".join(PEERS) + " (none: no peer)")
     a.add_argument("--json", default="bench.json")
@@ -223,7 +224,11 @@ def main():
             subprocess.run(["bash", build_here, os.path.join(tree, "build-gpu"), tree], check=True,
                            env=env)
             variants[i] = (label, os.path.join(tree, "build-gpu", "bin", "kintsugi"), [])
-    variants += [(arch, args.kintsugi, ["--arch", arch]) for arch in args.also_arch]
+    for spec in args.also_flags:
+        label, sep, flags = spec.partition("=")
+        if not sep or not label or label in PEERS or label == "kintsugi":
+            a.error(f"--also-flags {spec}: expected LABEL=FLAGS, LABEL not a column already")
+        variants.append((label, args.kintsugi, flags.split()))
     torch.manual_seed(0)
     rows = []
     print(f"{'operator':16} {'len':>7} {'who':10} {'ms':>10} {'TFLOP/s':>9} {'GB/s':>8} {'rel err':>9}")

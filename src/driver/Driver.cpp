@@ -397,6 +397,8 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(o.target.name());
   auto_options.sizes = o.sizes;
   auto_options.chunk_tiles = o.chunk_tiles;
+  if (o.row_tile > 0) auto_options.row_tile = o.row_tile;
+  if (o.reduce_tile > 0) auto_options.tile = o.reduce_tile;
   if (o.whole_row_bytes >= 0) auto_options.whole_row_bytes = o.whole_row_bytes;
   // The schedules to try, best first: as chosen; rolling update instead of split-K.
   for (int attempt = 0; attempt < 2; ++attempt) {

@@ -101,6 +101,9 @@ struct ScheduleOptions {
   runtime::SizeMap sizes;         // the sizes the schedule and tile extents are chosen for
   runtime::ParamMap params;       // param values (the program's own where absent)
   int64_t chunk_tiles = 0;        // split-K: key tiles a chunk walks; 0 chooses
+  // The rolling update's rows a tile and the tile of the reduced axis (keys, in attention);
+  // 0 takes the target's (AutoScheduleOptions::row_tile, tile).
+  int64_t row_tile = 0, reduce_tile = 0;
   // Row reductions whose row has at most this many bytes run unfused, the row one tile
   // (AutoScheduleOptions::whole_row_bytes); -1 takes the target's, 0 fuses them all.
   int64_t whole_row_bytes = -1;

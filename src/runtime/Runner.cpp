@@ -500,6 +500,8 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   so.dynamic = o.dynamic;
   so.params = params;
   so.chunk_tiles = o.chunk_tiles;
+  so.row_tile = o.row_tile;
+  so.reduce_tile = o.reduce_tile;
   so.whole_row_bytes = o.whole_row_bytes;
   so.validate = o.validate;
   so.require = o.require;

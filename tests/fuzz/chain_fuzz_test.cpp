@@ -1026,7 +1026,8 @@ class Fuzzer {
       ++stats_->emu_not_tile;
       return;
     }
-    emu::EmulatedCudaKernel kernel(tiles, cuda::CudaTarget::parse("sm_80"));
+    // Odd programs for sm_90a (their dots of whole warpgroups as wgmma), even ones for sm_80.
+    emu::EmulatedCudaKernel kernel(tiles, cuda::CudaTarget::parse(index_ % 2 ? "sm_90a" : "sm_80"));
     std::map<std::string, runtime::Tensor> inputs = inst.inputs, outputs;
     runtime::ParamMap params;
     for (const ir::Param& q : program_.params) params[q.name] = q.value;

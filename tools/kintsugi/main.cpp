@@ -113,6 +113,15 @@ int64_t parse_chunk_tiles(const std::string& text) {
   return *v;
 }
 
+// --row-tile, --reduce-tile: "auto" (0: the target's) or a positive multiple of 16.
+int64_t parse_tile(const std::string& option, const std::string& text) {
+  if (text == "auto") return 0;
+  std::optional<long long> v = parse_integer(text);
+  if (!v || *v < 16 || *v % 16 != 0)
+    arg_error << option << " takes auto or a positive multiple of 16, not '" << text << "'";
+  return *v;
+}
+
 // --whole-row-bytes: "auto" (-1: the target's) or a byte count (0: every row streamed).
 int64_t parse_whole_row_bytes(const std::string& text) {
   if (text == "auto") return -1;
@@ -139,9 +148,10 @@ void print_warnings(const std::vector<std::string>& warnings) {
 // What `kintsugi lower` schedules with.
 struct LowerOptions {
   std::string schedule, target, arch;
-  runtime::SizeMap sizes;        // what the auto-scheduler decides with (split-K or rolling update,
-                                 // tile extents)
-  int64_t chunk_tiles = 0;       // split-K chunks of that many key tiles (0: chosen)
+  runtime::SizeMap sizes;   // what the auto-scheduler decides with (split-K or rolling update,
+                            // tile extents)
+  int64_t chunk_tiles = 0;  // split-K chunks of that many key tiles (0: chosen)
+  int64_t row_tile = 0, reduce_tile = 0;  // schedule tiles (0: the target's)
   int64_t whole_row_bytes = -1;  // rows up to this many bytes computed whole (-1: the target's)
   bool validate = true;
   std::set<driver::Requirement> require;
@@ -155,6 +165,8 @@ driver::Scheduled apply_schedule(const ir::LoopProgram& lp, const LowerOptions& 
   o.schedule = l.schedule;
   o.sizes = l.sizes;
   o.chunk_tiles = l.chunk_tiles;
+  o.row_tile = l.row_tile;
+  o.reduce_tile = l.reduce_tile;
   o.whole_row_bytes = l.whole_row_bytes;
   o.validate = l.validate;
   o.require = l.require;
@@ -342,7 +354,11 @@ int main(int argc, char** argv) {
   std::string file, print = "loop", schedule = "auto", target = "cpu", arch, shape, seed = "0";
   std::string save_io, inputs_dir, reference_dir, param_arg, require, dynamic;
   bool verify = false, bench = false, json = false, force = false, no_validate = false;
-  std::string chunk_tiles = "auto", whole_row_bytes = "auto";
+  std::string chunk_tiles = "auto", whole_row_bytes = "auto", row_tile = "auto",
+              reduce_tile = "auto";
+  const char* row_tile_help = "auto|N: rows a tile of the rolling update (a multiple of 16)";
+  const char* reduce_tile_help =
+      "auto|N: the tile of the reduced axis, keys in attention (a multiple of 16)";
   const char* whole_row_help =
       "auto|N: a row reduction whose row has at most N bytes is computed whole, one row a tile, "
       "rather than streamed with its fused update (0 streams every row)";
@@ -360,6 +376,8 @@ int main(int argc, char** argv) {
   lower->add_option("--chunk-tiles", chunk_tiles,
                     "auto|N: key tiles a split-K chunk walks with the rolling update");
   lower->add_option("--whole-row-bytes", whole_row_bytes, whole_row_help);
+  lower->add_option("--row-tile", row_tile, row_tile_help);
+  lower->add_option("--reduce-tile", reduce_tile, reduce_tile_help);
   lower->add_flag("--no-validate", no_validate,
                   "use the schedule without validating it against the program (trusted only)");
   lower->add_option("--require", require,
@@ -376,6 +394,8 @@ int main(int argc, char** argv) {
   run->add_option("--chunk-tiles", chunk_tiles,
                   "auto|N: key tiles a split-K chunk walks with the rolling update");
   run->add_option("--whole-row-bytes", whole_row_bytes, whole_row_help);
+  run->add_option("--row-tile", row_tile, row_tile_help);
+  run->add_option("--reduce-tile", reduce_tile, reduce_tile_help);
   run->add_flag("--no-validate", no_validate,
                 "use the schedule without validating it against the program (trusted only)");
   run->add_option("--require", require,
@@ -416,6 +436,8 @@ int main(int argc, char** argv) {
       l.target = target;
       l.arch = arch;
       l.chunk_tiles = parse_chunk_tiles(chunk_tiles);
+      l.row_tile = parse_tile("--row-tile", row_tile);
+      l.reduce_tile = parse_tile("--reduce-tile", reduce_tile);
       l.whole_row_bytes = parse_whole_row_bytes(whole_row_bytes);
       l.validate = !no_validate;
       l.require = parse_require_arg(require);
@@ -437,6 +459,8 @@ int main(int argc, char** argv) {
       o.reference_dir = reference_dir;
       o.params = parse_param_arg(param_arg);
       o.chunk_tiles = parse_chunk_tiles(chunk_tiles);
+      o.row_tile = parse_tile("--row-tile", row_tile);
+      o.reduce_tile = parse_tile("--reduce-tile", reduce_tile);
       o.whole_row_bytes = parse_whole_row_bytes(whole_row_bytes);
       o.validate = !no_validate;
       o.require = parse_require_arg(require);
