@@ -35,7 +35,8 @@ struct RunOptions {
   // inputs_dir: the reference must come from the same inputs). Implies verification.
   std::string reference_dir;
   int64_t chunk_tiles = 0;  // split-K: key tiles a chunk walks with the rolling update; 0: chosen
-  int64_t row_tile = 0, reduce_tile = 0;  // schedule tiles (driver::ScheduleOptions); 0: the target's
+  int64_t row_tile = 0,
+          reduce_tile = 0;  // schedule tiles (driver::ScheduleOptions); 0: the target's
   // Row reductions whose row has at most this many bytes are computed whole (driver's option);
   // -1: the target's, 0: every row streamed.
   int64_t whole_row_bytes = -1;

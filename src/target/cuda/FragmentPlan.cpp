@@ -464,7 +464,9 @@ auto FragmentWriter::stage_computed_operand(const TileOp& o) -> bool {
 }
 
 auto FragmentWriter::blocks_for(int64_t shared_bytes) const -> int {
-  int per_thread = mblocks_ == 1 ? 168 : 255;
+  // wgmma's accumulators are whole (no column blocks): a 64 x 128 output and a 64 x 64 score
+  // tile alone take 96 registers a thread.
+  int per_thread = mblocks_ == 1 && !wgmma_ ? 168 : 255;
   int64_t by_registers = std::max(1, 65536 / (threads() * per_thread));
   return static_cast<int>(std::clamp<int64_t>(228 * 1024 / (shared_bytes + 1024), 1, by_registers));
 }

@@ -222,7 +222,8 @@ class FragmentWriter : public KernelWriter {
   // As many CTAs an SM as its shared memory holds (228 KB, 1 KB of it reserved per CTA), up to
   // as many as leave 168 registers a thread with one m-block a warp (three CTAs of four warps;
   // four, at 128, made even the head-size-32 prefill kernels spill) and 255 with two (their
-  // accumulators are twice as wide).
+  // accumulators are twice as wide) or with wgmma (whole accumulators: at 168, a 64-row tile of
+  // head size 128 spilled 64 bytes).
   int min_blocks() const override { return blocks_for(smem_total_); }
   // wgmma's swizzled operands start on 1024-byte atoms (the descriptors' base offset is 0).
   int smem_alignment() const override { return wgmma_ ? 1024 : 128; }
