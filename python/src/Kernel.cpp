@@ -13,6 +13,7 @@
 #include "ir/Limits.h"
 #include "ir/Printer.h"
 #include "support/Error.h"
+#include "target/cuda/CudaTarget.h"
 #include "target/cuda/Nvrtc.h"
 #include "te/Lower.h"
 #include "te/Program.h"
@@ -48,29 +49,19 @@ std::string memory_text(const ArgView& v) {
                                   : "CUDA device memory (cuda:" + std::to_string(v.device) + ")";
 }
 
-// "sm_90a" -> {9, 0, true}; false when `arch` is not sm_<major><minor>[a].
-bool parse_arch(const std::string& arch, int& major, int& minor, bool& specific) {
-  if (arch.rfind("sm_", 0) != 0) return false;
-  std::string digits = arch.substr(3);
-  specific = !digits.empty() && digits.back() == 'a';
-  if (specific) digits.pop_back();
-  if (digits.size() < 2 || digits.find_first_not_of("0123456789") != std::string::npos)
-    return false;
-  major = std::stoi(digits.substr(0, digits.size() - 1));
-  minor = digits.back() - '0';
-  return true;
-}
-
 // Throws unless code compiled for `arch` loads on the device (a cubin runs on the major version
 // it targets, at that minor version or later; an "a" target only on exactly its version).
 void check_arch(const std::string& arch) {
   const cuda::DeviceInfo& d = cuda::device();
-  int major = 0, minor = 0;
-  bool specific = false;
-  if (!parse_arch(arch, major, minor, specific))
+  cuda::CudaTarget t;
+  try {
+    t = cuda::CudaTarget::parse(arch);
+  } catch (const UserError&) {
     arg_error << "arch='" << arch << "' is not an NVRTC target; use the form sm_80 or sm_90a, or "
               << "arch=None for this GPU's own (" << d.arch() << ")";
-  bool runs = major == d.cc_major && (specific ? minor == d.cc_minor : minor <= d.cc_minor);
+  }
+  const int major = t.sm / 10, minor = t.sm % 10;
+  bool runs = major == d.cc_major && (t.suffix == 'a' ? minor == d.cc_minor : minor <= d.cc_minor);
   if (!runs)
     arg_error << "arch='" << arch << "' does not run on " << d.name << " (compute capability "
               << d.cc_major << "." << d.cc_minor << "); use arch=None for this GPU's own ("
