@@ -36,6 +36,18 @@ cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeM
                                     cuda::CudaTarget::parse(arch));
 }
 
+const std::vector<std::string> kPrefillExamples = {
+    "attention/prefill_global.te",     "attention/prefill_causal.te",
+    "attention/prefill_gqa.te",        "attention/prefill_alibi.te",
+    "attention/prefill_softcap.te",    "attention/prefill_windowed.te",
+    "attention/prefill_causal_bf16.te"};
+
+// The examples' own sizes (head size 0), or the benchmark's at head size `head_size`.
+runtime::SizeMap prefill_sizes(int64_t head_size) {
+  if (head_size == 0) return {};
+  return {{"D", head_size}, {"S", 4096}, {"T", 4096}};
+}
+
 }  // namespace
 
 // Head sizes that are not powers of two (48, 96: rows of 6 and 12 16-byte chunks) stage their
@@ -171,15 +183,11 @@ TEST(CudaCodegen, EveryKernelFitsInSharedMemory) {
 // reported, not failed (docs/perf.md: the interior loop version, where the time goes, spills
 // least; the 128-row tiles with those spills beat the 64-row ones).
 TEST(CudaCodegen, PrefillKernelsCompile) {
-  for (const std::string example :
-       {"attention/prefill_global.te", "attention/prefill_causal.te", "attention/prefill_gqa.te",
-        "attention/prefill_alibi.te", "attention/prefill_softcap.te",
-        "attention/prefill_windowed.te", "attention/prefill_causal_bf16.te"}) {
+  for (const std::string& example : kPrefillExamples) {
     // The dots run on the tensor cores of the inputs' type.
     std::string half = example.find("bf16") != std::string::npos ? "bf16" : "f16";
     for (int64_t head_size : {0, 128}) {
-      runtime::SizeMap sizes;
-      if (head_size > 0) sizes = {{"D", head_size}, {"S", 4096}, {"T", 4096}};
+      const runtime::SizeMap sizes = prefill_sizes(head_size);
       cuda::CudaSource src = cuda_source_of(example, sizes);
       for (const std::string& primitive :
            {"mma_m16n8k16_" + half + "(", "pack_" + half + "x2(", std::string("cp_async_cg16"),
@@ -213,14 +221,10 @@ TEST(CudaCodegen, PrefillKernelsCompile) {
 // head size 128 on two warpgroups of 128-row tiles, at the examples' 32 on one warpgroup of 64.
 // They compile without spills, and the PTX holds the asynchronous instructions.
 TEST(CudaCodegen, PrefillKernelsRunAsWgmmaOnHopper) {
-  for (const std::string example :
-       {"attention/prefill_global.te", "attention/prefill_causal.te", "attention/prefill_gqa.te",
-        "attention/prefill_alibi.te", "attention/prefill_softcap.te",
-        "attention/prefill_windowed.te", "attention/prefill_causal_bf16.te"}) {
+  for (const std::string& example : kPrefillExamples) {
     std::string half = example.find("bf16") != std::string::npos ? "bf16" : "f16";
     for (int64_t head_size : {0, 128}) {
-      runtime::SizeMap sizes;
-      if (head_size > 0) sizes = {{"D", head_size}, {"S", 4096}, {"T", 4096}};
+      const runtime::SizeMap sizes = prefill_sizes(head_size);
       cuda::CudaSource src = cuda_source_of(example, sizes, 0, "sm_90a");
       ASSERT_EQ(src.launches.size(), 1u) << example;
       EXPECT_EQ(src.launches[0].not_warpgroup_mma, "") << example;
