@@ -1002,8 +1002,9 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
   // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
   bool chunked = split_k && options.chunk_tiles > 1;
-  auto tiles =
-      s.split(LoopRef{head, axis_loop}, options.tile * (chunked ? options.chunk_tiles : 1));
+  const int64_t axis_tile =
+      !split_k && options.rolling_tile > 0 ? options.rolling_tile : options.tile;
+  auto tiles = s.split(LoopRef{head, axis_loop}, axis_tile * (chunked ? options.chunk_tiles : 1));
   LoopRef tile_loop = tiles[0];
   LoopRef chunk_tile_loop;
   if (chunked) chunk_tile_loop = s.split(tiles[1], options.tile)[0];
@@ -1073,8 +1074,8 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     // writer does not take: a short strip that a group would join is one query a grid instance
     // (as under split-K), the group its rows.
     const bool grouped = find_row_group(s, tile_loop, sizes).has_value();
-    int64_t strip = tile_rows(s, tile_loop, options.row_tile, extent, options.tile, sizes, note,
-                              grouped ? 1 : 16);
+    int64_t strip =
+        tile_rows(s, tile_loop, options.row_tile, extent, axis_tile, sizes, note, grouped ? 1 : 16);
     if (strip > 0 && strip <= 16) group_rows(s, tile_loop, sizes, note);
   }
   if (split_k) {

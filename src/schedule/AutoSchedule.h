@@ -78,6 +78,8 @@ struct AutoScheduleOptions {
   // Rows per tile (rolling update): the row loop around the tile loop is distributed by this
   // factor, so every nest works on a tile of rows. 0 keeps one row at a time.
   int64_t row_tile = 64;
+  // The tile of the reduced axis under the rolling update (0: `tile`, which split-K keeps).
+  int64_t rolling_tile = 0;
   // A row reduction (softmax, a norm: no reduction along another axis) takes tiles of
   // strip_rows x strip_tile instead, when strip_rows > 0. On the CPU (2 cores, f32 softmax at
   // 1000 x 4096, docs/perf.md) strips of 4 rows x 1024 ran in 5.3 ms against 10.1 ms for

@@ -72,7 +72,7 @@ Compiled compile(const Case& c, std::vector<std::string>* warnings) {
                                 (c.from_root ? "/" : "/examples/") + c.example);
   r.sizes = runtime::bind_sizes(r.program, c.sizes);
   driver::ScheduleOptions o;
-  o.target = driver::Target::parse("cuda");
+  o.target = driver::Target::parse("cuda", c.arch);
   o.sizes = r.sizes;
   o.chunk_tiles = c.chunk_tiles;
   o.whole_row_bytes = c.whole_row_bytes;

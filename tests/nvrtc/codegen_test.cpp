@@ -27,7 +27,7 @@ cuda::CudaSource cuda_source_of(const std::string& example, const runtime::SizeM
   runtime::SizeMap hints = lp.size_hints;
   for (const auto& [name, value] : sizes) hints[name] = value;
   driver::ScheduleOptions o;
-  o.target = driver::Target::parse("cuda");
+  o.target = driver::Target::parse("cuda", arch);
   o.sizes = hints;
   o.chunk_tiles = chunk_tiles;
   driver::Scheduled s = driver::schedule_program(lp, o);
