@@ -863,6 +863,7 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
   AutoScheduleOptions strips = given;
   strips.row_tile = given.strip_rows;
   strips.tile = given.strip_tile;
+  strips.rolling_tile = 0;  // the strip is the tile, rolling or not
   // Longer strips while every row still makes enough grid instances: fewer block reductions and
   // more bytes in flight a CTA, without starving the grid of few long rows.
   const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
