@@ -668,8 +668,12 @@ TEST_P(GeneralityCorpus, VerifiesAtEverySize) {
           c.sizes[name] = std::stoll(value);
       }
     }
-    std::string failure = check(c);
-    if (!failure.empty()) failures += "\n  " + describe(c) + ": " + failure;
+    // For sm_80 (mma.sync) and for sm_90a (its own tiles, their dots as wgmma).
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      c.arch = arch;
+      std::string failure = check(c);
+      if (!failure.empty()) failures += "\n  " + describe(c) + ": " + failure;
+    }
   }
   if (gap.empty())
     EXPECT_EQ(failures, "");
