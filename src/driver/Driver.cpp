@@ -33,6 +33,8 @@ Target Target::parse(const std::string& name, const std::string& arch) {
     t.kind = Kind::Cuda;
   else if (name != "cpu")
     arg_error << "unknown target '" << name << "'; use cpu or cuda";
+  if (t.kind == Kind::Cpu && !arch.empty())
+    arg_error << "--arch " << arch << " applies to --target cuda only; leave it out";
   t.arch = arch;
   if (!arch.empty()) cuda::CudaTarget::parse(arch);  // a malformed name fails here, not later
   return t;

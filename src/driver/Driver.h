@@ -50,7 +50,8 @@ struct Target {
   Kind kind = Kind::Cpu;
   std::string arch;  // CUDA: "sm_80" or "sm_90a"; empty on the CPU (the host)
 
-  // "cpu" or "cuda"; any other name is a user error that lists the two.
+  // "cpu" or "cuda"; any other name is a user error that lists the two, and so is an `arch` for
+  // the CPU or one that is not sm_<N>[a|f].
   static Target parse(const std::string& name, const std::string& arch = "");
   std::string name() const { return kind == Kind::Cuda ? "cuda" : "cpu"; }
   // CUDA: the architecture code is generated and compiled for: `arch` when given, else this

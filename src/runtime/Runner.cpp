@@ -436,8 +436,6 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (!o.reference_dir.empty() && o.inputs_dir.empty())
     arg_error << "--reference " << o.reference_dir
               << " needs --inputs: the reference must be computed from the same inputs";
-  if (o.target == "cpu" && !o.arch.empty())
-    arg_error << "--arch " << o.arch << " applies to --target cuda only; leave it out";
   driver::Target::parse(o.target, o.arch);
   if (o.schedule != "auto" && o.schedule != "none")
     arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
