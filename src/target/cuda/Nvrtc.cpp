@@ -21,6 +21,7 @@
 #include "support/DiskCache.h"
 #include "support/Hash.h"
 #include "support/Subprocess.h"
+#include "target/cuda/CudaTarget.h"
 #include "target/cuda/DeviceHeaders.h"
 
 namespace kintsugi::cuda {
@@ -136,14 +137,12 @@ NvrtcOutput run_nvrtc(const std::string&, const std::string&, const std::vector<
 // Rejects anything but sm_<N>, sm_<N>a or sm_<N>f with N supported by this NVRTC.
 void check_arch(const std::string& arch) {
   std::vector<int> supported = supported_archs();
+  bool ok = true;
   int number = 0;
-  bool ok = arch.rfind("sm_", 0) == 0;
-  if (ok) {
-    const char* begin = arch.data() + 3;
-    const char* end = arch.data() + arch.size();
-    auto [rest, ec] = std::from_chars(begin, end, number);
-    ok = ec == std::errc() && rest != begin &&
-         (rest == end || (rest + 1 == end && (*rest == 'a' || *rest == 'f')));
+  try {
+    number = CudaTarget::parse(arch).sm;
+  } catch (const UserError&) {
+    ok = false;  // not sm_<N>[a|f]: refused below with the architectures there are
   }
   if (ok) ok = std::find(supported.begin(), supported.end(), number) != supported.end();
   if (ok) return;
