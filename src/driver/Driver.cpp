@@ -397,8 +397,7 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
     return out;
   }
   schedule::AutoScheduleOptions auto_options = schedule::target_schedule_options(o.target.name());
-  if (o.target.kind == Target::Kind::Cuda &&
-      cuda::CudaTarget::parse(o.target.cuda_arch()).warpgroup_mma()) {
+  if (o.target.kind == Target::Kind::Cuda && o.target.cuda_target().warpgroup_mma()) {
     // wgmma (sm_90a): rolling tiles of 64 rows (a warpgroup; two or three CTAs an SM overlap
     // one's softmax with another's products) by 128 keys (twice the work a synchronisation).
     // Measured on the H200 at S = T = 16384, D = 128 (docs/perf.md): global attention 345 TFLOP/s
@@ -481,7 +480,7 @@ CodePaths code_paths(const Scheduled& s, const Target& target, const runtime::Si
   }
   if (c.tiles && target.kind == Target::Kind::Cuda) {
     std::vector<cuda::KernelLaunch> launches =
-        cuda::generate_cuda_source(*c.tiles, cuda::CudaTarget::parse(target.cuda_arch())).launches;
+        cuda::generate_cuda_source(*c.tiles, target.cuda_target()).launches;
     for (size_t k = 0; k < launches.size(); ++k) {
       const cuda::KernelLaunch& l = launches[k];
       const std::string& name = c.tiles->kernels[k].name;

@@ -31,6 +31,7 @@
 #include "driver/ValidateSchedule.h"
 #include "ir/Stmt.h"
 #include "runtime/Tensor.h"
+#include "target/cuda/CudaTarget.h"
 
 namespace kintsugi::cpu {
 class CpuKernel;
@@ -57,6 +58,7 @@ struct Target {
   // CUDA: the architecture code is generated and compiled for: `arch` when given, else this
   // machine's GPU's, else (no GPU: printing code, reporting code paths) sm_90a, the H100/H200's.
   std::string cuda_arch() const;
+  cuda::CudaTarget cuda_target() const { return cuda::CudaTarget::parse(cuda_arch()); }
 };
 
 // What `--require` (Python: require=[...]) can insist on: the program fuses as far as the

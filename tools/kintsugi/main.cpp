@@ -250,7 +250,7 @@ int cmd_lower(const std::string& file, const std::string& print, LowerOptions l,
     std::string code =
         cuda::generate_cuda_source(
             paths->tiles ? *paths->tiles : driver::to_tiles(*s, l.sizes, "--target cuda"),
-            cuda::CudaTarget::parse(target.cuda_arch()))
+            target.cuda_target())
             .code;
     if (print == "source")
       std::cout << code;
