@@ -414,6 +414,12 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
       }
       if (group <= 1 && (whole || largest)) continue;  // one row along it: look further
       if (group <= 1) return std::nullopt;
+      // A whole extent of more than one warp's 16 rows is tiled by the next power of two, the
+      // tail masked: a tile of 33 or 48 rows fits no warp layout nor splits its copies evenly
+      // over the warps (the decode step of 33 queries fell back to the element-cyclic writer).
+      if (whole && group > 16)
+        divisor =
+            ir::make_int(int64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(group - 1))));
       RowGroup g{LoopRef{tile_loop.block, iv.binding->name}, divisor, group};
       if (!largest) return g;
       if (!best || group > best->size) best = g;

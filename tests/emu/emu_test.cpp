@@ -383,6 +383,31 @@ TEST(Emulator, HopperKernels) {
   verify(hopper({"attention/prefill_gqa.te", grouped, {}}));
 }
 
+// Few queries for the keys (split-K: B x H x S under 128 rows): each head's S queries are one row
+// tile, of the next power of two rows with the tail masked (33 and 48 rows fit no warp layout;
+// they fell back to the element-cyclic writer), with the mask tile read transposed too. On sm_90a,
+// a mask tile staged beside Q, K and V at head size 128 leaves K one stage, so that two CTAs fit
+// an SM.
+TEST(Emulator, FewQueriesAndStagedMasks) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (int64_t s : {20, 33, 48}) {
+      Case c{"attention/prefill_global.te", {{"H", 1}, {"S", s}, {"T", 200}}, {}};
+      c.arch = arch;
+      verify(c);
+    }
+    Case masked{"tests/generality/mask_key_major.te", {{"H", 1}, {"S", 70}, {"T", 132}}, {}};
+    masked.from_root = true;
+    masked.arch = arch;
+    verify(masked);
+  }
+  Case staged{"tests/generality/mask_key_major.te",
+              {{"H", 2}, {"S", 144}, {"T", 200}, {"D", 128}},
+              {}};
+  staged.from_root = true;
+  staged.arch = "sm_90a";
+  verify(staged);
+}
+
 // Decoding steps at serving batches. At 128 rows or more the rolling update, its row strip the
 // few queries there are (S = 1, 2, 3 at the sizes scheduled for); grouped query heads (8 or 16)
 // share a row tile, one query an instance, where that makes 128 instances or more (B x HK x S),
