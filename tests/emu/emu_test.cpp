@@ -400,9 +400,8 @@ TEST(Emulator, FewQueriesAndStagedMasks) {
     masked.arch = arch;
     verify(masked);
   }
-  Case staged{"tests/generality/mask_key_major.te",
-              {{"H", 2}, {"S", 144}, {"T", 200}, {"D", 128}},
-              {}};
+  Case staged{
+      "tests/generality/mask_key_major.te", {{"H", 2}, {"S", 144}, {"T", 200}, {"D", 128}}, {}};
   staged.from_root = true;
   staged.arch = "sm_90a";
   verify(staged);

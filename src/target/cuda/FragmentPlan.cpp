@@ -89,7 +89,37 @@ auto FragmentWriter::plan() -> bool {
   }
   stage_element_tiles(offset);
   smem_total_ = offset;
+  single_buffer_for_occupancy();
   return true;
+}
+
+auto FragmentWriter::single_buffer_for_occupancy() -> void {
+  // A second stage of a loop's first streamed tile lets its next copy start a whole iteration
+  // early; a second CTA on the SM hides the copies too and overlaps its exps and barriers with
+  // the other's dots. Where that stage alone keeps a CTA off the SM (a mask or bias tile staged
+  // beside Q, K and V at 64 x 128 wgmma tiles: 132 KB, one CTA an SM, 100 KB without K's second
+  // stage), the tile gets one stage, its next copy issued after its last use like the later ones.
+  for (SmemTile& t : tiles_) {
+    if (t.stream_loop.empty() || t.stages != 2 || t.element_bytes != 0 || t.computed >= 0 ||
+        !t.last_use || loop_of_.at(t.last_use) != t.stream_loop)
+      continue;
+    // Later offsets move down by whole swizzle atoms on wgmma tiles (they start at 1024-byte
+    // boundaries), by the stage otherwise.
+    int64_t freed = wgmma_ ? t.stage_bytes() / 1024 * 1024 : t.stage_bytes();
+    if (freed == 0 || blocks_for(smem_total_ - freed) <= blocks_for(smem_total_)) continue;
+    t.stages = 1;
+    const int64_t end = t.offset + t.stage_bytes();
+    auto move = [&](int64_t& offset) {
+      if (offset >= end) offset -= freed;
+    };
+    for (SmemTile& other : tiles_) move(other.offset);
+    for (SmemVector& w : vectors_) move(w.offset);
+    for (auto& [id, table] : diagonal_tables_) {
+      move(table.offset);
+      for (auto& [gather, offset] : table.flags) move(offset);
+    }
+    smem_total_ -= freed;
+  }
 }
 
 auto FragmentWriter::element_stageable(const TileOp& o) const -> bool {

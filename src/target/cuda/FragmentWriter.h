@@ -146,6 +146,9 @@ class FragmentWriter : public KernelWriter {
   // placed after the rest of the kernel's shared memory while every supported architecture's CTA
   // still fits; one that does not stays read at its uses.
   void stage_element_tiles(int64_t& offset);
+  // Gives a streamed dot operand tile one stage instead of two where its second stage is what
+  // keeps another CTA off the SM (blocks_for), moving the later offsets down.
+  void single_buffer_for_occupancy();
 
   // The last operation of the loop body that streams load `o` (at its top level) to read it, in
   // registers, through the index-only values computed from it; nullptr when one in a nested loop
