@@ -280,10 +280,13 @@ std::optional<int64_t> recomputation(const ir::LoopProgram& p, const std::string
 // without a whole buffer of them. That computes them again for every row tile: a producer that
 // computes more than it reads (keys rotated or normalised) stays whole before the fused loop
 // when there is more than one row tile at `sizes` (prefill; decode has one), computed once and
-// read like an input. Producers that do not run along the axis (the queries' norms) stay whole
-// before the fused loop too, computed once rather than once a tile.
+// read like an input. Producers that do not run along the axis (the queries' norms, rotated
+// queries) are computed at the row tile under the rolling update (`row_tiles`), once for its rows
+// before the walk over the axis; elsewhere they stay whole before the fused loop, computed once
+// rather than once a tile.
 void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::string& head,
-                            const std::string& axis, const std::map<std::string, int64_t>& sizes,
+                            const std::string& axis, bool row_tiles,
+                            const std::map<std::string, int64_t>& sizes,
                             const std::function<void(const std::string&)>& note) {
   const ir::LoopProgram& p = s.program();
   size_t tile_nest = root_index(p, find_loop(p.body, tile_loop, "auto"));
@@ -293,6 +296,9 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
     for (const ir::StmtNode* b : blocks_under(p.body->stmts[k]))
       if (producers.count(b->name)) before.push_back(b->name);
   std::map<std::string, AxisIteration> along = axis_iterations(p, head, axis, before);
+  std::vector<std::string> across;  // producers along the rows alone (the queries rotated)
+  for (const std::string& b : before)
+    if (!along.count(b)) across.push_back(b);
   std::erase_if(before, [&](const std::string& b) { return !along.count(b); });
   std::set<std::string> whole;  // producers of a producer kept whole stay whole with it
   auto keep_whole = [&](const std::string& b) {
@@ -320,6 +326,30 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
       keep_whole(*it);
       note("'" + *it + "' is computed whole before the fused loop, once, not again for each of " +
            std::to_string(*times) + " row tiles at these sizes");
+    }
+  }
+  // Under the rolling update (`row_tiles`; a split-K chunk is a grid instance of its own, which
+  // would compute them again), a producer along the rows alone is computed at the loop around
+  // the tile loop, for the rows of a tile before their walk over the axis, where that computes
+  // each element once: one kernel, no whole buffer written and read back (the rotated queries
+  // of rotary attention took a kernel of their own).
+  std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
+  if (!row_tiles || loops.size() < 2) return;
+  const LoopRef rows{tile_loop.block, loops[loops.size() - 2]->var};
+  for (auto it = across.rbegin(); it != across.rend(); ++it) {
+    if (whole.count(*it)) continue;
+    Schedule saved = s;
+    try {
+      s.compute_at(*it, rows);
+    } catch (const ScheduleError& e) {
+      note("'" + *it + "' is computed whole before the fused loop: " + e.what());
+      keep_whole(*it);
+      continue;
+    }
+    std::optional<int64_t> times = recomputation(s.program(), *it, sizes);
+    if (!times || *times > 1) {
+      s = saved;
+      keep_whole(*it);
     }
   }
 }
@@ -1107,7 +1137,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   if (split_k && options.combine_tile_elements > 0)
     for (const std::string& m : members)
       tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
-  compute_axis_producers(s, tile_loop, head, axis, sizes, note);
+  compute_axis_producers(s, tile_loop, head, axis, !split_k, sizes, note);
 }
 
 // Whether map `b` reads what the block in front of it (`producer`) writes, over the same

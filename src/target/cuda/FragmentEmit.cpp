@@ -445,6 +445,8 @@ auto FragmentWriter::op(const TileOp& o) -> void {
       return;
     case Kind::Smem:
       if (o.kind == OpKind::Load) load_smem(v);
+      if (tiles_[static_cast<size_t>(v.tile)].written_at == o.result)
+        write_computed_tile(tiles_[static_cast<size_t>(v.tile)]);
       return;
     case Kind::Uniform:
       uniform(o, v);

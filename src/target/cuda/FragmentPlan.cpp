@@ -438,12 +438,13 @@ auto FragmentWriter::plan_dot(const TileOp& o) -> bool {
   if (K % 16 != 0 || N % 16 != 0)
     return fail("the dot `" + tile::to_string(o) + "` has K = " + std::to_string(K) +
                 " and N = " + std::to_string(N) + ", not multiples of 16");
-  if (b.kind != Kind::Smem && !stage_computed_operand(o))
+  if (b.kind != Kind::Smem && !stage_computed_operand(o, 1))
     return fail("the B operand of the dot `" + tile::to_string(o) +
                 "` is neither an f16 or bf16 tile loaded from memory nor an f16 or bf16 tile "
                 "computed from loads and indices (of 16-row and 16-column multiples)");
   tiles_[static_cast<size_t>(b.tile)].last_use = &o;
   DType half = dot_dtype(o);
+  if (a.kind == Kind::Lazy) stage_computed_operand(o, 0);
   if (a.kind == Kind::Smem) {
     SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
     if (a.transposed || !t.stream_loop.empty() || t.rows != warp_rows() || t.dtype != half)
@@ -460,8 +461,8 @@ auto FragmentWriter::plan_dot(const TileOp& o) -> bool {
   return true;
 }
 
-auto FragmentWriter::stage_computed_operand(const TileOp& o) -> bool {
-  int id = o.args[1];
+auto FragmentWriter::stage_computed_operand(const TileOp& o, int operand) -> bool {
+  int id = o.args[static_cast<size_t>(operand)];
   if (val(id).kind != Kind::Lazy || !feeds_only_dots(id)) return false;
   int root = id;
   bool transposed = false;
@@ -485,6 +486,7 @@ auto FragmentWriter::stage_computed_operand(const TileOp& o) -> bool {
   t.dtype = r.type.dtype;
   t.rows = t.live_rows = r.type.shape[0];
   t.cols = r.type.shape[1];
+  if (operand == 0) t.written_at = id;
   Val& v = val(id);
   v.kind = Kind::Smem;
   v.tile = static_cast<int>(tiles_.size());

@@ -101,8 +101,10 @@ struct SmemTile {
   int stages = 1;
   const TileOp* last_use = nullptr;
   int64_t offset = 0;  // bytes into the dynamic shared memory
-  // A computed tile: the Lazy value written into it element by element (no load), -1 otherwise.
+  // A computed tile: the Lazy value written into it element by element (no load), -1 otherwise;
+  // the value whose definition writes it (an A operand), -1: written in front of each dot.
   int computed = -1;
+  int written_at = -1;
   // An element tile (an operand read at the accumulator's positions, a bias or mask tensor over
   // the scores): the bytes of an element and of a row, padded so that the four lanes of a quad,
   // reading a row's two adjacent elements each, and the next rows' quads fall in distinct banks.
@@ -206,10 +208,12 @@ class FragmentWriter : public KernelWriter {
 
   bool plan_dot(const TileOp& o);
 
-  // Makes the Lazy B operand of dot `o` a computed shared tile: the f16 or bf16 value under its
-  // exact casts to f32 and transposes, written whole in front of the dot. The operand's other
-  // uses, if any, must be dots as well (they read the same tile).
-  bool stage_computed_operand(const TileOp& o);
+  // Makes the Lazy operand `operand` of dot `o` (1: B, 0: A) a computed shared tile: the f16 or
+  // bf16 value under its exact casts to f32 and transposes. B is written whole in front of the
+  // dot; A (the rows of the tile, as queries rotated by position) where it is defined, once
+  // however many times a loop runs the dot. The operand's other uses, if any, must be dots as
+  // well (they read the same tile).
+  bool stage_computed_operand(const TileOp& o, int operand);
 
   // Writes computed tile `t`: each thread two adjacent columns of a row at a time, packed, at
   // the swizzled position its ldmatrix reads expect. Barriers on both sides: the previous

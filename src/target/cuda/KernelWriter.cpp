@@ -106,9 +106,10 @@ bool holds_values_of(DType half, const tile::TileOp& o,
       return o.type.dtype == half;
     case tile::OpKind::Cast:
       return o.type.dtype == half || (o.type.dtype == DType::F32 && exact(o.args[0]));
-    case tile::OpKind::Full:
-      return o.scalar->op == Op::FloatImm &&
-             round_to_dtype(o.scalar->float_value, half) == o.scalar->float_value;
+    case tile::OpKind::Full:  // a constant of the type itself (the f16 zero of a masked tail)
+      return o.type.dtype == half ||
+             (o.scalar->op == Op::FloatImm &&
+              round_to_dtype(o.scalar->float_value, half) == o.scalar->float_value);
     case tile::OpKind::Broadcast:
     case tile::OpKind::Permute:
       return exact(o.args[0]);
