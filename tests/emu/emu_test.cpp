@@ -407,6 +407,22 @@ TEST(Emulator, FewQueriesAndStagedMasks) {
   verify(staged);
 }
 
+// A per-column vector as long as the row tile (QK-norm's weights at a head size equal to the row
+// tile: 64 on sm_90a, 128 on sm_80) is read along the columns, not taken for a row vector (its
+// kernels fell back to the element-cyclic writer); cosine attention over a few queries alike.
+TEST(Emulator, ColumnVectorsAsLongAsTheRowTile) {
+  auto corpus = [](const char* name, runtime::SizeMap sizes, const char* arch) {
+    Case c{std::string("tests/generality/") + name, std::move(sizes), {}};
+    c.from_root = true;
+    c.arch = arch;
+    return c;
+  };
+  verify(corpus("qk_norm.te", {{"H", 2}, {"S", 96}, {"T", 96}, {"D", 64}}, "sm_90a"));
+  verify(corpus("qk_norm.te", {{"H", 1}, {"S", 130}, {"T", 150}, {"D", 128}}, "sm_80"));
+  for (const char* arch : {"sm_80", "sm_90a"})
+    verify(corpus("cosine_attention.te", {{"H", 1}, {"S", 40}, {"T", 100}}, arch));
+}
+
 // Decoding steps at serving batches. At 128 rows or more the rolling update, its row strip the
 // few queries there are (S = 1, 2, 3 at the sizes scheduled for); grouped query heads (8 or 16)
 // share a row tile, one query an instance, where that makes 128 instances or more (B x HK x S),

@@ -266,6 +266,15 @@ auto FragmentWriter::reaches_b_operand(int id) const -> bool {
   return false;
 }
 
+auto FragmentWriter::spread_along_columns(int id) const -> bool {
+  auto it = users_.find(id);
+  if (it == users_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(), [&](const TileOp* u) {
+    return (u->kind == OpKind::Broadcast && u->dims == std::vector<int>{1}) ||
+           (u->kind == OpKind::Cast && spread_along_columns(u->result));
+  });
+}
+
 auto FragmentWriter::stageable(const TileOp& o) const -> bool {
   if ((o.type.dtype != DType::F16 && o.type.dtype != DType::BF16) || o.type.shape.size() != 2)
     return false;
@@ -334,6 +343,9 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
       // transpose holds keys, not rows, whatever its shape (a key tile as long as the row
       // tile): read at its uses, for the computed B operand.
       v.kind = reaches_b_operand(o.result) ? Kind::Lazy : data_kind(o.type.shape);
+      // A vector as long as the row tile that is spread along the columns (a per-column weight
+      // at a head size equal to the row tile) runs along another axis than the rows (below).
+      if (v.kind == Kind::Row && spread_along_columns(o.result)) v.kind = Kind::None;
       // A fragment of a buffer this kernel does not write, used once (a bias added to the
       // scores), is read at its use: the same loads, without a register tile live across
       // the operations in between.

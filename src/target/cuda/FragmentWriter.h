@@ -194,6 +194,10 @@ class FragmentWriter : public KernelWriter {
   // broadcasts and transposes only.
   bool reaches_b_operand(int id) const;
 
+  // Whether 1-D value `id` is broadcast along the columns of a tile (through casts): a vector of
+  // the column axis, whatever its length.
+  bool spread_along_columns(int id) const;
+
   // A 2-D f16 or bf16 load whose rows are whole 16-byte chunks of the buffer's innermost
   // dimension, all inside the buffer (copy_tile tests rows only).
   bool stageable(const TileOp& o) const;
