@@ -407,6 +407,21 @@ TEST(Emulator, FewQueriesAndStagedMasks) {
   verify(staged);
 }
 
+// Query-head groups that are no multiple of 16 (24 and 40 query heads a key/value head, decode
+// and a prefill of one query): the rows run on the warps of the next power of two, the rows past
+// the group never stored (they fell back to the element-cyclic writer).
+TEST(Emulator, GroupsOfAnySize) {
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (int64_t hq : {48, 80}) {
+      Case c{"attention/decode_gqa.te", {{"HQ", hq}, {"HK", 2}, {"T", 500}, {"D", 128}}, {}};
+      c.arch = arch;
+      verify(c);
+      Case p{"attention/prefill_gqa.te", {{"HQ", hq}, {"HK", 2}, {"S", 1}, {"T", 300}}, {}};
+      p.arch = arch;
+      verify(p);
+    }
+}
+
 // A per-column vector as long as the row tile (QK-norm's weights at a head size equal to the row
 // tile: 64 on sm_90a, 128 on sm_80) is read along the columns, not taken for a row vector (its
 // kernels fell back to the element-cyclic writer); cosine attention over a few queries alike.

@@ -22,12 +22,10 @@ auto FragmentWriter::plan() -> bool {
                     std::to_string(r) + " rows");
       rows_ = r;
     }
-  // Fewer than 16 rows (a group of query heads in decode) run as one warp's 16, the rows past
-  // the tile never stored.
-  if (rows_ > 128 ||
-      (rows_ > AccumulatorLayout::kRowsPerWarp && rows_ % AccumulatorLayout::kRowsPerWarp != 0))
-    return fail("its row tile of " + std::to_string(rows_) +
-                " rows is neither at most 16 nor a multiple of 16 up to 128");
+  // A row tile that is no multiple of 16 (a group of 24 query heads in decode, fewer than 16)
+  // runs on the warps of the next power of two rows (warp_rows), the rows past it never stored.
+  if (rows_ > 128)
+    return fail("its row tile of " + std::to_string(rows_) + " rows is more than 128");
   // A row tile of 128 runs on four warps of two m16 blocks each (FlashAttention-2's 128-row
   // tiles on 4 warps): every B fragment read from shared memory feeds two mma instead of one.
   // Past 128 columns of a dot's result (head sizes 192 and 256) two blocks' accumulators alone
@@ -99,13 +97,15 @@ auto FragmentWriter::single_buffer_for_occupancy() -> void {
   // the other's dots. Where that stage alone keeps a CTA off the SM (a mask or bias tile staged
   // beside Q, K and V at 64 x 128 wgmma tiles: 132 KB, one CTA an SM, 100 KB without K's second
   // stage), the tile gets one stage, its next copy issued after its last use like the later ones.
+  // Only for wgmma's tiles, where it was measured: on the mma.sync decode kernels it freed a CTA
+  // and ptxas spilled 24 bytes a thread (grouped decode, 8 heads a group, head size 128).
+  if (!wgmma_) return;
   for (SmemTile& t : tiles_) {
     if (t.stream_loop.empty() || t.stages != 2 || t.element_bytes != 0 || t.computed >= 0 ||
         !t.last_use || loop_of_.at(t.last_use) != t.stream_loop)
       continue;
-    // Later offsets move down by whole swizzle atoms on wgmma tiles (they start at 1024-byte
-    // boundaries), by the stage otherwise.
-    int64_t freed = wgmma_ ? t.stage_bytes() / 1024 * 1024 : t.stage_bytes();
+    // Later offsets move down by whole swizzle atoms (they start at 1024-byte boundaries).
+    int64_t freed = t.stage_bytes() / 1024 * 1024;
     if (freed == 0 || blocks_for(smem_total_ - freed) <= blocks_for(smem_total_)) continue;
     t.stages = 1;
     const int64_t end = t.offset + t.stage_bytes();

@@ -174,7 +174,14 @@ class FragmentWriter : public KernelWriter {
   void collect(const tile::TileBody& b, const std::string& loop);
 
   // Rows the warps cover: the row tile, padded to one warp's 16.
-  int64_t warp_rows() const { return std::max<int64_t>(rows_, AccumulatorLayout::kRowsPerWarp); }
+  // Rows the warps hold: the row tile, or where it is no multiple of 16 the next power of two
+  // (a whole number of warps that splits the copies of 16-byte chunks evenly).
+  int64_t warp_rows() const {
+    if (rows_ % AccumulatorLayout::kRowsPerWarp == 0) return rows_;
+    int64_t w = AccumulatorLayout::kRowsPerWarp;
+    while (w < rows_) w *= 2;
+    return w;
+  }
   bool padded() const { return warp_rows() != rows_; }
   // Rows a shared tile takes: an A tile of the row tile is padded like it.
   int64_t smem_rows(int64_t rows) const { return rows == rows_ ? warp_rows() : rows; }
