@@ -444,12 +444,17 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
       }
       if (group <= 1 && (whole || largest)) continue;  // one row along it: look further
       if (group <= 1) return std::nullopt;
-      // A whole extent of more than one warp's 16 rows is tiled by the next power of two, the
-      // tail masked: a tile of 33 or 48 rows fits no warp layout nor splits its copies evenly
-      // over the warps (the decode step of 33 queries fell back to the element-cyclic writer).
-      if (whole && group > 16)
-        divisor =
-            ir::make_int(int64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(group - 1))));
+      // A whole extent is tiled by a constant, the tail masked, so that its rows are a tile
+      // (and the value head size of a chunk's rows one tile axis too, which a symbolic row
+      // extent kept from being): up to one warp's 16 rows the extent at these sizes, past it
+      // the next power of two (a tile of 33 or 48 rows fits no warp layout nor splits its
+      // copies evenly over the warps).
+      if (whole) {
+        int64_t rows = group;
+        if (group > 16)
+          rows = int64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(group - 1)));
+        divisor = ir::make_int(rows);
+      }
       RowGroup g{LoopRef{tile_loop.block, iv.binding->name}, divisor, group};
       if (!largest) return g;
       if (!best || group > best->size) best = g;
@@ -492,7 +497,24 @@ void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
       for (const ir::StmtNode* b : blocks_under(p.body->stmts[k])) out.push_back(b->name);
     return out;
   };
-  std::vector<std::string> combines = nests_after(tile_loop.block);
+  // The combines: the nests after the fused one that read what it writes, directly or through
+  // one another (not the nests of another chain that follows, which a column block would
+  // otherwise compute again and take out of their own fusion).
+  std::set<std::string> group_writes;
+  const ir::LoopProgram& p0 = s.program();
+  for (const ir::StmtNode* b :
+       blocks_under(p0.body->stmts[root_index(p0, find_block(p0.body, tile_loop.block, "auto"))]))
+    for (const std::string& w : block_writes(*b)) group_writes.insert(w);
+  std::vector<std::string> combines;
+  for (const std::string& name : nests_after(tile_loop.block)) {
+    std::set<std::string> reads = block_reads(*find_block(p0.body, name, "auto").back());
+    if (std::none_of(reads.begin(), reads.end(),
+                     [&](const std::string& r) { return group_writes.count(r) > 0; }))
+      continue;
+    combines.push_back(name);
+    for (const std::string& w : block_writes(*find_block(p0.body, name, "auto").back()))
+      group_writes.insert(w);
+  }
   for (const std::string& name : combines) {
     StmtPath path = find_block(s.program().body, name, "auto");
     const ir::StmtNode& b = *path.back();
