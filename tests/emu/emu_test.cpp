@@ -409,10 +409,12 @@ TEST(Emulator, FewQueriesAndStagedMasks) {
 
 // Query-head groups that are no multiple of 16 (24 and 40 query heads a key/value head, decode
 // and a prefill of one query): the rows run on the warps of the next power of two, the rows past
-// the group never stored (they fell back to the element-cyclic writer).
+// the group never stored (they fell back to the element-cyclic writer). So do groups of 48 and
+// 112, whose three and seven warps split neither a key tile's copies evenly nor its swizzle
+// period.
 TEST(Emulator, GroupsOfAnySize) {
   for (const char* arch : {"sm_80", "sm_90a"})
-    for (int64_t hq : {48, 80}) {
+    for (int64_t hq : {48, 80, 96, 224}) {
       Case c{"attention/decode_gqa.te", {{"HQ", hq}, {"HK", 2}, {"T", 500}, {"D", 128}}, {}};
       c.arch = arch;
       verify(c);

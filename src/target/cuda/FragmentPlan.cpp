@@ -321,10 +321,20 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
         }
       if (stored_here && !read_back) return false;
       if (!stored_here && o.type.shape.size() == 2 && feeds_only_dots(o.result)) {
-        if (!stageable(o))
+        if (!stageable(o)) {
+          // Rows that are no whole aligned 16-byte chunks (values stored key-major, V^T, whose
+          // rows of T keys start off 16-byte boundaries): read element by element into a
+          // computed tile in front of the dot (stage_computed_operand), not copied by cp.async.
+          if (!innermost_chunks(o, 8) &&
+              (o.type.dtype == DType::F16 || o.type.dtype == DType::BF16) &&
+              buffer_dtype(o.buffer) == o.type.dtype) {
+            v.kind = Kind::Lazy;
+            return true;
+          }
           return fail("the dot operand `" + tile::to_string(o) +
                       "` is not an f16 or bf16 tile of whole 16-byte rows of its buffer's "
                       "innermost dimension (16-row and 16-column multiples)");
+        }
         SmemTile t;
         t.load = &o;
         t.dtype = o.type.dtype;

@@ -174,10 +174,10 @@ class FragmentWriter : public KernelWriter {
   void collect(const tile::TileBody& b, const std::string& loop);
 
   // Rows the warps cover: the row tile, padded to one warp's 16.
-  // Rows the warps hold: the row tile, or where it is no multiple of 16 the next power of two
-  // (a whole number of warps that splits the copies of 16-byte chunks evenly).
+  // Rows the warps hold: the row tile's next power of two, at least 16 (a number of warps that
+  // splits the copies of 16-byte chunks evenly; three warps for a group of 48 query heads did
+  // not, nor did their copy passes fit the swizzle period).
   int64_t warp_rows() const {
-    if (rows_ % AccumulatorLayout::kRowsPerWarp == 0) return rows_;
     int64_t w = AccumulatorLayout::kRowsPerWarp;
     while (w < rows_) w *= 2;
     return w;
