@@ -188,13 +188,17 @@ runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationO
   for (const std::string& r : rows) {
     out[r] = std::min(given(r), rows_cap);
     if (!keep_order || axis.size() != 1) continue;
-    // Rows as many as the axis stay as many (a causal diagonal), and more rows than the axis
-    // stay more (rows that a bottom-right aligned mask leaves without a key).
+    // Rows as many as the axis stay as many (a causal diagonal), more rows than the axis stay
+    // more (rows that a bottom-right aligned mask leaves without a key), and fewer stay fewer,
+    // the axis one longer than them where they reach it (a table indexed by i + T - S, rotary
+    // attention's, is read in bounds only where S <= T).
     const std::string& a = *axis.begin();
     if (given(r) == given(a))
       out[r] = out[a];
     else if (given(r) > given(a))
       out[r] = out[a] + std::min(given(r) - given(a), rows_cap);
+    else if (out[r] >= out[a])
+      out[a] = std::min(given(a), out[r] + 1);
   }
   return out;
 }

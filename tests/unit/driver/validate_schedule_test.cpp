@@ -146,6 +146,13 @@ TEST(ValidateSchedule, ShrunkSizesCoverTilesChunksAndRows) {
   EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131, true).at("S"), 163 + 131);
   o.sizes["T"] = 100;  // never larger than the run's own size
   EXPECT_EQ(driver::shrink_sizes(p, o, 5, 131, true).at("T"), 100);
+  // Fewer rows than keys stay fewer: the keys one more than the rows where the rows' cap reaches
+  // the axis (rotary attention reads its table at i + T - S, in bounds only where S <= T).
+  o.sizes["S"] = 200;
+  o.sizes["T"] = 300;
+  runtime::SizeMap fewer = driver::shrink_sizes(p, o, 5, 131, true, driver::AxisEnd::OneElement);
+  EXPECT_EQ(fewer.at("S"), 131);
+  EXPECT_EQ(fewer.at("T"), 132);
 }
 
 TEST(ValidateSchedule, RowsWithoutAKeyAtTheRunsSizesAreValidated) {
