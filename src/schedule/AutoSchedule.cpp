@@ -119,6 +119,29 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
   return std::nullopt;
 }
 
+// The loop around the tile loop `tile_loop` (a row tile's), if any.
+std::optional<LoopRef> row_loop_around(const Schedule& s, const LoopRef& tile_loop) {
+  std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
+  if (loops.size() < 2) return std::nullopt;
+  return LoopRef{tile_loop.block, loops[loops.size() - 2]->var};
+}
+
+// What the blocks of the root nest holding `block` write.
+std::set<std::string> nest_writes(const ir::LoopProgram& p, const std::string& block) {
+  std::set<std::string> out;
+  for (const ir::StmtNode* b :
+       blocks_under(p.body->stmts[root_index(p, find_block(p.body, block, "auto"))]))
+    for (const std::string& w : block_writes(*b)) out.insert(w);
+  return out;
+}
+
+// The least power of two at least `n`.
+int64_t ceil_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
 // Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
 // row loop around the tile loop, and the row loop is distributed over `rows` rows. Consumers that
 // only recompute elementwise values of a row are inlined into what reads them (no row-length
@@ -129,14 +152,12 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
 int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir::Expr& axis,
                   int64_t tile, const std::map<std::string, int64_t>& sizes,
                   const std::function<void(const std::string&)>& note, int64_t short_rows) {
-  std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
-  if (loops.size() < 2) return 0;
-  LoopRef row_loop{tile_loop.block, loops[loops.size() - 2]->var};
+  std::optional<LoopRef> around = row_loop_around(s, tile_loop);
+  if (!around) return 0;
+  const LoopRef row_loop = *around;
   const ir::LoopProgram& p = s.program();
   size_t fused = root_index(p, find_block(p.body, tile_loop.block, "auto"));
-  std::set<std::string> written;
-  for (const ir::StmtNode* b : blocks_under(p.body->stmts[fused]))
-    for (const std::string& w : block_writes(*b)) written.insert(w);
+  std::set<std::string> written = nest_writes(p, tile_loop.block);
   // The nests after the fused one that read what it writes; an intermediate one inlined into its
   // readers (layernorm's mean, a division of the running sum) makes them consumers in turn.
   std::vector<std::string> kept;
@@ -296,10 +317,11 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
     for (const ir::StmtNode* b : blocks_under(p.body->stmts[k]))
       if (producers.count(b->name)) before.push_back(b->name);
   std::map<std::string, AxisIteration> along = axis_iterations(p, head, axis, before);
-  std::vector<std::string> across;  // producers along the rows alone (the queries rotated)
-  for (const std::string& b : before)
-    if (!along.count(b)) across.push_back(b);
-  std::erase_if(before, [&](const std::string& b) { return !along.count(b); });
+  // Producers along the rows alone (the queries rotated) last, apart.
+  auto rows_alone = std::stable_partition(before.begin(), before.end(),
+                                          [&](const std::string& b) { return along.count(b) > 0; });
+  const std::vector<std::string> across(rows_alone, before.end());
+  before.erase(rows_alone, before.end());
   std::set<std::string> whole;  // producers of a producer kept whole stay whole with it
   auto keep_whole = [&](const std::string& b) {
     std::set<std::string> inputs =
@@ -333,14 +355,13 @@ void compute_axis_producers(Schedule& s, const LoopRef& tile_loop, const std::st
   // the tile loop, for the rows of a tile before their walk over the axis, where that computes
   // each element once: one kernel, no whole buffer written and read back (the rotated queries
   // of rotary attention took a kernel of their own).
-  std::vector<const ir::StmtNode*> loops = loops_on(find_loop(s.program().body, tile_loop, "auto"));
-  if (!row_tiles || loops.size() < 2) return;
-  const LoopRef rows{tile_loop.block, loops[loops.size() - 2]->var};
+  std::optional<LoopRef> rows = row_loop_around(s, tile_loop);
+  if (!row_tiles || !rows) return;
   for (auto it = across.rbegin(); it != across.rend(); ++it) {
     if (whole.count(*it)) continue;
     Schedule saved = s;
     try {
-      s.compute_at(*it, rows);
+      s.compute_at(*it, *rows);
     } catch (const ScheduleError& e) {
       note("'" + *it + "' is computed whole before the fused loop: " + e.what());
       keep_whole(*it);
@@ -449,12 +470,7 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
       // extent kept from being): up to one warp's 16 rows the extent at these sizes, past it
       // the next power of two (a tile of 33 or 48 rows fits no warp layout nor splits its
       // copies evenly over the warps).
-      if (whole) {
-        int64_t rows = group;
-        if (group > 16)
-          rows = int64_t{1} << (64 - __builtin_clzll(static_cast<uint64_t>(group - 1)));
-        divisor = ir::make_int(rows);
-      }
+      if (whole) divisor = ir::make_int(group <= 16 ? group : ceil_pow2(group));
       RowGroup g{LoopRef{tile_loop.block, iv.binding->name}, divisor, group};
       if (!largest) return g;
       if (!best || group > best->size) best = g;
@@ -500,11 +516,8 @@ void spread_columns(Schedule& s, const LoopRef& tile_loop, int64_t width,
   // The combines: the nests after the fused one that read what it writes, directly or through
   // one another (not the nests of another chain that follows, which a column block would
   // otherwise compute again and take out of their own fusion).
-  std::set<std::string> group_writes;
   const ir::LoopProgram& p0 = s.program();
-  for (const ir::StmtNode* b :
-       blocks_under(p0.body->stmts[root_index(p0, find_block(p0.body, tile_loop.block, "auto"))]))
-    for (const std::string& w : block_writes(*b)) group_writes.insert(w);
+  std::set<std::string> group_writes = nest_writes(p0, tile_loop.block);
   std::vector<std::string> combines;
   for (const std::string& name : nests_after(tile_loop.block)) {
     std::set<std::string> reads = block_reads(*find_block(p0.body, name, "auto").back());
@@ -588,9 +601,7 @@ void tile_combine(Schedule& s, const std::string& block, int64_t elements, int64
       } else if (l->var == iv.binding->name) {
         // No wider than the chunks there are at these sizes (rounded up to a power of two).
         try {
-          int64_t n = ir::eval_int(l->extent, sizes), p = 1;
-          while (p < n) p *= 2;
-          max_chunks = std::min(max_chunks, p);
+          max_chunks = std::min(max_chunks, ceil_pow2(ir::eval_int(l->extent, sizes)));
         } catch (const UserError&) {
         }
       }

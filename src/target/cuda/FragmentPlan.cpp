@@ -22,8 +22,9 @@ auto FragmentWriter::plan() -> bool {
                     std::to_string(r) + " rows");
       rows_ = r;
     }
-  // A row tile that is no multiple of 16 (a group of 24 query heads in decode, fewer than 16)
-  // runs on the warps of the next power of two rows (warp_rows), the rows past it never stored.
+  // A row tile that is no power of two (a group of 24 or 48 query heads in decode, fewer than
+  // 16) runs on the warps of the next power of two rows (warp_rows), the rows past it never
+  // stored.
   if (rows_ > 128)
     return fail("its row tile of " + std::to_string(rows_) + " rows is more than 128");
   // A row tile of 128 runs on four warps of two m16 blocks each (FlashAttention-2's 128-row
