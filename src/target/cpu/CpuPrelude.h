@@ -87,6 +87,13 @@ static inline int ks_threads() {
 #endif
 }
 
+// The bytes of a kernel's inputs and outputs from which its row stores stream past the caches
+// (TilePrelude's row helpers): KINTSUGI_STREAM_BYTES when set to a number, else 96 MiB.
+static inline int64_t ks_stream_bytes() {
+  const char* e = getenv("KINTSUGI_STREAM_BYTES");
+  return (e && *e) ? (int64_t)atoll(e) : (int64_t)96 << 20;
+}
+
 struct KsErr {
   int failed;
   char* msg;
