@@ -1277,6 +1277,41 @@ output S[i]: f32 = l[i]
                           Inputs::Random, 1, "a partial that underflowed cannot be restored");
 }
 
+// A value copied from a reduction (d0 = a0), read by a later reduction of the chain and by an
+// output outside it: the rolling update clones the copy, the fused clone reading the running
+// value and the original the final one. The original once kept the fused clone's read of the
+// running value, a buffer that no longer exists once the scan is made local: an internal error
+// ("map::at") on the CPU and on CUDA at N = 20000 (seed 70007, program 57). A chain of such
+// copies is cloned whole, consumers first.
+TEST(chain_fuzz, CopyOfAReductionReadInsideAndOutsideTheChain) {
+  const char* src = R"(
+input X: f32[B, H, N]
+input G: f32[N]
+input Bias: f32[B, H]
+a0[b, h] = max[j](exp((X[b, h, j] * G[j] + Bias[b, h])))
+d0[b, h] = a0[b, h]
+a1[b, h] = max[j](exp((X[b, h, j] * G[j] + Bias[b, h]) - a0[b, h]))
+a2[b, h] = max[j]((X[b, h, j] * G[j] + Bias[b, h]) * d0[b, h]) * 0.5
+output S[b, h]: f32 = select(a2[b, h] > 0, d0[b, h] / a2[b, h], 0)
+output S2[b, h]: f32 = a2[b, h]
+)";
+  const char* chained = R"(
+input X: f32[M, N]
+a0[i] = max[j](X[i, j])
+d0[i] = a0[i] * 2
+d1[i] = d0[i] + 1
+a1[i] = sum[j](exp(X[i, j] - d1[i]))
+output S[i]: f32 = a1[i] + d0[i]
+output S2[i]: f32 = d1[i]
+)";
+  for (uint64_t seed : {1, 2}) {
+    expect_schedule_matches(src, cpu_options({{"B", 2}, {"H", 4096}, {"N", 1000}}),
+                            {{"B", 2}, {"H", 5}, {"N", 3000}}, Inputs::Random, seed);
+    expect_schedule_matches(chained, cpu_options({{"M", 4096}, {"N", 1000}}),
+                            {{"M", 5}, {"N", 3000}}, Inputs::Random, seed);
+  }
+}
+
 // A sum that a masked element makes infinite: a = sqrt(|sum[j](c)|) of c = select(.., -inf) is
 // inf, and b = sum[j](X * a) is NaN where X has both signs. Split-K repairs b's chunks with
 // t * sqrt(|a'|) / sqrt(|a.rf|): a chunk without the masked element scales its finite sum to

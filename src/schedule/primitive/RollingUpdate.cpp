@@ -153,7 +153,24 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   // reads a producer's running value and nothing else the loop produces).
   std::map<std::string, std::string> running_reads;
   for (const auto& [scan, ph] : placeholder) running_reads[ph] = scan;
-  // Blocks between that others still read are cloned: the fused copy reads running values.
+  // Blocks between that others still read are cloned: the fused copy reads running values, the
+  // original stays for the others. Decided consumers first: a cloned block's original reads the
+  // final values of what it depends on, so its producers among `between` are cloned too.
+  std::set<std::string> cloned;
+  {
+    std::set<std::string> fused(between.begin(), between.end());
+    fused.insert(block);
+    for (auto it = between.rbegin(); it != between.rend(); ++it) {
+      const ir::StmtNode& b = *find_block(program_.body, *it, P).back();
+      if (!b.body || b.body->kind != ir::StmtKind::Store) continue;
+      for (const ir::StmtNode* r : blocks_under(program_.body))
+        if (!fused.count(r->name) && r != &b && block_reads(*r).count(b.body->buffer)) {
+          cloned.insert(*it);
+          fused.erase(*it);
+          break;
+        }
+    }
+  }
   std::map<std::string, std::string> renamed;  // original buffer -> buffer the fused blocks read
   for (const std::string& name : between) {
     const ir::StmtNode& b = *find_block(tmp.program_.body, name, P).back();
@@ -162,11 +179,7 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
     if (!b.body || b.body->kind != ir::StmtKind::Store || b.init)
       throw ScheduleError(P, "block '" + name + "' between is not a single store");
     const std::string buffer = b.body->buffer;
-    bool others = false;
-    std::set<std::string> fused(between.begin(), between.end());
-    fused.insert(block);
-    for (const ir::StmtNode* r : blocks_under(tmp.program_.body))
-      if (!fused.count(r->name) && r != &b && block_reads(*r).count(buffer)) others = true;
+    const bool others = cloned.count(name) > 0;
     const ir::StmtNode* lp = find_loop(tmp.program_.body, LoopRef{loop.block, lv}, P).back();
     bool already_under = false;
     for (const ir::StmtNode* u : blocks_under(lp->body)) already_under |= u == &b;
@@ -210,6 +223,12 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
         c.body = fix(c.body);
         return std::make_shared<const ir::StmtNode>(std::move(c));
       });
+      // The original reads what it read before the placeholders and redirections above, which
+      // are the fused copy's: the final values.
+      StmtPath original = find_block(p.body, name, P);
+      ir::StmtNode restored = *original.back();
+      restored.body = find_block(program_.body, name, P).back()->body;
+      p.body = replace_at(original, std::make_shared<const ir::StmtNode>(std::move(restored)));
       tmp.program_ = p;
       renamed[buffer] = nbuf;
       tmp.reverse_compute_at_box(nb, LoopRef{loop.block, lv}, box_for(name), running_reads);
