@@ -6,6 +6,7 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "ir/Printer.h"
 
@@ -36,6 +37,7 @@ class Bounds {
       globals_[q.name] = {x, x};
     }
     scope_ = globals_;
+    count_writers(p.body, "");
   }
   // For divisions_fit_int32: each size anywhere in [value, value + overrun], each integer param
   // anywhere in its type's range.
@@ -47,6 +49,7 @@ class Bounds {
       if (q.dtype == DType::I8 || q.dtype == DType::I32)
         globals_[q.name] = q.dtype == DType::I8 ? Range{-128, 127} : Range{INT32_MIN, INT32_MAX};
     scope_ = globals_;
+    count_writers(p.body, "");
   }
 
   // Whether every integer division or modulo by a value other than a literal seen so far had
@@ -85,6 +88,7 @@ class Bounds {
         if (s->predicate) value(s->predicate, "the predicate of block " + s->name);
         auto saved = scope_;
         scope_ = inner;
+        bound_accumulator(*s);
         stmt(s->init);
         stmt(s->body);
         scope_ = saved;
@@ -111,6 +115,78 @@ class Bounds {
   bool divisions_fit_int32_ = true;
   std::map<std::string, Range> globals_, scope_;
   std::string where_;
+  std::map<std::string, std::set<std::string>> writers_;  // buffer -> the blocks storing to it
+  std::map<std::string, Range> accumulators_;             // proven by bound_accumulator
+
+  void count_writers(const Stmt& s, const std::string& block) {
+    if (!s) return;
+    if (s->kind == StmtKind::Store) writers_[s->buffer].insert(block);
+    const std::string in = s->kind == StmtKind::Block ? s->name : block;
+    for (const Stmt& c : s->stmts) count_writers(c, in);
+    for (const Stmt& c : {s->body, s->init, s->then_case, s->else_case}) count_writers(c, in);
+  }
+
+  // A reduction into an integer buffer that no other block writes (a count: the sum of a select
+  // of 1 and 0): its accumulator starts in the range I of its initial value and takes K steps of
+  // a term in T, K the product of the reduction extents, so it lies in I + K [min(T), max(T)]
+  // (each bound widened to include 0) for a sum, and in the hull of I and T for a maximum or a
+  // minimum; where every one of at least one step runs, a maximum is at least the largest of
+  // the lowest start and the lowest term (the identity as a start does not widen it).
+  // Loads of the buffer read that range (kFull otherwise: an accumulator read before
+  // it is bounded, a term that is not, an extent beyond 64 bits).
+  void bound_accumulator(const StmtNode& b) {
+    const Stmt& init = b.init;
+    const Stmt& body = b.body;
+    if (!init || !body || init->kind != StmtKind::Store || body->kind != StmtKind::Store ||
+        init->buffer != body->buffer || !is_int(body->value->type) ||
+        writers_[body->buffer].size() != 1)
+      return;
+    const Expr& v = body->value;
+    if (v->op != Op::Add && v->op != Op::Max && v->op != Op::Min) return;
+    // The element it stores, read back (an accumulator, not a recurrence across elements).
+    auto self = [&](const Expr& x) {
+      if (x->op != Op::Load || x->name != body->buffer || x->args.size() != body->indices.size())
+        return false;
+      for (size_t k = 0; k < x->args.size(); ++k)
+        if (!equal(x->args[k], body->indices[k])) return false;
+      return true;
+    };
+    const Expr* term = self(v->args[0]) ? &v->args[1] : (self(v->args[1]) ? &v->args[0] : nullptr);
+    if (!term || uses_load_of(*term, body->buffer)) return;
+    I128 steps = 1;
+    bool every_step_runs = !b.predicate;  // and at least one
+    for (const IterVar& iv : b.iters) {
+      if (iv.kind == IterKind::Spatial) continue;
+      const std::optional<Range> ext = range(iv.extent);
+      if (!ext || ext->hi <= 0) return;
+      every_step_runs = every_step_runs && ext->lo >= 1;
+      steps *= ext->hi;
+      if (steps > INT64_MAX) return;
+    }
+    where_ = "the value stored to " + body->buffer;
+    const std::optional<Range> start = range(init->value), t = range(*term);
+    if (!start || !t) return;
+    I128 lo = start->lo, hi = start->hi;
+    if (v->op == Op::Add) {
+      lo += steps * std::min<int64_t>(t->lo, 0);
+      hi += steps * std::max<int64_t>(t->hi, 0);
+    } else if (every_step_runs) {  // max(start, t1, ..., tk) for k >= 1, or min
+      const bool max = v->op == Op::Max;
+      lo = max ? std::max(start->lo, t->lo) : std::min(start->lo, t->lo);
+      hi = max ? std::max(start->hi, t->hi) : std::min(start->hi, t->hi);
+    } else {
+      lo = std::min<I128>(lo, t->lo);
+      hi = std::max<I128>(hi, t->hi);
+    }
+    if (lo < INT64_MIN || hi > INT64_MAX) return;
+    accumulators_[body->buffer] = {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+  }
+  static bool uses_load_of(const Expr& e, const std::string& buffer) {
+    if (e->op == Op::Load && e->name == buffer) return true;
+    for (const Expr& a : e->args)
+      if (uses_load_of(a, buffer)) return true;
+    return false;
+  }
 
   Range value(const Expr& e, const std::string& where) {
     if (!e) return {0, 0};
@@ -160,6 +236,7 @@ class Bounds {
         return kFull;
       }
       case Op::Load:
+        if (auto it = accumulators_.find(e->name); it != accumulators_.end()) return it->second;
         if (e->type == DType::I8) return Range{-128, 127};
         if (e->type == DType::I32) return Range{INT32_MIN, INT32_MAX};
         return kFull;

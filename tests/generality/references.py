@@ -264,6 +264,20 @@ def add_rmsnorm(inputs, params):
     return {"R": r, "Y": y}
 
 
+def token_count_mean(inputs, params):
+    keep = (inputs["MASK"] != 0).astype(np.float64)
+    count = np.maximum(keep.sum(axis=1), 1.0)
+    return {"E": (inputs["X"] * keep[:, :, None]).sum(axis=1) / count[:, None]}
+
+
+def layernorm_with_stats(inputs, params):
+    x = inputs["X"]
+    mean = x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mean) ** 2).mean(axis=-1, keepdims=True) + params["EPS"])
+    return {"Y": (x - mean) * rstd * inputs["G"] + inputs["Beta"],
+            "MEAN": mean[..., 0], "RSTD": rstd[..., 0]}
+
+
 def layernorm_std_eps(inputs, params):
     x = inputs["X"]
     mean = x.mean(axis=-1, keepdims=True)

@@ -91,6 +91,29 @@ TEST(Limits, IntegerRangesOfAKernel) {
   EXPECT_EQ(range_error(ok, {{"N", int64_t{1} << 61}}), "");
 }
 
+// An integer reduction's accumulator is bounded by its steps: a count of positive elements (a sum
+// of a select of 1 and 0) lies in [0, N], so the values derived from it are in range; the same
+// count of values that are not bounded (an int input), or one whose bound passes 2^63, is not
+// proven. An accumulator that other blocks also write is not bounded either.
+TEST(Limits, IntegerReductionsAreBoundedByTheirSteps) {
+  auto count = lowered(
+      "input X: f32[M, N]\n"
+      "c[i] = sum[j](select(X[i, j] > 0.0, 1, 0))\n"
+      "m[i] = max[j](select(X[i, j] > 0.0, j, -1))\n"
+      "output Y[i, j]: f32 = X[i, j] / f32(max(c[i], 1) * (m[i] + 2) * N)\n");
+  EXPECT_EQ(range_error(count, {{"M", 8}, {"N", 100}}), "");
+  EXPECT_EQ(range_error(count, {{"M", 8}, {"N", int64_t{1} << 20}}), "");  // 2^20 2^20 2^20
+  EXPECT_NE(range_error(count, {{"M", 8}, {"N", int64_t{1} << 22}}).find("64-bit range"),
+            std::string::npos);  // 2^22 2^22 2^22 = 2^66
+  auto sum = lowered(
+      "input X: i32[M, N]\n"
+      "c[i] = sum[j](X[i, j])\n"
+      "output Y[i]: f32 = f32(c[i] + 1)\n");
+  EXPECT_EQ(range_error(sum, {{"M", 1}, {"N", int64_t{1} << 31}}), "");  // within 2^62
+  EXPECT_NE(range_error(sum, {{"M", 1}, {"N", int64_t{1} << 33}}).find("64-bit range"),
+            std::string::npos);
+}
+
 // The proof that lets a kernel divide in 32 bits: every division by a value other than a literal
 // has a dividend in (INT32_MIN, INT32_MAX] and a divisor in 32 bits, for sizes up to the tiles'
 // overrun past them and for any value of an integer param; a launch at sizes where it fails is
