@@ -152,6 +152,23 @@ extern "C" __global__ void k(KsArgs, int*) {
   EXPECT_NE(why.find("partial mask is not emulated"), std::string::npos) << why;
 }
 
+// A 64-bit shuffle (an integer reduction's partials, long long in the generated code) moves
+// both halves from the source lane: a butterfly sum of lane * 2^32 + lane over the warp.
+TEST(EmulatorSelf, SixtyFourBitShufflesMoveBothHalves) {
+  long long out[32] = {};
+  EXPECT_EQ(complaint(R"(
+extern "C" __global__ void k(KsArgs a, int*) {
+  long long v = ((long long)threadIdx.x << 32) + threadIdx.x;
+  for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  double d = __shfl_sync(0xffffffffu, (double)threadIdx.x + 0.5, 31 - threadIdx.x);
+  ((long long*)a.bufs[0])[threadIdx.x] = v + (d == 31.5 - threadIdx.x ? 0 : 1);
+}
+)",
+                      "k", 32, 0, {out}),
+            "");
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(out[l], (496LL << 32) + 496) << "lane " << l;
+}
+
 TEST(EmulatorSelf, SharedAccessOutsideTheCtaIsReported) {
   std::string why = complaint(R"(
 extern "C" __global__ void k(KsArgs, int*) {

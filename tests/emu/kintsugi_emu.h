@@ -792,14 +792,19 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::kemu::block_at(::kemu::Wait::Warp);
 }
 
+// A shuffle of a 32-bit value, or of a 64-bit one (long long, double) as the hardware does it:
+// its two halves, each from the same source lane.
 template <class T>
 inline T kemu_shuffle(unsigned mask, T v, unsigned (*source)(unsigned, int), int arg) {
-  static_assert(sizeof(T) == 4, "32-bit shuffles");
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32-bit or 64-bit shuffles");
+  constexpr int kWords = int(sizeof(T) / 4);
   ::kemu::check_full_mask(mask, "a shuffle");
-  uint32_t in[1] = {::kemu::bits(v)};
+  uint32_t in[kWords];
+  std::memcpy(in, &v, sizeof(T));
   T out{};
-  ::kemu::collective(
-      in, 1, [&] { out = ::kemu::from_bits<T>(::kemu::slot(source(::kemu::lane(), arg))[0]); });
+  ::kemu::collective(in, kWords, [&] {
+    std::memcpy(&out, ::kemu::slot(source(::kemu::lane(), arg)), sizeof(T));
+  });
   return out;
 }
 template <class T>
