@@ -82,6 +82,14 @@ def key_padding_mask(inputs, params):
                                    visible=visible[:, None, None, :])[0]}
 
 
+def document_mask(inputs, params):
+    s_len = inputs["Q"].shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(s_len)[None, :]
+    doc = inputs["DOC"]
+    visible = (j <= i) & (doc[:, None] == doc[None, :])
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0]}
+
+
 def prefix_lm(inputs, params):
     s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
     i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
