@@ -802,9 +802,8 @@ inline T kemu_shuffle(unsigned mask, T v, unsigned (*source)(unsigned, int), int
   uint32_t in[kWords];
   std::memcpy(in, &v, sizeof(T));
   T out{};
-  ::kemu::collective(in, kWords, [&] {
-    std::memcpy(&out, ::kemu::slot(source(::kemu::lane(), arg)), sizeof(T));
-  });
+  ::kemu::collective(
+      in, kWords, [&] { std::memcpy(&out, ::kemu::slot(source(::kemu::lane(), arg)), sizeof(T)); });
   return out;
 }
 template <class T>
