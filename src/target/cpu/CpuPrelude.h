@@ -88,10 +88,12 @@ static inline int ks_threads() {
 }
 
 // The bytes of a kernel's inputs and outputs from which its row stores stream past the caches
-// (TilePrelude's row helpers): KINTSUGI_STREAM_BYTES when set to a number, else 96 MiB.
+// (TilePrelude's row helpers): KINTSUGI_STREAM_BYTES when set to a number of bytes, else 96 MiB.
 static inline int64_t ks_stream_bytes() {
   const char* e = getenv("KINTSUGI_STREAM_BYTES");
-  return (e && *e) ? (int64_t)atoll(e) : (int64_t)96 << 20;
+  char* end = nullptr;
+  const long long v = e ? strtoll(e, &end, 10) : -1;
+  return (e && end != e && *end == 0 && v >= 0) ? (int64_t)v : (int64_t)96 << 20;
 }
 
 struct KsErr {
