@@ -14,11 +14,18 @@
 //     the loaded f16 or bf16 tile that the tensor cores take as it is, the scale applied to the
 //     scores.
 // Each sum is an element-wise pass and a block-wide reduction less a strip on a GPU. Equal in exact
-// arithmetic; in floating point the sums round in another order (as a reassociation does), and
-// a sum with no valid element of a zero or non-finite divisor is 0 / 0 rather than 0.
+// arithmetic; in floating point the sums round in another order (as a reassociation does). Only
+// a factor proven finite and nonzero (literals, sizes, and their products, quotients and square
+// roots, within the float range) is taken out, and a masked scalar only when proven finite: a
+// zero divisor makes each term of `sum(x / u)` an infinity or 0 / 0, which one quotient of the
+// sum is not (a row's min |x| of 0 made its sum of x / min |x| NaN, the factored sum inf), and an
+// infinite u times a mask that holds no element is 0 / 0 rather than 0.
 //
 // Invariant established: no floating-point sum reduces a tile that is a scalar factor times a
 // tile, or a masked scalar, of rank one; no dot operand is a tile times or over a scalar.
+#include <cmath>
+#include <optional>
+
 #include "ir/Simplify.h"
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
@@ -30,6 +37,80 @@ namespace {
 bool is_zero_literal(const ir::Expr& e) {
   return (e->op == ir::Op::FloatImm && e->float_value == 0.0) ||
          (e->op == ir::Op::IntImm && e->int_value == 0);
+}
+
+// Bounds on the magnitude of a value: lo <= |v| <= hi.
+struct Magnitude {
+  double lo = 0.0, hi = 0.0;
+};
+
+// Int64 values cast to f32 are below 2^63; a normal f32 is above 2^-126 and below 2^128.
+constexpr double kIntMax = 9.3e18, kTiny = 1.2e-38, kHuge = 3.4e38;
+
+// `m` as an f32 value has it: nullopt where it may overflow, a lower bound of 0 where it may
+// underflow.
+std::optional<Magnitude> within_float_range(Magnitude m) {
+  if (!(m.hi < kHuge)) return std::nullopt;
+  if (!(m.lo > kTiny)) m.lo = 0.0;
+  return m;
+}
+
+// The magnitude of a product, quotient, square root, reciprocal square root or power (by a
+// literal exponent, `exponent`) of values of magnitudes `a`; nullopt for another operation.
+std::optional<Magnitude> combine(bool call, ir::Op op, ir::MathFn fn,
+                                 const std::vector<Magnitude>& a,
+                                 std::optional<double> exponent = std::nullopt) {
+  if (call && fn == ir::MathFn::Pow && !a.empty() && exponent && std::isfinite(*exponent)) {
+    const double x = std::pow(a[0].lo, *exponent), y = std::pow(a[0].hi, *exponent);
+    return within_float_range({std::min(x, y), std::max(x, y)});
+  }
+  if (call && a.size() == 1 && fn == ir::MathFn::Sqrt)
+    return within_float_range({std::sqrt(a[0].lo), std::sqrt(a[0].hi)});
+  if (call && a.size() == 1 && fn == ir::MathFn::Rsqrt)
+    return within_float_range({1.0 / std::sqrt(a[0].hi), 1.0 / std::sqrt(a[0].lo)});
+  if (!call && a.size() == 2 && op == ir::Op::Mul)
+    return within_float_range({a[0].lo * a[1].lo, a[0].hi * a[1].hi});
+  if (!call && a.size() == 2 && op == ir::Op::Div)
+    return within_float_range({a[0].lo / a[1].hi, a[0].hi / a[1].lo});
+  return std::nullopt;
+}
+
+// The magnitude of a scalar expression built from literals and sizes (every size is at least 1)
+// by products, quotients, powers, square roots and casts; nullopt for anything else (a param, an
+// index) or a value that may overflow f32.
+std::optional<Magnitude> magnitude(const ir::Expr& e) {
+  switch (e->op) {
+    case ir::Op::FloatImm:
+    case ir::Op::IntImm: {
+      const double v =
+          std::fabs(e->op == ir::Op::FloatImm ? e->float_value : static_cast<double>(e->int_value));
+      return std::isfinite(v) ? within_float_range({v, v}) : std::nullopt;
+    }
+    case ir::Op::Var:
+      if (e->var_kind == ir::VarKind::Dim) return Magnitude{1.0, kIntMax};
+      return std::nullopt;
+    case ir::Op::Cast:
+      if (e->type == DType::F32 || is_int(e->type)) return magnitude(e->args[0]);
+      return std::nullopt;
+    default:
+      break;
+  }
+  // Integer floor division reaches 0; an integer product is bounded by the range proof.
+  if (is_int(e->type) && e->op != ir::Op::Mul) return std::nullopt;
+  std::vector<Magnitude> args;
+  for (const ir::Expr& a : e->args) {
+    const std::optional<Magnitude> m = magnitude(a);
+    if (!m && !(e->op == ir::Op::Call && e->fn == ir::MathFn::Pow && args.size() == 1))
+      return std::nullopt;
+    if (m) args.push_back(*m);
+  }
+  std::optional<double> exponent;
+  if (e->op == ir::Op::Call && e->fn == ir::MathFn::Pow && e->args.size() == 2 &&
+      e->args[1]->op == ir::Op::FloatImm)
+    exponent = e->args[1]->float_value;
+  std::optional<Magnitude> m = combine(e->op == ir::Op::Call, e->op, e->fn, args, exponent);
+  if (m && is_int(e->type)) m->hi = std::min(m->hi, kIntMax);
+  return m;
 }
 
 class UniformSums : public OpRewriter {
@@ -49,6 +130,27 @@ class UniformSums : public OpRewriter {
   }
   bool is_map(const TileOp* d, ir::Op op, size_t arity) const {
     return d && d->kind == OpKind::Map && !d->is_call && d->op == op && d->args.size() == arity;
+  }
+  // The magnitude of scalar value `id`: a full of a literal-and-size expression, a cast of one,
+  // or a product, quotient or square root of such values.
+  std::optional<Magnitude> scalar_magnitude(int id) const {
+    const TileOp* d = def(id);
+    if (!d || !d->type.shape.empty()) return std::nullopt;
+    if (d->kind == OpKind::Full) return magnitude(d->scalar);
+    if (d->kind == OpKind::Cast && d->type.dtype == DType::F32 && d->args.size() == 1)
+      return scalar_magnitude(d->args[0]);
+    if (d->kind != OpKind::Map) return std::nullopt;
+    std::vector<Magnitude> args;
+    for (int a : d->args) {
+      const std::optional<Magnitude> m = scalar_magnitude(a);
+      if (!m) return std::nullopt;
+      args.push_back(*m);
+    }
+    return combine(d->is_call, d->op, d->fn, args);
+  }
+  bool finite_nonzero(int id) const {
+    const std::optional<Magnitude> m = scalar_magnitude(id);
+    return m && m->lo > 0.0;
   }
   bool is_zero_value(int id) const {
     const TileOp* d = def(id);
@@ -103,7 +205,7 @@ class UniformSums : public OpRewriter {
       return false;
     const TileOp* tile = def(*tile_factor);
     return tile && tile->type.dtype == term->type.dtype && tile->type.shape == term->type.shape &&
-           def(*scalar_factor)->type.dtype == dtype;
+           def(*scalar_factor)->type.dtype == dtype && finite_nonzero(*scalar_factor);
   }
 
   // Rewrites dot `o` as the dot of the unscaled operand times the scalar when an operand is a
@@ -147,7 +249,7 @@ class UniformSums : public OpRewriter {
     const TileType tile = operand->type;
     // A masked scalar: the scalar times the mask's count.
     if (mask >= 0 && term->type.shape.empty() && term->type.dtype == o.type.dtype &&
-        tile.shape.size() == 1) {
+        tile.shape.size() == 1 && scalar_magnitude(term->result)) {
       ir::Expr count = count_of_mask(mask, tile.shape[0]);
       if (!count) return;
       TileOp n;
