@@ -39,7 +39,8 @@ bool is_zero_literal(const ir::Expr& e) {
          (e->op == ir::Op::IntImm && e->int_value == 0);
 }
 
-// Bounds on the magnitude of a value: lo <= |v| <= hi.
+// Bounds on the magnitude of a value: lo <= |v| <= hi. (A root or power of a negative value is
+// NaN, as harmless a factor outside the sum as inside: every term is NaN, and so is the sum.)
 struct Magnitude {
   double lo = 0.0, hi = 0.0;
 };
@@ -55,35 +56,34 @@ std::optional<Magnitude> within_float_range(Magnitude m) {
   return m;
 }
 
-// The magnitude of a product, quotient, square root, reciprocal square root or power (by a
-// literal exponent, `exponent`) of values of magnitudes `a`; nullopt for another operation.
+// The magnitude of a product or quotient (`op`), or of a square root, reciprocal square root or
+// power by literal `exponent` (`fn` of a call) of values of magnitudes `a`; nullopt for another
+// operation.
 std::optional<Magnitude> combine(bool call, ir::Op op, ir::MathFn fn,
-                                 const std::vector<Magnitude>& a,
-                                 std::optional<double> exponent = std::nullopt) {
-  if (call && fn == ir::MathFn::Pow && !a.empty() && exponent && std::isfinite(*exponent)) {
-    const double x = std::pow(a[0].lo, *exponent), y = std::pow(a[0].hi, *exponent);
+                                 const std::vector<Magnitude>& a, double exponent = 1.0) {
+  if (call) {
+    if (a.empty()) return std::nullopt;
+    const double lo = a[0].lo, hi = a[0].hi;
+    if (fn == ir::MathFn::Sqrt) return within_float_range({std::sqrt(lo), std::sqrt(hi)});
+    if (fn == ir::MathFn::Rsqrt)
+      return within_float_range({1.0 / std::sqrt(hi), 1.0 / std::sqrt(lo)});
+    if (fn != ir::MathFn::Pow) return std::nullopt;
+    const double x = std::pow(lo, exponent), y = std::pow(hi, exponent);
     return within_float_range({std::min(x, y), std::max(x, y)});
   }
-  if (call && a.size() == 1 && fn == ir::MathFn::Sqrt)
-    return within_float_range({std::sqrt(a[0].lo), std::sqrt(a[0].hi)});
-  if (call && a.size() == 1 && fn == ir::MathFn::Rsqrt)
-    return within_float_range({1.0 / std::sqrt(a[0].hi), 1.0 / std::sqrt(a[0].lo)});
-  if (!call && a.size() == 2 && op == ir::Op::Mul)
-    return within_float_range({a[0].lo * a[1].lo, a[0].hi * a[1].hi});
-  if (!call && a.size() == 2 && op == ir::Op::Div)
-    return within_float_range({a[0].lo / a[1].hi, a[0].hi / a[1].lo});
-  return std::nullopt;
+  if (a.size() != 2 || (op != ir::Op::Mul && op != ir::Op::Div)) return std::nullopt;
+  if (op == ir::Op::Mul) return within_float_range({a[0].lo * a[1].lo, a[0].hi * a[1].hi});
+  return within_float_range({a[0].lo / a[1].hi, a[0].hi / a[1].lo});
 }
 
 // The magnitude of a scalar expression built from literals and sizes (every size is at least 1)
-// by products, quotients, powers, square roots and casts; nullopt for anything else (a param, an
-// index) or a value that may overflow f32.
+// by products, quotients, powers by a literal, square roots and casts; nullopt for anything else
+// (a param, an index) or a value that may overflow f32.
 std::optional<Magnitude> magnitude(const ir::Expr& e) {
   switch (e->op) {
     case ir::Op::FloatImm:
     case ir::Op::IntImm: {
-      const double v =
-          std::fabs(e->op == ir::Op::FloatImm ? e->float_value : static_cast<double>(e->int_value));
+      const double v = std::fabs(e->op == ir::Op::FloatImm ? e->float_value : double(e->int_value));
       return std::isfinite(v) ? within_float_range({v, v}) : std::nullopt;
     }
     case ir::Op::Var:
@@ -97,18 +97,21 @@ std::optional<Magnitude> magnitude(const ir::Expr& e) {
   }
   // Integer floor division reaches 0; an integer product is bounded by the range proof.
   if (is_int(e->type) && e->op != ir::Op::Mul) return std::nullopt;
-  std::vector<Magnitude> args;
-  for (const ir::Expr& a : e->args) {
-    const std::optional<Magnitude> m = magnitude(a);
-    if (!m && !(e->op == ir::Op::Call && e->fn == ir::MathFn::Pow && args.size() == 1))
-      return std::nullopt;
-    if (m) args.push_back(*m);
-  }
-  std::optional<double> exponent;
-  if (e->op == ir::Op::Call && e->fn == ir::MathFn::Pow && e->args.size() == 2 &&
-      e->args[1]->op == ir::Op::FloatImm)
+  const bool call = e->op == ir::Op::Call;
+  double exponent = 1.0;
+  size_t operands = e->args.size();
+  if (call && e->fn == ir::MathFn::Pow) {
+    if (operands != 2 || e->args[1]->op != ir::Op::FloatImm) return std::nullopt;
     exponent = e->args[1]->float_value;
-  std::optional<Magnitude> m = combine(e->op == ir::Op::Call, e->op, e->fn, args, exponent);
+    operands = 1;  // the exponent is a literal, not a magnitude
+  }
+  std::vector<Magnitude> args;
+  for (size_t k = 0; k < operands; ++k) {
+    const std::optional<Magnitude> m = magnitude(e->args[k]);
+    if (!m) return std::nullopt;
+    args.push_back(*m);
+  }
+  std::optional<Magnitude> m = combine(call, e->op, e->fn, args, exponent);
   if (m && is_int(e->type)) m->hi = std::min(m->hi, kIntMax);
   return m;
 }
