@@ -218,11 +218,11 @@ TEST(CudaCodegen, PrefillKernelsCompile) {
 }
 
 // On sm_90a the prefill kernels run their dots as wgmma (FragmentMma.cpp), on one warpgroup of
-// 64-row tiles by 128 keys, and the PTX holds the asynchronous instructions. At the examples'
-// head size 32 they compile without spills; at the benchmark's 128 the whole 64 x 128 scores,
-// the 64 x 128 output and the packed P (the RS form's A, live until its group completes) take
-// the 255 registers, and grouped, softcapped and windowed attention spill up to 32 bytes, which
-// is reported, not failed (docs/perf.md).
+// 64-row tiles by 128 keys, and the PTX holds the asynchronous instructions. They compile without
+// spills at the examples' head size 32 and at the benchmark's 128, where the whole 64 x 128
+// scores, the 64 x 128 output and the packed P (the RS form's A, live until its group completes)
+// take the 255 registers: a spill there fails (the streamed tiles' loop-invariant checks are made
+// once, in front of the loop; the one in every iteration spilled up to 32 bytes).
 TEST(CudaCodegen, PrefillKernelsRunAsWgmmaOnHopper) {
   for (const std::string& example : kPrefillExamples) {
     std::string half = example.find("bf16") != std::string::npos ? "bf16" : "f16";
@@ -237,8 +237,7 @@ TEST(CudaCodegen, PrefillKernelsRunAsWgmmaOnHopper) {
       EXPECT_NE(m.ptx.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos) << example;
       const cuda::FunctionResources* f = m.resources.find(src.launches[0].name);
       ASSERT_NE(f, nullptr) << example;
-      EXPECT_LE(f->spill_store_bytes, head_size == 0 ? 0 : 32)
-          << example << " D=" << head_size << " spills";
+      EXPECT_EQ(f->spill_store_bytes, 0) << example << " D=" << head_size << " spills";
       std::cout << example << " D=" << head_size << " sm_90a: " << src.launches[0].threads
                 << " threads, " << f->registers << " registers, " << f->spill_store_bytes
                 << " bytes spilled\n";

@@ -289,6 +289,17 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
   line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
   loop_hi_[s.var] = hi;
   issue_streams(streams, lo, hi, "0");
+  // The loop runs only where that first issue did: its squeezed checks that stay put hold for
+  // every iteration (checked_before_loop_).
+  std::vector<std::string> checked;
+  for (int t : streams) {
+    const TileOp& load = *tiles_[static_cast<size_t>(t)].load;
+    bool moves = false;
+    for (size_t d = 0; d < load.starts.size(); ++d)
+      moves = moves || (load.axis_of_dim[d] < 0 && ir::uses_var(load.starts[d], s.var));
+    if (!moves && checked_before_loop_.insert(squeezed_check(load)).second)
+      checked.push_back(squeezed_check(load));
+  }
   line("for (long long " + var + " = " + lo + "; " + var + " < " + hi + "; ++" + var + ") {");
   ++indent_;
   line("const int ks_stage_" + s.var + " = (int)((" + var + " - " + lo + ") & 1);");
@@ -301,6 +312,7 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
   // copy may outlive the CTA whose shared memory it writes.
   if (unwaited_before_.erase(s.var)) line("cp_async_wait_group<0>();");
   for (const std::string& start : hoisted) invariant_starts_.erase(start);
+  for (const std::string& key : checked) checked_before_loop_.erase(key);
 }
 
 auto FragmentWriter::slot_local(const TileOp& o, int64_t n) const -> bool {

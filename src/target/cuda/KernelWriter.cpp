@@ -416,8 +416,16 @@ KernelWriter::Region KernelWriter::open_region(const tile::TileOp& o) {
   }
   r.ok = tmp();
   line("const bool " + r.ok + " = " + squeezed_ok + ";");
-  line("if (!" + r.ok + ") ks_fail(ks_err, " + std::to_string(site(o.buffer)) + ");");
+  if (!checked_before_loop_.count(squeezed_check(o)))
+    line("if (!" + r.ok + ") ks_fail(ks_err, " + std::to_string(site(o.buffer)) + ");");
   return r;
+}
+
+std::string KernelWriter::squeezed_check(const tile::TileOp& o) {
+  std::string key = o.buffer;
+  for (size_t d = 0; d < o.starts.size(); ++d)
+    if (o.axis_of_dim[d] < 0) key += "|" + std::to_string(d) + ":" + scalar(o.starts[d]);
+  return key;
 }
 
 void KernelWriter::element(const Region& r, const std::vector<std::string>& ix, std::string* offset,

@@ -96,6 +96,8 @@ class KernelWriter {
     bool interior = false;  // the whole tile lies inside the buffer (tested by the caller)
   };
   Region open_region(const tile::TileOp& o);
+  // What open_region checks of `o`: its buffer and the spelling of its squeezed starts.
+  std::string squeezed_check(const tile::TileOp& o);
   void element(const Region& r, const std::vector<std::string>& ix, std::string* offset,
                std::string* inside) const;
   DType buffer_dtype(const std::string& name) const;
@@ -131,6 +133,13 @@ class KernelWriter {
   // Region starts computed once in front of a loop whose body opens them (by their spelling):
   // open_region names the variable instead of spelling the start again.
   std::map<std::string, std::string> invariant_starts_;
+  // Squeezed checks (squeezed_check) already made in front of the loop being written, for every
+  // iteration: the prologue of a pipelined loop checks each streamed tile's squeezed starts that
+  // do not move with the loop, and runs whenever the loop does. Inside that loop, a region with
+  // the same check computes its condition (its copies are still masked by it) but records no
+  // error again. (Such a report in the loop kept 64-bit extents and the error pointer live in
+  // every iteration: ptxas spilled the prefill kernels at head size 128.)
+  std::set<std::string> checked_before_loop_;
   // The shared memory of the instance: the CTA's, or its warp's slice (instances_per_cta).
   std::string smem_ = "ks_smem";
   // Names of values that hold an integer literal: a division by one is by a compile-time constant.
