@@ -307,7 +307,7 @@ ValidationReport validate_cached(const ir::LoopProgram& program, const schedule:
 
 // The tile program of `s` at `sizes`, translated and run through the first `passes` tile passes.
 tile::TileProgram tiles_through(const Scheduled& s, const runtime::SizeMap& sizes, size_t passes) {
-  tile::TileProgram tp = tile::translate(s.program, sizes, s.dynamic);
+  tile::TileProgram tp = tile::translate(s.program, sizes, s.dynamic, s.tile_budget);
   for (size_t k = 0; k < passes; ++k) {
     tile::passes()[k].run(tp);
     tile::verify(tp);
@@ -379,6 +379,8 @@ Tiles make_tiles(const Scheduled& s, const runtime::SizeMap& sizes) {
 
 }  // namespace
 
+constexpr int64_t kCudaTileElements = 16384;
+
 Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions& o) {
   if (o.schedule != "auto" && o.schedule != "none")
     arg_error << "unknown --schedule '" << o.schedule << "'; use auto or none";
@@ -388,6 +390,9 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   out.require = o.require;
   out.require_who = o.require_who;
   out.dynamic = o.dynamic;
+  // On CUDA a tile is registers and shared memory: a nest outside the fused chains is tiled to
+  // at most as many elements as a CTA holds a row whole (a 16384-element row of f16).
+  if (o.target.kind == Target::Kind::Cuda) out.tile_budget = kCudaTileElements;
   if (o.schedule == "none") {
     for (Requirement r : {Requirement::Fused, Requirement::Tile})
       if (o.require.count(r))

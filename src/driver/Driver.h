@@ -132,6 +132,7 @@ struct Scheduled {
   std::set<Requirement> require;               // as in the options: build_kernel checks them
   std::string require_who = "--require";
   std::set<std::string> dynamic;  // as in the options: to_tiles keeps them general
+  int64_t tile_budget = 0;        // the target's (tile::translate; 0: the translator's own)
 };
 
 // Parses, checks and lowers a .te file.

@@ -84,7 +84,8 @@ struct Context {
   std::map<std::string, int64_t> sizes;
   std::set<std::string> specialisable;  // size expressions that may be tile extents, printed
   std::map<std::string, Specialisation>* specialised = nullptr;
-  std::set<std::string> registers;  // allocated buffers
+  std::set<std::string> registers;         // allocated buffers
+  int64_t tile_budget = kMaxTileElements;  // elements a leaf nest's tile may materialise
 
   // The constant a tile extent takes, or -1 when `e` cannot be a tile extent.
   int64_t tile_extent(const Expr& e) const {
@@ -974,7 +975,92 @@ class KernelTranslator {
     return out;
   }
 
-  void leaf_nest(const Stmt& s) {
+  // A leaf nest whose tile would materialise more than the target's budget (Context::
+  // tile_budget): the loop where the budget runs out is split, its inner part (a power of two,
+  // the largest the budget allows) a tile axis and its outer part a serial loop around the tile,
+  // the tail masked by the block's predicate. A long reduction outside the fused chains (a
+  // Performer's normaliser over every key and feature) is then walked in chunks rather than held
+  // whole, which on CUDA is registers: 8192 elements a thread did not compile. Only a nest of
+  // its own kernel (under the grid loops alone, no register read or written): the tiles of a
+  // fused nest are the schedule's, its registers accessed whole.
+  Stmt within_budget(const Stmt& s) const {
+    std::vector<const StmtNode*> loops;
+    const StmtNode* n = s.get();
+    for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);
+    const StmtNode& block = *n;
+    if (budget_for(block) >= kMaxTileElements) return s;
+    auto tile_from = [&](size_t k) {
+      return std::vector<const StmtNode*>(loops.begin() + static_cast<long>(k), loops.end());
+    };
+    size_t first = loops.size();
+    while (first > 0) {
+      const StmtNode* l = loops[first - 1];
+      if (ctx_.tile_extent(l->extent) < 0 || !is_zero(l->min)) return s;
+      if (materialised(block, tile_from(first - 1)) > budget_for(block)) break;
+      --first;
+    }
+    if (first == 0) return s;
+    const StmtNode& l = *loops[first - 1];
+    const int64_t e = ctx_.tile_extent(l.extent);
+    int64_t chunk = 1;
+    while (2 * chunk < e) chunk *= 2;
+    for (; chunk >= 2; chunk /= 2) {
+      StmtNode probe = l;
+      probe.extent = ir::make_int(chunk);
+      std::vector<const StmtNode*> tile = tile_from(first);
+      tile.insert(tile.begin(), &probe);
+      if (materialised(block, tile) <= budget_for(block)) break;
+    }
+    if (chunk < 2) return s;
+    const std::string outer = l.var + "_outer", inner = l.var + "_inner";
+    const Expr at = ir::make_binary(
+        Op::Add, ir::make_binary(Op::Mul, int_var(outer), ir::make_int(chunk)), int_var(inner));
+    const std::map<std::string, Expr> to{{l.var, at}};
+    std::vector<ir::IterVar> iters = block.iters;
+    for (ir::IterVar& iv : iters) iv.binding = ir::simplify(ir::substitute(iv.binding, to));
+    std::vector<Expr> pred;
+    if (block.predicate) pred.push_back(ir::simplify(ir::substitute(block.predicate, to)));
+    if (e % chunk != 0) pred.push_back(ir::make_binary(Op::Lt, at, l.extent));
+    Stmt nest = ir::make_block(block.name, std::move(iters), block.init, block.body,
+                               pred.empty() ? nullptr : conjunction(pred));
+    for (size_t k = loops.size(); k-- > first;)
+      nest = ir::make_for(loops[k]->var, ir::simplify(ir::substitute(loops[k]->min, to)),
+                          ir::simplify(ir::substitute(loops[k]->extent, to)), loops[k]->for_kind,
+                          nest);
+    nest = ir::make_for(inner, ir::make_int(0), ir::make_int(chunk), ir::ForKind::Serial, nest);
+    nest = ir::make_for(outer, ir::make_int(0),
+                        ir::simplify(ir::make_binary(
+                            Op::Div, ir::make_binary(Op::Add, l.extent, ir::make_int(chunk - 1)),
+                            ir::make_int(chunk))),
+                        l.for_kind, nest);
+    for (size_t k = first - 1; k-- > 0;)
+      nest = ir::make_for(loops[k]->var, loops[k]->min, loops[k]->extent, loops[k]->for_kind, nest);
+    return nest;
+  }
+
+  // The elements a tile of `block` may materialise: the target's budget in a nest of its own
+  // kernel, kMaxTileElements in a fused one (see within_budget).
+  int64_t budget_for(const StmtNode& block) const {
+    return enclosing_loops_.empty() && !touches_register(block) ? ctx_.tile_budget
+                                                                : kMaxTileElements;
+  }
+
+  bool touches_register(const StmtNode& block) const {
+    bool found = false;
+    ir::visit(block.body, [&](const Stmt& st) {
+      if (st->kind != ir::StmtKind::Store) return true;
+      found = found || ctx_.registers.count(st->buffer) > 0;
+      ir::visit(st->value, [&](const Expr& e) {
+        found = found || (e->op == Op::Load && ctx_.registers.count(e->name) > 0);
+        return !found;
+      });
+      return !found;
+    });
+    return found;
+  }
+
+  void leaf_nest(const Stmt& whole) {
+    const Stmt s = within_budget(whole);
     std::vector<const StmtNode*> loops;
     const StmtNode* n = s.get();
     for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);
@@ -987,7 +1073,7 @@ class KernelTranslator {
       if (e < 0 || !is_zero(l->min)) break;
       std::vector<const StmtNode*> tile(loops.begin() + static_cast<long>(first_tile) - 1,
                                         loops.end());
-      if (materialised(block, tile) > kMaxTileElements) break;
+      if (materialised(block, tile) > budget_for(block)) break;
       --first_tile;
     }
     std::vector<TileAxis> axes;
@@ -1130,10 +1216,11 @@ void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>&
 }  // namespace
 
 TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes,
-                      const std::set<std::string>& dynamic) {
+                      const std::set<std::string>& dynamic, int64_t tile_budget) {
   TileProgram out;
   out.source = program;
   Context ctx;
+  if (tile_budget > 0) ctx.tile_budget = std::min(tile_budget, kMaxTileElements);
   ctx.program = &out.source;
   ctx.sizes = sizes;
   ctx.specialisable = specialisable_extents(program);

@@ -42,7 +42,9 @@ class NotTileForm : public std::runtime_error {
 // `sizes`: the sizes the kernel will run at (only the specialised dims are taken from them).
 // `dynamic`: sizes whose values at `sizes` are not assumed (no divisibility is recorded for an
 // extent that uses one), so that the program runs at any value of them.
+// `tile_budget` > 0: the most elements a tile outside a contraction's operands may materialise
+// (a target's registers); a loop that would take a tile past it is walked in chunks.
 TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes,
-                      const std::set<std::string>& dynamic = {});
+                      const std::set<std::string>& dynamic = {}, int64_t tile_budget = 0);
 
 }  // namespace kintsugi::tile

@@ -25,6 +25,7 @@
 #include "support/Error.h"
 #include "te/Lower.h"
 #include "te/Program.h"
+#include "tile/TileIR.h"
 #include "tile/Translate.h"
 
 using namespace kintsugi;
@@ -345,6 +346,18 @@ TEST(Emulator, DivisionsByParams) {
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {
   verify({"performer.te", {}, {}});
   verify({"performer.te", {{"S", 300}, {"T", 300}}, {}});
+}
+
+// The benchmark's head and feature sizes (D = 128, R = 256) at a few hundred keys, with a tail:
+// the key side's nests outside the fused kernel hold more than a CUDA tile's budget of elements
+// (the normaliser over every key and feature, R x D projections), and walk their long loops in
+// chunks of a tile.
+TEST(Emulator, PerformerAtTheBenchmarkFeatureSizes) {
+  runtime::SizeMap sizes = {{"H", 1}, {"S", 130}, {"T", 300}, {"D", 128}, {"R", 256}};
+  std::vector<std::string> warnings;
+  std::string tiles = tile::to_string(compile({"performer.te", sizes, {}}, &warnings).tiles);
+  EXPECT_NE(tiles.find("for j_outer in range("), std::string::npos) << tiles;
+  verify({"performer.te", sizes, {}});
 }
 
 // The benchmark's head size: 128-row tiles of two m16 blocks a warp, the PV product by 16-column
