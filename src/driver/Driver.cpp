@@ -377,9 +377,11 @@ Tiles make_tiles(const Scheduled& s, const runtime::SizeMap& sizes) {
   return out;
 }
 
-}  // namespace
-
+// On CUDA a tile is registers and shared memory: a nest outside the fused chains is tiled to at
+// most as many elements as a CTA holds of a row kept whole (16384 elements of f16).
 constexpr int64_t kCudaTileElements = 16384;
+
+}  // namespace
 
 Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions& o) {
   if (o.schedule != "auto" && o.schedule != "none")
@@ -390,8 +392,6 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   out.require = o.require;
   out.require_who = o.require_who;
   out.dynamic = o.dynamic;
-  // On CUDA a tile is registers and shared memory: a nest outside the fused chains is tiled to
-  // at most as many elements as a CTA holds a row whole (a 16384-element row of f16).
   if (o.target.kind == Target::Kind::Cuda) out.tile_budget = kCudaTileElements;
   if (o.schedule == "none") {
     for (Requirement r : {Requirement::Fused, Requirement::Tile})

@@ -988,18 +988,13 @@ class KernelTranslator {
     const StmtNode* n = s.get();
     for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);
     const StmtNode& block = *n;
-    if (budget_for(block) >= kMaxTileElements) return s;
-    auto tile_from = [&](size_t k) {
-      return std::vector<const StmtNode*>(loops.begin() + static_cast<long>(k), loops.end());
-    };
-    size_t first = loops.size();
-    while (first > 0) {
-      const StmtNode* l = loops[first - 1];
-      if (ctx_.tile_extent(l->extent) < 0 || !is_zero(l->min)) return s;
-      if (materialised(block, tile_from(first - 1)) > budget_for(block)) break;
-      --first;
-    }
-    if (first == 0) return s;
+    const int64_t budget = budget_for(block);
+    if (budget >= kMaxTileElements) return s;
+    const size_t first = first_tile_axis(loops, block, budget);
+    // The tile stops where a loop is no tile axis at all, or where the budget runs out.
+    if (first == 0 || ctx_.tile_extent(loops[first - 1]->extent) < 0 ||
+        !is_zero(loops[first - 1]->min))
+      return s;
     const StmtNode& l = *loops[first - 1];
     const int64_t e = ctx_.tile_extent(l.extent);
     int64_t chunk = 1;
@@ -1007,9 +1002,9 @@ class KernelTranslator {
     for (; chunk >= 2; chunk /= 2) {
       StmtNode probe = l;
       probe.extent = ir::make_int(chunk);
-      std::vector<const StmtNode*> tile = tile_from(first);
+      std::vector<const StmtNode*> tile(loops.begin() + static_cast<long>(first), loops.end());
       tile.insert(tile.begin(), &probe);
-      if (materialised(block, tile) <= budget_for(block)) break;
+      if (materialised(block, tile) <= budget) break;
     }
     if (chunk < 2) return s;
     const std::string outer = l.var + "_outer", inner = l.var + "_inner";
@@ -1036,6 +1031,21 @@ class KernelTranslator {
     for (size_t k = first - 1; k-- > 0;)
       nest = ir::make_for(loops[k]->var, loops[k]->min, loops[k]->extent, loops[k]->for_kind, nest);
     return nest;
+  }
+
+  // The first of a leaf nest's `loops` that is a tile axis: the tile axes are the innermost loops
+  // of tile extent (starting at 0) while the tile of `block` materialises at most `budget`.
+  size_t first_tile_axis(const std::vector<const StmtNode*>& loops, const StmtNode& block,
+                         int64_t budget) const {
+    size_t first = loops.size();
+    while (first > 0) {
+      const StmtNode* l = loops[first - 1];
+      if (ctx_.tile_extent(l->extent) < 0 || !is_zero(l->min)) break;
+      std::vector<const StmtNode*> tile(loops.begin() + static_cast<long>(first) - 1, loops.end());
+      if (materialised(block, tile) > budget) break;
+      --first;
+    }
+    return first;
   }
 
   // The elements a tile of `block` may materialise: the target's budget in a nest of its own
@@ -1065,17 +1075,8 @@ class KernelTranslator {
     const StmtNode* n = s.get();
     for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);
     const StmtNode& block = *n;
-    // Tile axes: the innermost loops of tile extent (loops of extent 1 are fixed at 0).
-    size_t first_tile = loops.size();
-    while (first_tile > 0) {
-      const StmtNode* l = loops[first_tile - 1];
-      int64_t e = ctx_.tile_extent(l->extent);
-      if (e < 0 || !is_zero(l->min)) break;
-      std::vector<const StmtNode*> tile(loops.begin() + static_cast<long>(first_tile) - 1,
-                                        loops.end());
-      if (materialised(block, tile) > budget_for(block)) break;
-      --first_tile;
-    }
+    // Tile axes (loops of extent 1 are fixed at 0).
+    const size_t first_tile = first_tile_axis(loops, block, budget_for(block));
     std::vector<TileAxis> axes;
     std::map<std::string, Expr> fixed;
     for (size_t k = first_tile; k < loops.size(); ++k) {

@@ -297,8 +297,8 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
     bool moves = false;
     for (size_t d = 0; d < load.starts.size(); ++d)
       moves = moves || (load.axis_of_dim[d] < 0 && ir::uses_var(load.starts[d], s.var));
-    if (!moves && checked_before_loop_.insert(squeezed_check(load)).second)
-      checked.push_back(squeezed_check(load));
+    std::string key = squeezed_check(load);
+    if (!moves && checked_before_loop_.insert(key).second) checked.push_back(std::move(key));
   }
   line("for (long long " + var + " = " + lo + "; " + var + " < " + hi + "; ++" + var + ") {");
   ++indent_;
