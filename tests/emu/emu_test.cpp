@@ -360,6 +360,18 @@ TEST(Emulator, PerformerAtTheBenchmarkFeatureSizes) {
   verify({"performer.te", sizes, {}});
 }
 
+// Reductions outside any fused chain over more elements than a CUDA tile's budget (a maximum over
+// two long axes, a masked sum down a column, a mean of squares along a long row), each with a
+// tail: walked in chunks of a tile.
+TEST(Emulator, LongReductionsOutsideChainsWalkChunks) {
+  Case c{"tests/emu/long_reductions.te", {}, {}};
+  c.from_root = true;
+  std::vector<std::string> warnings;
+  std::string tiles = tile::to_string(compile(c, &warnings).tiles);
+  EXPECT_NE(tiles.find("for t_outer in range("), std::string::npos) << tiles;
+  verify(c);
+}
+
 // The benchmark's head size: 128-row tiles of two m16 blocks a warp, the PV product by 16-column
 // blocks, the interior loop version, and tails in both sequence axes.
 TEST(Emulator, PrefillAtHeadDim128WithTails) {
