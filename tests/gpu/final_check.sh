@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU acceptance run of the CUDA back end on one machine: every example verified on the GPU
-# (default, odd and fully masked sizes), compute-sanitizer memcheck and racecheck on the fused
-# prefill kernels at odd sizes and on decode at head_dim 128 (grouped-query: 8 query heads a
+# (default, odd and fully masked sizes), compute-sanitizer memcheck, racecheck and synccheck on
+# the fused prefill kernels at odd sizes and on decode at head_dim 128 (grouped-query: 8 query heads a
 # chunk's rows; causal at T=10000: the combine over column blocks streams its partials through
 # two cp.async slots for more than one tile), the device primitive tests, and the Python
 # binding on PyTorch CUDA tensors (the module of a build made on this machine by
@@ -21,7 +21,7 @@ part() {  # name, command...
 }
 part examples bash "$root/tests/gpu/run_examples.sh" "$bin"
 grep "gpu examples" /tmp/final_examples.log
-for tool in memcheck racecheck; do
+for tool in memcheck racecheck synccheck; do
   for case in "prefill_causal.te --shape H=2,S=1000,T=1000" "prefill_windowed.te --shape S=48,T=80 --param W=16" \
               "prefill_gqa.te --shape S=130,T=70" \
               "decode_gqa.te --shape B=1,HQ=64,HK=8,S=1,D=128,T=1000" \
