@@ -173,6 +173,10 @@ class TileEmitter : public Codegen {
     for (const tile::TileStmt& s : k.body)
       if (s.kind == tile::StmtKind::Op && s.op.kind == OpKind::Reduce && reduces_by_lanes(s.op))
         ++row_reductions_left_;
+    prefetch_in_store_ = false;
+    for (const tile::TileStmt& s : k.body)
+      if (row_reductions_left_ == 1 && s.kind == tile::StmtKind::Op && stores_row_in_chunks(s.op))
+        prefetch_in_store_ = true;
     streams_ = false;
     written_ = tile::written_in(k.body);
     prologue_.str("");
@@ -628,12 +632,14 @@ class TileEmitter : public Codegen {
 
   // The row a load at the top of a kernel's body reads in the grid instance after this one: the
   // code of its address (an integer, so that a row past the buffer's end is never formed as a
-  // pointer) and its bytes. The last row reduction of the instance prefetches it, a share with
-  // each step (reduce_along_rows): the next row arrives while this one is computed, where otherwise
-  // a core computes and waits for memory in turn (rmsnorm_quant 4096 x 8192: 13 % less time). The
-  // last, not the first: the first reads this row from memory, the later ones from the core's
-  // caches, so that their steps leave the memory system to the prefetches (against the first:
-  // rmsnorm_quant 19 %, softmax 9 % less time at 4096 x 8192 on two threads).
+  // pointer) and its bytes. The second pass over the row prefetches it, a share with each step:
+  // the next row arrives while this one is computed, where otherwise a core computes and waits for
+  // memory in turn (rmsnorm_quant 4096 x 8192: 13 % less time). The second pass, not the first:
+  // the first reads this row from memory, the second from the core's caches, and leaves the memory
+  // system to the prefetches. It is the last row reduction of the instance (reduce_along_rows;
+  // against the first: rmsnorm_quant 19 %, softmax 9 % less time at 4096 x 8192 on two threads),
+  // or, after a lone reduction, the stores of the row through a row helper (store_converted_rows;
+  // l2norm 15 %; with two reductions the stores were 8-15 % slower than the second reduction).
   struct NextRow {
     std::string address;
     int64_t bytes = 0;
@@ -959,12 +965,17 @@ class TileEmitter : public Codegen {
     constexpr int64_t kChunk = 256;
     const int64_t n = shape.back(), chunk = std::min(n, kChunk);
     std::vector<std::string> ix = open_loops(std::vector<int64_t>(shape.begin(), shape.end() - 1));
+    std::vector<NextRow> next;  // the next instance's rows, after a lone row reduction
+    if (prefetch_in_store_ && scopes_.size() == 1 && shape.size() == 1) next = take_next_rows();
     const std::string c = tmp(), left = tmp(), buf = tmp(), k = tmp();
     line("for (int64_t " + c + " = 0; " + c + " < " + std::to_string(n) + "; " + c +
          " += " + std::to_string(chunk) + ") {");
     ++indent_;
     line("const int64_t " + left + " = ks_imin(" + std::to_string(chunk) + ", " +
          std::to_string(n) + " - " + c + ");");
+    for (const NextRow& r : next)
+      line("ks_prefetch(" + r.address + " + " + c + " * " + std::to_string(r.bytes) + " / " +
+           std::to_string(n) + ", " + std::to_string((r.bytes * chunk + n - 1) / n) + ");");
     line("float " + buf + "[" + std::to_string(chunk) + "];");
     ix.push_back(k);
     const Index here{target::spell_linear_index(ix, shape), ix};
@@ -1003,6 +1014,30 @@ class TileEmitter : public Codegen {
     }
     internal_error << "tile codegen: unknown reducer";
     return std::string();
+  }
+
+  // The rows noted for prefetching (note_next_row), taken, their addresses named.
+  std::vector<NextRow> take_next_rows() {
+    std::vector<NextRow> next;
+    next.swap(next_rows_);
+    for (NextRow& r : next) {
+      const std::string name = tmp();
+      line("const uintptr_t " + name + " = " + r.address + ";");
+      r.address = name;
+    }
+    return next;
+  }
+
+  // Whether store `o` writes one contiguous, unmasked row through a row helper in chunks in every
+  // call (store_converted_rows; an f32 row takes that path only where it streams).
+  bool stores_row_in_chunks(const TileOp& o) {
+    if (o.kind != OpKind::Store || o.type.shape.size() != 1 || o.args.size() > 1 ||
+        o.axis_of_dim.back() != 0 || o.bounds_checked.back())
+      return false;
+    for (size_t d = 0; d < o.starts.size(); ++d)
+      if (o.axis_of_dim[d] >= 0 && o.bounds_checked[d]) return false;
+    const char* converter = row_converter(o, buffer(o.buffer, o.starts.size()).buf->dtype).first;
+    return converter && std::string(converter) != "ks_f32_row";
   }
 
   // Whether reduction `o` runs along a contiguous row with running partials (reduce_along_rows):
@@ -1048,12 +1083,8 @@ class TileEmitter : public Codegen {
         element(Index{flat, reduce_axes(shape, shape.size() - 1, "ks_r + ks_k", "ks_o")});
     // The next instance's rows, their addresses named where this reduction prefetches them.
     std::vector<NextRow> next;
-    if (scopes_.size() == 1 && --row_reductions_left_ <= 0) next.swap(next_rows_);
-    for (NextRow& r : next) {
-      const std::string name = tmp();
-      line("const uintptr_t " + name + " = " + r.address + ";");
-      r.address = name;
-    }
+    if (scopes_.size() == 1 && --row_reductions_left_ <= 0 && !prefetch_in_store_)
+      next = take_next_rows();
     line("for (int64_t ks_o = 0; ks_o < " + std::to_string(outer) + "; ++ks_o) {");
     line("  " + ty + " ks_p[" + lanes + "];");
     line("  for (int ks_k = 0; ks_k < " + lanes +
@@ -1317,10 +1348,11 @@ class TileEmitter : public Codegen {
   std::string next_grid_var_;               // its innermost grid variable
   bool streams_ = false;                    // a row store of the kernel may stream (ks_stream)
   std::vector<NextRow> next_rows_;          // rows to prefetch (note_next_row)
-  int row_reductions_left_ = 0;    // of the body's top level, the last of which prefetches them
-  std::set<std::string> written_;  // buffers the kernel being written stores to
-  std::ostringstream prologue_;    // its loads filled once a thread (fill_once)
-  int64_t largest_workspace_ = 0;  // over the kernels: what each thread's workspace grows to
+  int row_reductions_left_ = 0;     // of the body's top level, the last of which prefetches them
+  bool prefetch_in_store_ = false;  // unless there is one and the row's stores take them
+  std::set<std::string> written_;   // buffers the kernel being written stores to
+  std::ostringstream prologue_;     // its loads filled once a thread (fill_once)
+  int64_t largest_workspace_ = 0;   // over the kernels: what each thread's workspace grows to
 };
 
 }  // namespace
