@@ -12,6 +12,13 @@ against it and times it. Prints variant ms, example ms and their ratio; --json w
 
   python3 bench/generality_bench.py --kintsugi build-gpu/bin/kintsugi [--only a,b] [--part I/N]
       [--sizes NAME=V,...] [--json F] [--perf FILE]
+
+--program PATH --sizes NAME=V,... times one program the same way (an example, checked against
+tests/crosscheck/references.py, or a corpus entry) and prints one JSON line: its ms, its largest
+relative error and the warnings it printed. Verifying against NumPy takes seconds where the exact
+interpreter of `--bench` alone takes minutes (a row reduction at 32768 x 8192), so that
+tests/gpu/rows_check.sh can verify every size of its grid in one sitting. --target picks the
+back end (cuda; cpu to try it without a GPU).
 """
 import argparse
 import importlib.util
@@ -49,28 +56,49 @@ def dims_of(path):
     return {d for s in shapes for d in re.findall(r"\b[A-Z]\w*\b", s)}
 
 
-def run(cmd):
+def run(cmd, warnings=None):
+    """The command's output; its lines that start with 'warning' appended to `warnings`."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+    if warnings is not None:
+        warnings += [w for w in proc.stderr.splitlines() if w.startswith("warning")]
     return proc.stdout
 
 
-def verified_time(binary, path, sizes, params, reference):
+def verified_time(binary, path, sizes, params, reference, target="cuda", warnings=None):
     """(ms, max rel err) of one program: inputs drawn, reference computed, verified and timed."""
     shape = ",".join(f"{k}={v}" for k, v in sizes.items() if k in dims_of(path))
     extra = ["--param", ",".join(f"{k}={v}" for k, v in params.items())] if params else []
     with tempfile.TemporaryDirectory() as io, tempfile.TemporaryDirectory() as ref_dir:
-        run([binary, "run", path, "--target", "cuda", "--shape", shape, "--save-io", io, "--force",
+        run([binary, "run", path, "--target", target, "--shape", shape, "--save-io", io, "--force",
              "--seed", "7"] + extra)
         manifest, inputs, _ = load_run(io)
         for name, value in reference(manifest, inputs).items():
             np.save(os.path.join(ref_dir, name + ".npy"), np.asarray(value, dtype=np.float64))
-        out = json.loads(run([binary, "run", path, "--target", "cuda", "--shape", shape,
-                              "--inputs", io, "--reference", ref_dir, "--bench", "--json"] + extra))
+        out = json.loads(run([binary, "run", path, "--target", target, "--shape", shape,
+                              "--inputs", io, "--reference", ref_dir, "--bench", "--json"] + extra,
+                             warnings))
     if not out.get("verified"):
         raise RuntimeError(f"{path} at {shape}: not verified: {out}")
     return out["time_ms"], out["max_rel_err"]
+
+
+def reference_of(path):
+    """The float64 NumPy reference of a corpus entry or an example, as verified_time takes it."""
+    name = os.path.basename(path)[:-3]
+    if os.path.dirname(os.path.abspath(path)) == os.path.join(ROOT, "tests", "generality"):
+        ref = getattr(corpus_refs, name)
+        return lambda m, x: ref(x, {k: float(v) for k, v in m["params"].items()})
+    return example_refs.reference
+
+
+def time_program(binary, path, sizes, target):
+    """One program at `sizes`, verified against its NumPy reference and timed: a JSON line."""
+    warnings = []
+    ms, err = verified_time(binary, path, sizes, {}, reference_of(path), target, warnings)
+    print(json.dumps(dict(program=path, sizes=sizes, ms=ms, err=err, warnings=warnings)),
+          flush=True)
 
 
 def bench_rows(binary, only, part, overrides=None):
@@ -97,14 +125,11 @@ def bench_rows(binary, only, part, overrides=None):
         params = dict(kv.split("=") for kv in param_text.split(",")) if param_text else {}
         row = dict(variant=name, example=example, sizes=size_text, params=param_text or "")
         try:
-            variant_ref = getattr(corpus_refs, name)
-            ours, err = verified_time(
-                binary, path, sizes, params,
-                lambda m, x: variant_ref(x, {k: float(v) for k, v in m["params"].items()}))
+            ours, err = verified_time(binary, path, sizes, params, reference_of(path))
             if (example, size_text) not in examples:
-                examples[example, size_text] = verified_time(
-                    binary, os.path.join(ROOT, "examples", example + ".te"), sizes, {},
-                    example_refs.reference)
+                example_path = os.path.join(ROOT, "examples", example + ".te")
+                examples[example, size_text] = verified_time(binary, example_path, sizes, {},
+                                                             reference_of(example_path))
             base, base_err = examples[example, size_text]
             row.update(ms=ours, example_ms=base, ratio=ours / base, err=err, example_err=base_err)
         except Exception as e:  # a failure is a row too: reported, never timed
@@ -146,9 +171,14 @@ def main():
                          "ones it has), e.g. a batch of decoding steps")
     ap.add_argument("--json")
     ap.add_argument("--perf")
+    ap.add_argument("--program", help="one program to time at --sizes (a JSON line)")
+    ap.add_argument("--target", default="cuda", help="with --program: cuda or cpu")
     args = ap.parse_args()
     index, parts = (int(x) for x in args.part.split("/"))
     overrides = dict(kv.split("=") for kv in args.sizes.split(",")) if args.sizes else None
+    if args.program:
+        time_program(args.kintsugi, args.program, overrides or {}, args.target)
+        return
     rows = list(bench_rows(args.kintsugi, set(filter(None, args.only.split(","))), (index, parts),
                            overrides))
     if args.json:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Row reductions on the GPU: every norm example, softmax and the corpus's cross-entropy at the
-# sizes of issue 24's table, with --target cuda --bench (verified against the fp64 reference in
-# the same run), then PyTorch's eager and torch.compile times and the copy of the same bytes
-# (bench/rows_torch.py) in the same process tree. Prints one line per Kintsugi run as it goes,
+# sizes of issue 24's table, with --target cuda --bench (verified against the float64 NumPy
+# reference in the same run: bench/generality_bench.py --program), then PyTorch's eager and
+# torch.compile times and the copy of the same bytes (bench/rows_torch.py) in the same process
+# tree. Prints one line per Kintsugi run as it goes,
 # then a Markdown table: milliseconds, Kintsugi's GB/s (bytes read and written once), its
 # fraction of the copy's bandwidth, and its speed against torch.compile.
 # --full runs issue 24's grid instead: M in {1, 64, 4096, 32768} x N in {1024, 8192, 131072} for
@@ -54,15 +55,16 @@ fi
 results="$(mktemp)"
 for c in "${cases[@]}"; do
   IFS=: read -r ex m n <<<"$c"
-  out="$("$bin" run "$(te_of "$ex")" --target cuda --shape "M=$m,N=$n" --bench 2>&1)"
-  if ! grep -q "verified against the exact reference" <<<"$out"; then
+  # Verified against the float64 NumPy reference of the program (seconds at every size of the
+  # grid, where the exact interpreter takes about a minute at 32768 x 8192), then timed.
+  if ! out="$(python3 "$root/bench/generality_bench.py" --kintsugi "$bin" --program "$(te_of "$ex")" \
+    --sizes "M=$m,N=$n" 2>&1)"; then
     echo "$ex M=$m,N=$n: FAILED"
     echo "$out" | tail -5
     status=1
     continue
   fi
-  ms="$(grep -oP 'time: \K[0-9.e+-]+' <<<"$out")"
-  warn="$(grep -c '^warning' <<<"$out")"
+  read -r ms warn < <(python3 -c 'import json, sys; r = json.loads(sys.argv[1].splitlines()[-1]); print(r["ms"], len(r["warnings"]))' "$out")
   echo "$ex M=$m,N=$n: $ms ms ($warn warnings)"
   echo "$ex $m $n $ms $((m * n * ${per_element[$ex]}))" >>"$results"
 done
