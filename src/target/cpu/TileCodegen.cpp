@@ -639,7 +639,7 @@ class TileEmitter : public Codegen {
   // system to the prefetches. It is the last row reduction of the instance (reduce_along_rows;
   // against the first: rmsnorm_quant 19 %, softmax 9 % less time at 4096 x 8192 on two threads),
   // or, after a lone reduction, the stores of the row through a row helper (store_converted_rows;
-  // l2norm 15 %; with two reductions the stores were 8-15 % slower than the second reduction).
+  // l2norm 22 %; with two reductions the stores were 8-15 % slower than the second reduction).
   struct NextRow {
     std::string address;
     int64_t bytes = 0;
