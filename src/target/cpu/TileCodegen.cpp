@@ -174,9 +174,9 @@ class TileEmitter : public Codegen {
       if (s.kind == tile::StmtKind::Op && s.op.kind == OpKind::Reduce && reduces_by_lanes(s.op))
         ++row_reductions_left_;
     prefetch_in_store_ = false;
-    for (const tile::TileStmt& s : k.body)
-      if (row_reductions_left_ == 1 && s.kind == tile::StmtKind::Op && stores_row_in_chunks(s.op))
-        prefetch_in_store_ = true;
+    if (row_reductions_left_ == 1)
+      for (const tile::TileStmt& s : k.body)
+        prefetch_in_store_ |= s.kind == tile::StmtKind::Op && stores_row_in_chunks(s.op);
     streams_ = false;
     written_ = tile::written_in(k.body);
     prologue_.str("");
