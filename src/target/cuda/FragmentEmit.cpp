@@ -155,6 +155,7 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
       reissue_after(o);
       continue;
     }
+    write_deferred_tiles();
     size_t last = i + 1;
     while (last < b.size() && b[last].kind == tile::StmtKind::Op &&
            slot_local(b[last].op, o.type.shape[1]))
@@ -163,6 +164,7 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     for (size_t k = i; k < last; ++k) reissue_after(b[k].op);
     i = last - 1;
   }
+  if (&b == &k_.body) write_deferred_tiles();
 }
 
 auto FragmentWriter::versioned_body(const tile::TileStmt& s) -> void {
@@ -256,6 +258,7 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
     if (tiles_[static_cast<size_t>(t)].stages == 2) two_stage.push_back(t);
   std::string lo, hi;
   if (streams.empty()) {
+    write_deferred_tiles();
     open_loop(s);
     versioned_body(s);
     close_loop();
@@ -289,6 +292,7 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
   line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
   loop_hi_[s.var] = hi;
   issue_streams(streams, lo, hi, "0");
+  write_deferred_tiles();
   // The loop runs only where that first issue did: its squeezed checks that stay put hold for
   // every iteration (checked_before_loop_).
   std::vector<std::string> checked;
@@ -457,7 +461,10 @@ auto FragmentWriter::op(const TileOp& o) -> void {
       return;
     case Kind::Smem:
       if (o.kind == OpKind::Load) load_smem(v);
-      if (tiles_[static_cast<size_t>(v.tile)].written_at == o.result)
+      if (tiles_[static_cast<size_t>(v.tile)].written_at != o.result) return;
+      if (loop_of_.at(&o).empty())
+        deferred_tiles_.push_back(v.tile);
+      else
         write_computed_tile(tiles_[static_cast<size_t>(v.tile)]);
       return;
     case Kind::Uniform:

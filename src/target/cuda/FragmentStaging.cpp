@@ -11,14 +11,27 @@
 namespace kintsugi::cuda::fragment {
 
 auto FragmentWriter::write_computed_tile(const SmemTile& t) -> void {
-  int64_t pairs = t.rows * t.cols / 2;
+  int64_t pairs = t.rows * t.cols / 2, row_pairs = t.cols / 2;
   std::string cols = std::to_string(t.cols);
   line("__syncthreads();");
-  line("#pragma unroll 4");
-  line("for (int ks_e = ks_tid; ks_e < " + std::to_string(pairs) +
-       "; ks_e += " + std::to_string(threads()) + ") {");
+  line("{");
   ++indent_;
-  line("const int ks_r = (2 * ks_e) / " + cols + ", ks_c = (2 * ks_e) % " + cols + ";");
+  if (threads() % row_pairs == 0) {
+    // Each thread keeps its pair of columns and steps over rows, so that what depends on the
+    // column alone (a column window's bounds, a select between the halves of a row, a weight
+    // by column) is visibly the same every iteration and computed once, out of the loop.
+    line("const int ks_c = 2 * (ks_tid % " + std::to_string(row_pairs) + ");");
+    line("#pragma unroll 4");
+    line("for (int ks_r = ks_tid / " + std::to_string(row_pairs) + "; ks_r < " +
+         std::to_string(t.rows) + "; ks_r += " + std::to_string(threads() / row_pairs) + ") {");
+    ++indent_;
+  } else {
+    line("#pragma unroll 4");
+    line("for (int ks_e = ks_tid; ks_e < " + std::to_string(pairs) +
+         "; ks_e += " + std::to_string(threads()) + ") {");
+    ++indent_;
+    line("const int ks_r = (2 * ks_e) / " + cols + ", ks_c = (2 * ks_e) % " + cols + ";");
+  }
   std::string lo = lazy(t.computed, {"ks_r", "ks_c"});
   std::string hi = lazy(t.computed, {"ks_r", "(ks_c + 1)"});
   line("*(u32*)(ks_smem + " + std::to_string(t.offset) + " + " +
@@ -28,8 +41,15 @@ auto FragmentWriter::write_computed_tile(const SmemTile& t) -> void {
        ", " + hi + ");");
   --indent_;
   line("}");
+  --indent_;
+  line("}");
   if (wgmma_) line("fence_proxy_async();");
   line("__syncthreads();");
+}
+
+auto FragmentWriter::write_deferred_tiles() -> void {
+  for (int t : deferred_tiles_) write_computed_tile(tiles_[static_cast<size_t>(t)]);
+  deferred_tiles_.clear();
 }
 
 auto FragmentWriter::write_computed_vector(const TileOp& o) -> void {

@@ -230,6 +230,11 @@ class FragmentWriter : public KernelWriter {
   // the swizzled position its ldmatrix reads expect. Barriers on both sides: the previous
   // iteration's dot has read the tile, and every element is written before this one reads it.
   void write_computed_tile(const SmemTile& t);
+  // Writes the computed tiles the kernel's top level deferred (deferred_tiles_): after the first
+  // copies of the streamed loop that follows are issued, so that those copies land while the
+  // threads compute the tiles (a rotated or normalised row tile of queries in front of the walk
+  // over the keys), or in front of the first other statement that may read them.
+  void write_deferred_tiles();
 
   // Computes Lazy reduction `o` into its shared vector, one element a thread at a time, between
   // barriers (the previous iteration's readers are done; every element is written before use).
@@ -605,6 +610,7 @@ class FragmentWriter : public KernelWriter {
   std::set<std::string> lane_offsets_;          // defined at the kernel's start
   std::map<int, int> prefetched_;               // tile copied at the kernel's start -> its order
   std::set<std::string> unwaited_before_;       // loops whose waits cover a prefetch's
+  std::vector<int> deferred_tiles_;             // computed tiles not yet written (top level)
   std::map<const TileOp*, int> order_;          // program order of the ops
   std::map<std::string, std::string> loop_hi_;  // a streamed loop's end bound, by variable
   struct Comparison {
