@@ -151,6 +151,7 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     }
     const TileOp& o = b[i].op;
     if (o.kind != OpKind::Dot) {
+      if (reads_deferred(o)) write_deferred_tiles();
       op(o);
       reissue_after(o);
       continue;
@@ -165,6 +166,21 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     i = last - 1;
   }
   if (&b == &k_.body) write_deferred_tiles();
+}
+
+auto FragmentWriter::reads_deferred(const TileOp& o) const -> bool {
+  if (deferred_.empty() || (o.result >= 0 && val(o.result).kind == Kind::Lazy)) return false;
+  std::set<int> deferred;
+  for (auto [reduce, t] : deferred_)
+    if (reduce) deferred.insert(reduce->result);
+  std::set<int> seen;
+  std::function<bool(int)> reads = [&](int id) {
+    if (deferred.count(id)) return true;
+    const Val& v = val(id);
+    if (v.kind != Kind::Lazy || !v.def || !seen.insert(id).second) return false;
+    return std::any_of(v.def->args.begin(), v.def->args.end(), reads);
+  };
+  return std::any_of(o.args.begin(), o.args.end(), reads);
 }
 
 auto FragmentWriter::versioned_body(const tile::TileStmt& s) -> void {
@@ -455,7 +471,8 @@ auto FragmentWriter::op(const TileOp& o) -> void {
         lazy_loads_[o.result] = open_region(o);
         lazy_loads_[o.result].interior = interior_loads_.count(&o) > 0;
       }
-      if (o.kind == OpKind::Reduce) write_computed_vector(o);
+      if (o.kind == OpKind::Reduce && loop_of_.at(&o).empty()) deferred_.push_back({&o, -1});
+      if (o.kind == OpKind::Reduce && !loop_of_.at(&o).empty()) write_computed_vector(o);
       return;  // spelled at the uses
     case Kind::RowBcast:
       return;
@@ -463,7 +480,7 @@ auto FragmentWriter::op(const TileOp& o) -> void {
       if (o.kind == OpKind::Load) load_smem(v);
       if (tiles_[static_cast<size_t>(v.tile)].written_at != o.result) return;
       if (loop_of_.at(&o).empty())
-        deferred_tiles_.push_back(v.tile);
+        deferred_.push_back({nullptr, v.tile});
       else
         write_computed_tile(tiles_[static_cast<size_t>(v.tile)]);
       return;

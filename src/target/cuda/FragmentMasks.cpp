@@ -301,9 +301,17 @@ auto FragmentWriter::index_code(int id, const std::vector<std::string>& ix, bool
           << "fragment codegen: %" << id << " is used before its region is open";
       std::string offset, inside;
       element(region->second, ix, &offset, &inside);
-      return "((" + inside + ") ? " +
-             load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
-             " : (" + ctype(o.type.dtype) + ")0)";
+      std::string value =
+          "((" + inside + ") ? " +
+          load_value(o.buffer, buffer_ids_.at(o.buffer) + "[" + offset + "]", o.type.dtype) +
+          " : (" + ctype(o.type.dtype) + ")0)";
+      if (!hoist_loads_) return value;
+      auto [it, fresh] = hoisted_loads_.try_emplace({id, ix}, "");
+      if (fresh) {
+        it->second = tmp();
+        line(std::string("const ") + ctype(o.type.dtype) + " " + it->second + " = " + value + ";");
+      }
+      return it->second;
     }
     case OpKind::Reduce: {
       if (in_front) return std::nullopt;
