@@ -660,7 +660,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda")
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
-  if (target == "cuda") o.strip_tile_max = 8192;
+  if (target == "cuda") o.strip_tile_max = 8192, o.row_producers_in_tile = false;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
   return o;
 }
@@ -1170,7 +1170,8 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   if (split_k && options.combine_tile_elements > 0)
     for (const std::string& m : members)
       tile_combine(s, m, options.combine_tile_elements, options.combine_tile_chunks, sizes, note);
-  compute_axis_producers(s, tile_loop, head, axis, !split_k, sizes, note);
+  compute_axis_producers(s, tile_loop, head, axis, !split_k && options.row_producers_in_tile, sizes,
+                         note);
 }
 
 // Whether map `b` reads what the block in front of it (`producer`) writes, over the same

@@ -105,6 +105,15 @@ struct AutoScheduleOptions {
   // size measured: softmax f32 4096 x 8192 17 ms against 45 in strips, 64 x 131072 4.9 against
   // 87, 16 x 262144 2.1 against 6.8; layer norm f16 4096 x 8192 9.8 against 71.
   int64_t whole_row_bytes = 0;
+  // Producers along the rows alone of a chain under the rolling update (the queries rotated or
+  // RMS-normalised) are computed in the fused nest, for the rows of a tile in front of its walk
+  // over the axis; false computes them whole in front of the fused nest (on CUDA a kernel of
+  // their own, whose result the fused kernel reads like an input). Measured on an H100
+  // (docs/perf.md, causal attention at S = T = 4096, 16 heads, D = 128): rotary attention
+  // 0.235 ms whole against 0.264 in the fused kernel, whose CTAs compute their rotated row tile
+  // from global memory while their tensor cores wait (0.353 before its loads were batched);
+  // QK-norm 0.219 against 0.261.
+  bool row_producers_in_tile = true;
   // Elements of a row a grid instance of a map nest outside the fused ones takes (step 5); 0
   // leaves one element an instance.
   int64_t map_tile = 1024;

@@ -151,12 +151,10 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     }
     const TileOp& o = b[i].op;
     if (o.kind != OpKind::Dot) {
-      if (reads_deferred(o)) write_deferred_tiles();
       op(o);
       reissue_after(o);
       continue;
     }
-    write_deferred_tiles();
     size_t last = i + 1;
     while (last < b.size() && b[last].kind == tile::StmtKind::Op &&
            slot_local(b[last].op, o.type.shape[1]))
@@ -165,22 +163,6 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     for (size_t k = i; k < last; ++k) reissue_after(b[k].op);
     i = last - 1;
   }
-  if (&b == &k_.body) write_deferred_tiles();
-}
-
-auto FragmentWriter::reads_deferred(const TileOp& o) const -> bool {
-  if (deferred_.empty() || (o.result >= 0 && val(o.result).kind == Kind::Lazy)) return false;
-  std::set<int> deferred;
-  for (auto [reduce, t] : deferred_)
-    if (reduce) deferred.insert(reduce->result);
-  std::set<int> seen;
-  std::function<bool(int)> reads = [&](int id) {
-    if (deferred.count(id)) return true;
-    const Val& v = val(id);
-    if (v.kind != Kind::Lazy || !v.def || !seen.insert(id).second) return false;
-    return std::any_of(v.def->args.begin(), v.def->args.end(), reads);
-  };
-  return std::any_of(o.args.begin(), o.args.end(), reads);
 }
 
 auto FragmentWriter::versioned_body(const tile::TileStmt& s) -> void {
@@ -274,7 +256,6 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
     if (tiles_[static_cast<size_t>(t)].stages == 2) two_stage.push_back(t);
   std::string lo, hi;
   if (streams.empty()) {
-    write_deferred_tiles();
     open_loop(s);
     versioned_body(s);
     close_loop();
@@ -308,7 +289,6 @@ auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
   line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
   loop_hi_[s.var] = hi;
   issue_streams(streams, lo, hi, "0");
-  write_deferred_tiles();
   // The loop runs only where that first issue did: its squeezed checks that stay put hold for
   // every iteration (checked_before_loop_).
   std::vector<std::string> checked;
@@ -471,17 +451,13 @@ auto FragmentWriter::op(const TileOp& o) -> void {
         lazy_loads_[o.result] = open_region(o);
         lazy_loads_[o.result].interior = interior_loads_.count(&o) > 0;
       }
-      if (o.kind == OpKind::Reduce && loop_of_.at(&o).empty()) deferred_.push_back({&o, -1});
-      if (o.kind == OpKind::Reduce && !loop_of_.at(&o).empty()) write_computed_vector(o);
+      if (o.kind == OpKind::Reduce) write_computed_vector(o);
       return;  // spelled at the uses
     case Kind::RowBcast:
       return;
     case Kind::Smem:
       if (o.kind == OpKind::Load) load_smem(v);
-      if (tiles_[static_cast<size_t>(v.tile)].written_at != o.result) return;
-      if (loop_of_.at(&o).empty())
-        deferred_.push_back({nullptr, v.tile});
-      else
+      if (tiles_[static_cast<size_t>(v.tile)].written_at == o.result)
         write_computed_tile(tiles_[static_cast<size_t>(v.tile)]);
       return;
     case Kind::Uniform:

@@ -230,14 +230,6 @@ class FragmentWriter : public KernelWriter {
   // the swizzled position its ldmatrix reads expect. Barriers on both sides: the previous
   // iteration's dot has read the tile, and every element is written before this one reads it.
   void write_computed_tile(const SmemTile& t);
-  // Writes the computed vectors and tiles the kernel's top level deferred (deferred_): after the
-  // first copies of the streamed loop that follows are issued, so that those copies land while
-  // the threads compute them (a rotated or normalised row tile of queries in front of the walk
-  // over the keys), or in front of the first other statement that may read them.
-  void write_deferred_tiles();
-  // Whether op `o` writes code that reads a deferred computed vector (through the Lazy values it
-  // spells): the deferred writes go in front of it.
-  bool reads_deferred(const TileOp& o) const;
 
   // Computes Lazy reduction `o` into its shared vector, one element a thread at a time, between
   // barriers (the previous iteration's readers are done; every element is written before use).
@@ -613,9 +605,6 @@ class FragmentWriter : public KernelWriter {
   std::set<std::string> lane_offsets_;     // defined at the kernel's start
   std::map<int, int> prefetched_;          // tile copied at the kernel's start -> its order
   std::set<std::string> unwaited_before_;  // loops whose waits cover a prefetch's
-  // Computed vectors (their reduction) and tiles (-1, else a tile) of the kernel's top level
-  // not yet written, in program order.
-  std::vector<std::pair<const TileOp*, int>> deferred_;
   // While a computed tile is written: each global load of its elements is read into a local of
   // its own in front of the expression, by load and index (spelled once, then its name), so
   // that an element's loads are all issued before the first of them is used.
