@@ -93,25 +93,41 @@ auto FragmentWriter::plan() -> bool {
 }
 
 auto FragmentWriter::single_buffer_for_occupancy() -> void {
-  // A second stage of a loop's first streamed tile lets its next copy start a whole iteration
-  // early; a second CTA on the SM hides the copies too and overlaps its exps and barriers with
-  // the other's dots. Where that stage alone keeps a CTA off the SM (a mask or bias tile staged
-  // beside Q, K and V at 64 x 128 wgmma tiles: 132 KB, one CTA an SM, 100 KB without K's second
-  // stage), the tile gets one stage, its next copy issued after its last use like the later ones.
-  // Only for wgmma's tiles, where it was measured: on the mma.sync decode kernels it freed a CTA
-  // and ptxas spilled 24 bytes a thread (grouped decode, 8 heads a group, head size 128).
+  // A second stage of a loop's streamed tile lets its next copy start a whole iteration early; a
+  // second CTA on the SM hides the copies too and overlaps its exps and barriers with the
+  // other's dots. Where second stages keep a CTA off the SM (a mask or bias tile staged beside Q,
+  // K and V at 64 x 128 wgmma tiles: 132 KB with a bool mask, one CTA an SM, 100 KB without K's
+  // second stage), the fewest tiles that free it, in the loop's order (K first), get one stage,
+  // each next copy issued after the tile's last use like the later ones. An f16 mask's tile
+  // (17 KB, an element tile) needs its own second stage dropped as well as K's. Only for wgmma's
+  // tiles, where it was measured: on the mma.sync decode kernels it freed a CTA and ptxas spilled
+  // 24 bytes a thread (grouped decode, 8 heads a group, head size 128).
   if (!wgmma_) return;
-  for (SmemTile& t : tiles_) {
-    if (t.stream_loop.empty() || t.stages != 2 || t.element_bytes != 0 || t.computed >= 0 ||
-        !t.last_use || loop_of_.at(t.last_use) != t.stream_loop)
+  std::vector<size_t> chosen;
+  int64_t freed = 0;
+  std::vector<const TileOp*> last_uses(tiles_.size());
+  for (size_t i = 0; i < tiles_.size(); ++i) {
+    const SmemTile& t = tiles_[i];
+    // (An element tile's last use is its last reader: a mask's select.)
+    last_uses[i] = t.element_bytes != 0 ? last_reader(*t.load) : t.last_use;
+    if (t.stream_loop.empty() || t.stages != 2 || t.computed >= 0 || !last_uses[i] ||
+        loop_of_.at(last_uses[i]) != t.stream_loop)
       continue;
     // Later offsets move down by whole swizzle atoms (they start at 1024-byte boundaries).
-    int64_t freed = t.stage_bytes() / 1024 * 1024;
-    if (freed == 0 || blocks_for(smem_total_ - freed) <= blocks_for(smem_total_)) continue;
+    int64_t bytes = t.stage_bytes() / 1024 * 1024;
+    if (bytes == 0) continue;
+    chosen.push_back(i);
+    freed += bytes;
+    if (blocks_for(smem_total_ - freed) > blocks_for(smem_total_)) break;
+  }
+  if (chosen.empty() || blocks_for(smem_total_ - freed) <= blocks_for(smem_total_)) return;
+  for (size_t i : chosen) {
+    SmemTile& t = tiles_[i];
+    const int64_t bytes = t.stage_bytes() / 1024 * 1024, end = t.offset + t.stage_bytes();
     t.stages = 1;
-    const int64_t end = t.offset + t.stage_bytes();
+    t.last_use = last_uses[i];
     auto move = [&](int64_t& offset) {
-      if (offset >= end) offset -= freed;
+      if (offset >= end) offset -= bytes;
     };
     for (SmemTile& other : tiles_) move(other.offset);
     for (SmemVector& w : vectors_) move(w.offset);
@@ -119,7 +135,7 @@ auto FragmentWriter::single_buffer_for_occupancy() -> void {
       move(table.offset);
       for (auto& [gather, offset] : table.flags) move(offset);
     }
-    smem_total_ -= freed;
+    smem_total_ -= bytes;
   }
 }
 
