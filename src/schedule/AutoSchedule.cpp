@@ -2,6 +2,8 @@
 // The auto-scheduler (see AutoSchedule.h).
 #include "schedule/AutoSchedule.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -662,6 +664,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
   if (target == "cuda") o.strip_tile_max = 8192, o.row_producers_in_tile = false;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
+  if (target == "cpu") o.column_rows = 1024, o.column_tile = 4;
   return o;
 }
 
@@ -923,8 +926,37 @@ bool row_reduction(const ir::LoopProgram& program, const std::set<std::string>& 
   return true;
 }
 
+// Whether the rows of reduction `first` run across memory: its loads index their innermost
+// dimension by a spatial variable and never by the reduced one (m[j] = max[i](X[i, j])), so that
+// a row is a strided column and the rows next to each other share their lines.
+bool column_reduction(const ir::StmtNode& first) {
+  std::string reduced;
+  for (const ir::IterVar& iv : first.iters)
+    if (iv.kind != ir::IterKind::Spatial) reduced = iv.name;
+  if (reduced.empty()) return false;
+  int along = 0, across = 0;
+  ir::visit_exprs(first.body, [&](const ir::Expr& e) {
+    ir::visit(e, [&](const ir::Expr& x) {
+      if (x->op != ir::Op::Load || x->args.empty()) return true;
+      const ir::Expr& last = x->args.back();
+      if (ir::uses_var(last, reduced)) {
+        ++along;
+      } else {
+        for (const ir::IterVar& iv : first.iters)
+          if (iv.kind == ir::IterKind::Spatial && ir::uses_var(last, iv.name)) {
+            ++across;
+            break;
+          }
+      }
+      return true;
+    });
+  });
+  return across > 0 && along == 0;
+}
+
 // The options a group is scheduled with: `given`, with tiles of strip_rows x strip_tile when the
-// target asks for strips and the group is a row reduction.
+// target asks for strips and the group is a row reduction (column_rows x column_tile when its
+// rows run across memory).
 AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::LoopProgram& program,
                                   const std::set<std::string>& closure,
                                   const std::vector<std::string>& members, const ir::Expr& axis) {
@@ -933,9 +965,14 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
   strips.row_tile = given.strip_rows;
   strips.tile = given.strip_tile;
   strips.rolling_tile = 0;  // the strip is the tile, rolling or not
+  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+  if (given.column_rows > 0 && column_reduction(first)) {
+    strips.row_tile = given.column_rows;
+    strips.tile = given.column_tile;
+    return strips;
+  }
   // Longer strips while every row still makes enough grid instances: fewer block reductions and
   // more bytes in flight a CTA, without starving the grid of few long rows.
-  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
   const std::map<std::string, int64_t>& sizes = decision_sizes(program, given);
   try {
     int64_t rows = 1;
@@ -997,6 +1034,9 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
                     const AutoScheduleOptions& options,
                     const std::function<void(const std::string&)>& note) {
   if (options.whole_row_bytes <= 0) return false;
+  if (options.column_rows > 0 &&
+      column_reduction(*find_block(program.body, members.front(), "auto").back()))
+    return false;  // a whole row would be a strided column
   std::optional<RowSize> row = row_size(program, members, options);
   if (!row || row->bytes() > options.whole_row_bytes) return false;
   std::string names;

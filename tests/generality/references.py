@@ -667,3 +667,27 @@ def alibi_computed_slopes(inputs, params):
     bias = slopes[:, None, None] * (kpos - qpos)[None]
     scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + bias[None]
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores, visible=kpos <= qpos)[0]}
+
+
+def attention_pooling_over_time(inputs, params):
+    """Per batch and channel: softmax of the logits over T weights the values."""
+    w = softmax_rows(inputs["X"], axis=1)
+    return {"Y": (w * inputs["V"]).sum(axis=1)}
+
+
+def gelu_layernorm(inputs, params):
+    """LayerNorm (biased variance, EPS inside the root) of tanh-approximated GELU(x)."""
+    x = inputs["X"]
+    g = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    mean = g.mean(axis=-1, keepdims=True)
+    var = ((g - mean) ** 2).mean(axis=-1, keepdims=True)
+    return {"Y": (g - mean) / np.sqrt(var + params["EPS"]) * inputs["G"] + inputs["BT"]}
+
+
+def attention_lse_bf16_mask_first(inputs, params):
+    """Causal attention (P rounded to bf16 before P.V) and each row's log-sum-exp."""
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    qpos, kpos = positions(s_len, t_len)
+    o, m, l = softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=kpos <= qpos,
+                                round_p=bf16)
+    return {"O": o, "LSE": m + np.log(l)}
