@@ -605,9 +605,9 @@ class FragmentWriter : public KernelWriter {
   std::set<std::string> lane_offsets_;     // defined at the kernel's start
   std::map<int, int> prefetched_;          // tile copied at the kernel's start -> its order
   std::set<std::string> unwaited_before_;  // loops whose waits cover a prefetch's
-  // While a computed tile is written: each global load of its elements is read into a local of
-  // its own in front of the expression, by load and index (spelled once, then its name), so
-  // that an element's loads are all issued before the first of them is used.
+  // While a computed tile or vector is written: each global load of its elements is read into a
+  // local of its own in front of the expression, by load and index (spelled once, then its name),
+  // so that an element's loads are all issued before the first of them is used.
   bool hoist_loads_ = false;
   std::map<std::pair<int, std::vector<std::string>>, std::string> hoisted_loads_;
   std::map<const TileOp*, int> order_;          // program order of the ops
