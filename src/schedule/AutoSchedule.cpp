@@ -1049,11 +1049,47 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
   return true;
 }
 
+// In front of a chain whose rows run across memory, a map computed from inputs alone (a mask
+// applied first: c[a, t, k] = select(MSK[a, t, k] > 0, X[a, t, k], -inf)) is inlined into its
+// readers, the chain's passes and the outputs after it, even where an input spans it (where
+// normal_form keeps it a buffer): its nest runs the reduced axis outside the rows, and kept, it
+// would be a buffer of every element of the reduced axis a tile of rows, read again by the
+// output's pass.
+void inline_column_producers(Schedule& s, const std::vector<std::string>& members) {
+  for (bool inlined = true; inlined;) {
+    inlined = false;
+    const ir::LoopProgram& p = s.program();
+    const ir::StmtNode& first = *find_block(p.body, members.front(), "auto").back();
+    if (!column_reduction(first)) return;
+    for (const std::string& name : producer_closure(p, first)) {
+      const ir::StmtNode& b = *find_block(p.body, name, "auto").back();
+      std::set<std::string> reads = block_reads(b);
+      const ir::Buffer* out = p.find_buffer(name);
+      if (!out || out->role != ir::BufferRole::Intermediate ||
+          !std::all_of(b.iters.begin(), b.iters.end(),
+                       [](const ir::IterVar& iv) { return iv.kind == ir::IterKind::Spatial; }) ||
+          !std::all_of(reads.begin(), reads.end(), [&](const std::string& r) {
+            const ir::Buffer* in = p.find_buffer(r);
+            return in && in->role == ir::BufferRole::Input;
+          }))
+        continue;
+      try {
+        s.compute_inline(name);
+        inlined = true;
+        break;
+      } catch (const ScheduleError&) {
+        // kept a buffer: the fusion below says why it fails, if it does
+      }
+    }
+  }
+}
+
 // Steps 2 to 4 (see AutoSchedule.h) for one group: `members`, its reductions in program order,
 // fused under one tile loop of `s`. Throws ScheduleError when a step's preconditions fail.
 void fuse_group(Schedule& s, const std::vector<std::string>& members,
                 const AutoScheduleOptions& given,
                 const std::function<void(const std::string&)>& note, SplitKCosts* costs) {
+  if (given.column_rows > 0) inline_column_producers(s, members);
   const ir::LoopProgram program = s.program();
   const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
   // 2. The head: the earliest block of the first reduction's producers running along the axis

@@ -114,7 +114,8 @@ def compare(name, dtype, out, ref):
         np.where(special_ref, np.nan_to_num(np.sign(ref), nan=2.0), 0),
         np.where(special_out, np.nan_to_num(np.sign(out), nan=2.0), 0))
     finite = ~special_out & ~special_ref
-    err = np.where(finite, np.abs(out - ref), 0.0)
+    with np.errstate(invalid="ignore"):  # -inf - -inf where both are special: not compared
+        err = np.where(finite, np.abs(out - ref), 0.0)
     scale = np.abs(ref[np.isfinite(ref)]).max(initial=0.0)
     max_abs = err.max(initial=0.0)
     worst = np.unravel_index(int(np.argmax(err)), err.shape) if err.size else ()

@@ -691,3 +691,18 @@ def attention_lse_bf16_mask_first(inputs, params):
     o, m, l = softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=kpos <= qpos,
                                 round_p=bf16)
     return {"O": o, "LSE": m + np.log(l)}
+
+
+def masked_softmax_over_time(inputs, params):
+    """Softmax over axis 1 of X where MSK > 0 (else excluded), and its log-sum-exp; a channel
+    with no unmasked step gets LSE -inf and probabilities 0."""
+    keep = inputs["MSK"] > 0
+    x = np.where(keep, inputs["X"], -np.inf)
+    peak = x.max(axis=1, keepdims=True)
+    seen = np.isfinite(peak)
+    e = np.where(keep & seen, np.exp(x - np.where(seen, peak, 0.0)), 0.0)
+    total = e.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        lse = np.where(total > 0, np.where(seen, peak, 0.0) + np.log(np.where(total > 0, total, 1.0)),
+                       -np.inf)
+    return {"LSE": lse[:, 0, :], "P": np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)}
