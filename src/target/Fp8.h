@@ -10,13 +10,16 @@
 // double_to_e5m2_bits of ir/DType.h for every float input, and the decodings with
 // e4m3_bits_to_double / e5m2_bits_to_double.
 //
+// kFp8ToE4m3 is the float -> e4m3 encoder alone, so that a target with a conversion instruction
+// (sm_89 and later) can define ks_f2e4m3 by it instead; kFp8Conversions holds everything else.
+//
 // The code expects the macros KS_FP8_FN (the functions' qualifiers), KS_FBITS(float) -> unsigned
 // and KS_BITSF(unsigned) -> float, and rintf.
 #pragma once
 
 namespace kintsugi::target {
 
-inline constexpr const char* kFp8Conversions = R"FP8(KS_FP8_FN unsigned char ks_f2e4m3(float f) {
+inline constexpr const char* kFp8ToE4m3 = R"FP8(KS_FP8_FN unsigned char ks_f2e4m3(float f) {
   unsigned x = KS_FBITS(f);
   unsigned char sign = (unsigned char)((x >> 24) & 0x80u);
   unsigned ax = x & 0x7fffffffu;
@@ -29,7 +32,9 @@ inline constexpr const char* kFp8Conversions = R"FP8(KS_FP8_FN unsigned char ks_
   // subnormal: a multiple of 2^-9 (the scaling is exact, rintf rounds ties to even)
   return sign | (unsigned char)rintf(KS_BITSF(ax) * 512.0f);
 }
-KS_FP8_FN float ks_e4m32f(unsigned char b) {
+)FP8";
+
+inline constexpr const char* kFp8Conversions = R"FP8(KS_FP8_FN float ks_e4m32f(unsigned char b) {
   unsigned sign = (unsigned)(b & 0x80u) << 24;
   unsigned e = (b >> 3) & 0xfu, m = b & 7u;
   if (e == 0xfu && m == 7u) return KS_BITSF(0x7fc00000u);

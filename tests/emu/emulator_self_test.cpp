@@ -10,11 +10,14 @@
 // announced to it, a wait nothing completes.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "Emulator.h"
+#include "ir/DType.h"
 #include "ring_cases.h"
 #include "support/Error.h"
 #include "tma_cases.h"
@@ -98,6 +101,39 @@ extern "C" __global__ void mma(KsArgs a, int*) {
       for (int k = 0; k < 16; ++k) want += A[size_t(r * 16 + k)] * B[size_t(k * 8 + n)];
       EXPECT_EQ(D[size_t(r * 8 + n)], want) << "D[" << r << "][" << n << "]";
     }
+}
+
+// The e4m3 pair conversion (cvt.rn.satfinite.e4m3x2.f32) against the interpreter's rounding
+// (ir/DType.h) on every 4099th float and the ties and edges: ties to even, subnormals, 448 and
+// beyond saturated, infinities to +-448; NaN to 0x7f (the generated code's ks_f2e4m3 asks no
+// more of the instruction).
+TEST(EmulatorSelf, E4m3PairRoundsAsTheInterpreterDoes) {
+  std::vector<float> x;
+  for (uint64_t u = 0; u < 0x100000000ull; u += 4099)
+    x.push_back(std::bit_cast<float>(uint32_t(u)));
+  for (float f : {464.0f, 465.0f, 448.0f, 447.0f, 1.0625f, 1.1875f, 1.125f, 0x1p-10f, 0x3p-11f,
+                  0x1p-9f, 0x1p-6f, INFINITY, -INFINITY, NAN, -0.0f})
+    x.push_back(f);
+  std::vector<uint16_t> pairs(x.size());
+  uint32_t n = uint32_t(x.size());
+  const std::string body = R"(
+extern "C" __global__ void e4m3(KsArgs a, int*) {
+  const float* x = (const float*)a.bufs[0];
+  u16* pairs = (u16*)a.bufs[1];
+  for (unsigned long long i = 0; i < a.sizes[0]; ++i) pairs[i] = pack_e4m3x2(x[i], -x[i]);
+}
+)";
+  emu::EmulatedModule m(kPreamble + body);
+  cuda::KsArgs a = args_of({x.data(), pairs.data()});
+  a.sizes[0] = n;
+  int err = 0;
+  m.launch("e4m3", a, &err, 1, 1, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t want =
+        double_to_e4m3_bits(double(x[i])) | uint32_t(double_to_e4m3_bits(-double(x[i]))) << 8;
+    ASSERT_EQ(pairs[i], want) << "pack_e4m3x2 of " << x[i] << " (bits 0x" << std::hex
+                              << std::bit_cast<uint32_t>(x[i]) << ")";
+  }
 }
 
 // A cp.async's bytes reach shared memory when a wait retires its group, not before; a source

@@ -2,13 +2,15 @@
 // math.cuh on a GPU: ex2_approx and rcp_approx within 2^-21 relative error of the exact values
 // (and right at 0, infinities and NaN), NaN-propagating max and min, and the f16 / bf16
 // conversions bit for bit against the host's round-to-nearest-even (_Float16, and bf16 by bit
-// arithmetic), including f16 subnormals and overflow, with the pair order of the packed forms.
+// arithmetic), including f16 subnormals and overflow, with the pair order of the packed forms; the
+// e4m3 pair conversion on every float against the software encoder.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "GpuTest.h"
+#include "target/Fp8.h"
 
 using namespace kintsugi::cuda;
 using namespace kintsugi::cuda::test;
@@ -155,4 +157,45 @@ TEST_F(Math, ConversionsRoundToNearestEven) {
   EXPECT_EQ(f16_bits(1.f + 0x1p-11f), 0x3c00u) << "the host reference rounds ties to even";
   EXPECT_EQ(bf16_bits(1.f + 3 * 0x1p-8f), 0x3f82u) << "the host reference rounds ties to even";
   EXPECT_EQ(from_bits(bf16_bits(-2.25f) << 16), -2.25f);
+}
+
+// pack_e4m3x2 (the instruction) against the software encoder of target/Fp8.h (held bit for bit
+// to ir/DType.h by tests/unit) on every float but NaN, both bytes of the pair; the instruction's
+// NaN codes are reported: the generated ks_f2e4m3 maps a NaN to 0x7f itself.
+TEST_F(Math, E4m3PairMatchesTheSoftwareEncoderOnEveryFloat) {
+  const std::string source =
+      std::string(
+          "#include \"kintsugi/math.cuh\"\nusing namespace kintsugi::device;\n"
+          "#define KS_FP8_FN __device__ __forceinline__\n#define KS_FBITS __float_as_uint\n"
+          "#define KS_BITSF __uint_as_float\n") +
+      kintsugi::target::kFp8ToE4m3 + R"(
+extern "C" __global__ void every_float(unsigned long long* mismatches, u32* first, u32* nan_codes) {
+  const u32 stride = gridDim.x * blockDim.x;
+  for (unsigned long long b = blockIdx.x * blockDim.x + threadIdx.x; b < (1ull << 32); b += stride) {
+    const float f = __uint_as_float(static_cast<u32>(b));
+    const u16 pair = pack_e4m3x2(f, -f);
+    if (f != f) {
+      if (b == 0x7fc00000u) nan_codes[0] = pair;
+      continue;
+    }
+    const u32 want = ks_f2e4m3(f) | static_cast<u32>(ks_f2e4m3(-f)) << 8;
+    if (pair != want) {
+      atomicAdd(mismatches, 1ull);
+      atomicCAS(first, 0xffffffffu, static_cast<u32>(b));
+    }
+  }
+}
+)";
+  Module module = load(source, "e4m3_test.cu");
+  DeviceBuffer count = to_device(std::vector<unsigned long long>{0}),
+               first = to_device(std::vector<uint32_t>{0xffffffffu}),
+               nan_codes = to_device(std::vector<uint32_t>{0});
+  module.function("every_float")
+      .launch({.grid = {132 * 16}, .block = {256}}, count.address(), first.address(),
+              nan_codes.address());
+  EXPECT_EQ(from_device<unsigned long long>(count)[0], 0u)
+      << "first mismatch at float bits 0x" << std::hex << from_device<uint32_t>(first)[0];
+  const uint32_t nan_pair = from_device<uint32_t>(nan_codes)[0];
+  EXPECT_EQ(nan_pair & 0x7fu, 0x7fu) << "a NaN's code, 0x" << std::hex << nan_pair;
+  EXPECT_EQ(nan_pair >> 8 & 0x7fu, 0x7fu) << "a NaN's code, 0x" << std::hex << nan_pair;
 }

@@ -261,7 +261,7 @@ __attribute__((noinline)) void* ks_alloc(KsErr* e, void** slot, int site, int64_
 inline std::string cpu_prelude() {
   return std::string(kCpuPreludeHead) + kHalfConversions +
          "#define KS_FP8_FN static inline\n#define KS_FBITS ks_fbits\n#define KS_BITSF ks_bitsf\n" +
-         target::kFp8Conversions + kCpuPreludeTail;
+         target::kFp8ToE4m3 + target::kFp8Conversions + kCpuPreludeTail;
 }
 
 }  // namespace kintsugi::cpu

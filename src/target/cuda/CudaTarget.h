@@ -20,6 +20,8 @@ struct CudaTarget {
   // wgmma.mma_async, setmaxnreg and the tensor-map copies' swizzled operands: sm_90a alone
   // (sm_100a and later have other tensor-core instructions, and plain sm_90 has none of these).
   bool warpgroup_mma() const { return sm == 90 && suffix == 'a'; }
+  // cvt.rn.satfinite.e4m3x2.f32: sm_89 and later.
+  bool fp8_conversions() const { return sm >= 89; }
 };
 
 }  // namespace kintsugi::cuda

@@ -130,11 +130,18 @@ std::string program_preamble(const tile::TileProgram& p, const CudaTarget& targe
   src << "using namespace kintsugi::device;\n\n";
   src << "struct KsArgs {\n  unsigned long long bufs[" << kMaxBuffers << "];\n  long long sizes["
       << kMaxDims << "];\n  double params[" << kMaxParams << "];\n};\n\n";
-  // fp8 storage: the conversions the CPU back end uses (target/Fp8.h), in software (sm_80 has no
-  // fp8 conversion instruction, and PTX's saturates e5m2 where the IR overflows to inf).
+  // fp8 storage: the conversions the CPU back end uses (target/Fp8.h), in software, but for the
+  // encoding to e4m3 on a target that has an instruction for it: the IR's e4m3 saturates like
+  // the instruction, and its NaN is 0x7f (the instruction's NaN is not held to a sign). PTX's
+  // e5m2 conversion saturates where the IR's overflows to inf, so that one stays in software.
   src << "#define KS_FP8_FN __device__ __forceinline__\n#define KS_FBITS __float_as_uint\n"
-         "#define KS_BITSF __uint_as_float\n"
-      << target::kFp8Conversions << "\n";
+         "#define KS_BITSF __uint_as_float\n";
+  if (target.fp8_conversions())
+    src << "KS_FP8_FN unsigned char ks_f2e4m3(float f) {\n"
+           "  return f != f ? 0x7f : (unsigned char)pack_e4m3x2(f, 0.0f);\n}\n";
+  else
+    src << target::kFp8ToE4m3;
+  src << target::kFp8Conversions << "\n";
   src << "__device__ __forceinline__ void ks_fail(int* err, int site) { atomicCAS(err, 0, site + "
          "1); }\n";
   src << "__device__ __forceinline__ long long ks_fdiv(long long a, long long b, int* err, int "

@@ -1,8 +1,8 @@
 // \file math.cuh
 // Scalar float instructions the generated code needs in a specific form: fast exp2 and
 // reciprocal, NaN-propagating max and min, and conversions between f32 and f16 / bf16 bit
-// patterns (single values and packed pairs), and the saturating float to integer conversion (sm_80
-// and later).
+// patterns (single values and packed pairs), the saturating float to integer conversion (sm_80
+// and later), and the saturating conversion of a pair to e4m3 (sm_89 and later).
 //
 // Accuracy: ex2_approx and rcp_approx are the hardware approximations (a few ulp; the gpu tests
 // hold them to a relative error of 2^-21), flushing subnormal inputs and results to zero.
@@ -74,6 +74,16 @@ __device__ __forceinline__ u16 f32_to_bf16(float x) {
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
   return h;
 }
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+// The e4m3 pair {lo, hi} (lo in the low byte), each rounded to nearest even and saturated to
+// +-448, infinities included (cvt.rn.satfinite.e4m3x2.f32, sm_89 and later).
+__device__ __forceinline__ u16 pack_e4m3x2(float lo, float hi) {
+  u16 d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+#endif
 
 // The f16 value with bit pattern h (exact).
 __device__ __forceinline__ float f16_to_f32(u16 h) {
