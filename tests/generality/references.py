@@ -538,6 +538,14 @@ def decode_single_query(inputs, params):
     return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
 
 
+def int8_kv_cache_decode(inputs, params):
+    """One query a head against int8 keys and values, each row dequantised by its absmax / 127."""
+    k = inputs["K"].astype(np.float64) * (inputs["KA"][..., None] / 127)
+    v = inputs["V"].astype(np.float64) * (inputs["VA"][..., None] / 127)
+    q = inputs["Q"][:, :, None, :]
+    return {"O": softmax_attention(q, k, v, round_p=lambda x: x)[0][:, :, 0, :]}
+
+
 def paged_decode(inputs, params):
     """Keys and values gathered from a paged pool by a block table, then masked by length."""
     bt = np.asarray(inputs["BT"], dtype=np.int64)
