@@ -228,6 +228,12 @@ const char* math_fn_name(MathFn fn) {
   return "?";
 }
 
+std::vector<const char*> math_fn_names() {
+  std::vector<const char*> names;
+  for (const FnInfo& f : kFns) names.push_back(f.name);
+  return names;
+}
+
 bool math_fn_from_name(const std::string& name, MathFn* fn, int* arity) {
   for (const FnInfo& f : kFns)
     if (name == f.name) {

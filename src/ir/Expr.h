@@ -122,6 +122,7 @@ DType binary_result_type(Op op, DType a, DType b);
 const char* op_symbol(Op op);  // "+", "<=", "&&", ...
 const char* math_fn_name(MathFn fn);
 bool math_fn_from_name(const std::string& name, MathFn* fn, int* arity);
+std::vector<const char*> math_fn_names();  // every math function's name, in a fixed order
 const char* reducer_name(Reducer r);
 bool reducer_from_name(const std::string& name, Reducer* r);
 // The identity of a reducer as a double (-inf for max, +inf for min).

@@ -499,6 +499,25 @@ class Parser {
     return nullptr;
   }
 
+  // The common activations, spelled as the language writes them (docs/language.md): relu(x) is
+  // max(x, 0) (NaN stays NaN), silu(x) is x * sigmoid(x), gelu(x) the erf form
+  // x * (1 + erf(x * rsqrt(2.0))) / 2. Null when `t` names none of them.
+  Expr parse_activation(const Token& t) {
+    const std::string& n = t.text;
+    if (n != "relu" && n != "silu" && n != "gelu") return nullptr;
+    auto args = parse_call_args();
+    check_arity(t, args, 1);
+    const Expr& x = args[0];
+    auto lit = [&](double v) { return ir::make_float(v, DType::Unknown, t.loc); };
+    auto bin = [&](Op op, Expr a, Expr b) { return limited(ir::make_binary(op, a, b, t.loc)); };
+    if (n == "relu") return bin(Op::Max, x, lit(0));
+    if (n == "silu")
+      return bin(Op::Mul, x, limited(ir::make_call(ir::MathFn::Sigmoid, {x}, t.loc)));
+    Expr scaled = bin(Op::Mul, x, limited(ir::make_call(ir::MathFn::Rsqrt, {lit(2)}, t.loc)));
+    Expr erf = limited(ir::make_call(ir::MathFn::Erf, {scaled}, t.loc));
+    return bin(Op::Div, bin(Op::Mul, x, bin(Op::Add, lit(1), erf)), lit(2));
+  }
+
   Expr parse_name(const Token& t) {
     const std::string& n = t.text;
     if (n == "inf") return ir::make_float(INFINITY, DType::Unknown, t.loc);
@@ -531,11 +550,14 @@ class Parser {
         check_arity(t, args, static_cast<size_t>(arity));
         return limited(ir::make_call(fn, args, t.loc));
       }
+      if (Expr a = parse_activation(t)) return a;
       if (n == "sum" || n == "prod")
         user_error_at(t.loc) << "a reduction needs its axes first: write `" << n << "[j](...)`";
-      user_error_at(t.loc) << "unknown function '" << n
-                           << "'; known: exp, exp2, log, log2, tanh, sqrt, rsqrt, abs, pow, round, "
-                              "clamp, min, max, select and the casts f16, bf16, f32, i32, i8";
+      std::string known;
+      for (const char* f : ir::math_fn_names()) known += std::string(f) + ", ";
+      user_error_at(t.loc) << "unknown function '" << n << "'; known: " << known
+                           << "relu, silu, gelu, min, max, select and the casts f16, bf16, f32, "
+                              "f8e4m3, f8e5m2, i32, i8";
     }
     if (peek().kind == Tok::LBracket) {
       if (shape_mode_) user_error_at(t.loc) << "a shape cannot read a tensor";
