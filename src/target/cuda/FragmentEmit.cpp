@@ -129,6 +129,7 @@ auto FragmentWriter::declare(const Val& v, const tile::TileType& t) -> void {
 }
 
 auto FragmentWriter::body(const tile::TileBody& b) -> void {
+  const auto issued_outside = slot_loads_;
   if (&b == &k_.body) {
     line("const int ks_lane = ks_tid & 31, ks_warp = ks_tid >> 5;");
     line("const int ks_row0 = ks_warp * " + std::to_string(16 * mblocks_) +
@@ -159,10 +160,12 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     while (last < b.size() && b[last].kind == tile::StmtKind::Op &&
            slot_local(b[last].op, o.type.shape[1]))
       ++last;
+    issue_slot_loads(b, i + 1);
     dot_region(b, i, last);
     for (size_t k = i; k < last; ++k) reissue_after(b[k].op);
     i = last - 1;
   }
+  slot_loads_ = issued_outside;
 }
 
 auto FragmentWriter::versioned_body(const tile::TileStmt& s) -> void {
@@ -447,7 +450,8 @@ auto FragmentWriter::op(const TileOp& o) -> void {
     case Kind::Lazy:
       if (o.kind == OpKind::Map) define_comparison(o);
       if (o.kind == OpKind::Load && v.tile >= 0) load_smem(v);  // an element tile
-      if (o.kind == OpKind::Load && v.tile < 0) {
+      if (o.kind == OpKind::Load && v.tile < 0 && !slot_loads_.count({o.result, true}) &&
+          !slot_loads_.count({o.result, false})) {
         lazy_loads_[o.result] = open_region(o);
         lazy_loads_[o.result].interior = interior_loads_.count(&o) > 0;
       }
@@ -540,9 +544,8 @@ auto FragmentWriter::hoist_slot_values(int id, Position at, int64_t cols) -> voi
   }
   const bool rows = at == Position::Row;
   if (slot_values_.count({id, rows})) return;
-  std::string name = tmp(), n = std::to_string(rows ? 2 * mblocks_ : cols / 4);
-  std::string coordinate =
-      rows ? "(ks_row0 + ks_s * 8)" : "((ks_s >> 1) * 8 + ks_col0 + (ks_s & 1))";
+  std::string name = tmp(), n = std::to_string(slot_count(rows, cols));
+  std::string coordinate = slot_coordinate(rows);
   // A 32-bit division's quotient in a 32-bit register (ks_fdiv_i32): 20 64-bit ones for a
   // chunked mask's rows and columns spilled.
   bool narrow = division && !is_float(o.type.dtype) && p_.int32_division_overrun >= 0;
@@ -555,6 +558,44 @@ auto FragmentWriter::hoist_slot_values(int id, Position at, int64_t cols) -> voi
       (rows ? row_slot()
             : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
       "]";
+}
+
+auto FragmentWriter::slot_coordinate(bool rows) const -> std::string {
+  return rows ? "(ks_row0 + ks_s * 8)" : "((ks_s >> 1) * 8 + ks_col0 + (ks_s & 1))";
+}
+
+auto FragmentWriter::slot_count(bool rows, int64_t cols) const -> int64_t {
+  return rows ? 2 * mblocks_ : cols / 4;
+}
+
+auto FragmentWriter::issue_slot_loads(const tile::TileBody& b, size_t after) -> void {
+  std::function<void(int, bool, int64_t)> visit = [&](int id, bool rows, int64_t cols) {
+    const Val& v = val(id);
+    if (v.kind != Kind::Lazy || !v.def) return;
+    const TileOp& o = *v.def;
+    if (o.kind == OpKind::Map || o.kind == OpKind::Cast) {
+      for (int x : o.args) visit(x, rows, cols);
+      return;
+    }
+    if (o.kind != OpKind::Load || v.tile >= 0 || o.type.shape.size() != 1 ||
+        slot_loads_.count({id, rows}))
+      return;
+    lazy_loads_[id] = open_region(o);
+    lazy_loads_[id].interior = interior_loads_.count(&o) > 0;
+    const std::string name = tmp(), n = std::to_string(slot_count(rows, cols));
+    line(std::string(ctype(o.type.dtype)) + " " + name + "[" + n + "];");
+    line("#pragma unroll");
+    line("for (int ks_s = 0; ks_s < " + n + "; ++ks_s) " + name +
+         "[ks_s] = " + *index_code(id, {slot_coordinate(rows)}, /*in_front=*/false) + ";");
+    slot_loads_[{id, rows}] = name;
+  };
+  for (size_t i = after; i < b.size(); ++i) {
+    if (b[i].kind != tile::StmtKind::Op) continue;
+    const TileOp& c = b[i].op;
+    if (c.kind == OpKind::Broadcast && c.result >= 0 && c.type.shape.size() == 2 &&
+        c.dims.size() == 1 && val(c.result).kind == Kind::Lazy)
+      visit(c.args[0], c.dims[0] == 0, c.type.shape[1]);
+  }
 }
 
 auto FragmentWriter::hoist_diagonal(int id, int64_t cols) -> void {

@@ -296,6 +296,11 @@ auto FragmentWriter::index_code(int id, const std::vector<std::string>& ix, bool
                               ix[1] + "]",
                           o.type.dtype);
       }
+      if (ix.size() == 1)
+        for (bool rows : {false, true})
+          if (auto it = slot_loads_.find({id, rows});
+              it != slot_loads_.end() && ix[0] == slot_coordinate(rows))
+            return it->second + "[ks_s]";
       auto region = lazy_loads_.find(id);
       internal_assert(region != lazy_loads_.end())
           << "fragment codegen: %" << id << " is used before its region is open";

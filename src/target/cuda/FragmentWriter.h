@@ -531,6 +531,15 @@ class FragmentWriter : public KernelWriter {
   // the element, or along the rows or the columns only (through a broadcast).
   enum class Position { Element, Row, Column };
   void hoist_slot_values(int id, Position at, int64_t cols);
+  // The coordinate of slot ks_s of the lane's rows or columns, and how many there are.
+  std::string slot_coordinate(bool rows) const;
+  int64_t slot_count(bool rows, int64_t cols) const;
+
+  // The global loads of row and column vectors that operations after a dot read through
+  // broadcasts (a key's norm, a bias along the keys), issued into arrays of the lane's rows or
+  // columns in front of the dot, so that their latency passes under the dot's: read at their
+  // uses, after the dot, each load's latency was waited out before the scores could go on.
+  void issue_slot_loads(const tile::TileBody& b, size_t after);
 
   // How value `id`, read at a Frag element, depends on the element's row i and column j; `axes`
   // says for each axis of the value whether it runs along the rows (0) or the columns (1). Only
@@ -623,6 +632,9 @@ class FragmentWriter : public KernelWriter {
   // (value, along the rows) -> its element in the lane's row or column array, while an
   // elementwise operation's slot loop is written (hoist_slot_values).
   std::map<std::pair<int, bool>, std::string> slot_values_;
+  // (load, along the rows) -> its array of the lane's rows or columns, issued in front of a dot
+  // (issue_slot_loads), for the rest of the body it was issued in.
+  std::map<std::pair<int, bool>, std::string> slot_loads_;
   std::map<int, Diagonal> diagonal_values_;  // gathers computed once a diagonal (hoist_diagonal)
   // A gather's table of diagonals in shared memory: its values (f32), and the in-bounds flags of
   // each checked gather inside it, by diagonal.
