@@ -5,7 +5,8 @@
 //     x up to 4 vectors of columns held in registers across the K loop, one FMA per element).
 //   - ks_expf: exp without branches or errno, so that a loop over a tile vectorises (Cephes-style
 //     range reduction and polynomial, about 1 ulp; subnormal results down to 2^-149; exact 0,
-//     inf and NaN at the ends).
+//     inf and NaN at the ends); with AVX-512 and GCC, a hand-written vector variant that the
+//     vectorised loops call.
 //   - ks_sel: a select whose operands are evaluated before it (they read tiles, always in
 //     range), so that a loop over a select of loads vectorises without masked loads.
 //   - ks_h2f_row, ks_f2h_row, ks_rf16_row: f16 -> f32 and f32 -> f16 of a contiguous row, and
@@ -89,7 +90,7 @@ static inline auto ks_sel(bool c, T x, U y) {
   return c ? x : y;
 }
 
-static inline float ks_expf(float x) {
+static inline float ks_expf_one(float x) {
   // Down to exp(-104) (below 2^-150, which rounds to 0): k lies in [-150, 128], so 2^k is
   // applied as 2^(k / 2) times 2^(k - k / 2), both normal: y 2^(k / 2) is exact and the second
   // product rounds once, a subnormal result or 2^128 (x up to log(FLT_MAX) = 88.72, a finite
@@ -114,6 +115,41 @@ static inline float ks_expf(float x) {
   // every f32 input, checked exhaustively; 40 % less time an element).
   return x != x ? x : y;
 }
+
+
+#if defined(__AVX512F__) && defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+// The same exponential on 16 lanes, for loops the host compiler vectorises: ks_expf is declared
+// with a vector variant of 16 lanes (OpenMP's declare simd), so a vectorised loop calls
+// _ZGVeN16v_ks_expf, written here with AVX-512: the clamps as a max and a min, 2^k applied by
+// vscalefps (one rounding, subnormal results and inf included) instead of the two products of
+// integer-built powers. The same bits as ks_expf_one for every f32 input (checked
+// exhaustively), NaN included; half the time an element in the cache (softmax's exp pass: 0.29
+// -> 0.15 ns on 2 Zen 5 cores). The scalar symbol is ks_expf_one under the name ks_expf.
+extern "C" {
+#pragma omp declare simd simdlen(16) notinbranch
+__attribute__((const, nothrow)) float ks_expf(float x);
+__attribute__((used, visibility("hidden"))) __m512 _ZGVeN16v_ks_expf(__m512 x) {
+  const __m512 xc =
+      _mm512_min_ps(_mm512_set1_ps(88.75f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-0.693359375f), xc);
+  r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  return _mm512_mask_mov_ps(_mm512_scalef_ps(y, k), _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+__attribute__((used, visibility("hidden"))) float ks_expf_scalar(float x) { return ks_expf_one(x); }
+}
+__asm__(".globl ks_expf\n.hidden ks_expf\n.set ks_expf, ks_expf_scalar");
+#else
+static inline float ks_expf(float x) { return ks_expf_one(x); }
+#endif
 
 static inline void ks_h2f_row(float* __restrict d, const uint16_t* __restrict s, int64_t n) {
   int64_t i = 0;
