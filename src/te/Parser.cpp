@@ -8,6 +8,7 @@
 // than ir::kMaxProgramOps operations, and param values are within their types' ranges; limits
 // are enforced as each operation is built, so a pathological source never produces a tree that
 // a later recursive pass (or the parser itself) could not handle.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -502,9 +503,11 @@ class Parser {
   // The common activations, spelled as the language writes them (docs/language.md): relu(x) is
   // max(x, 0) (NaN stays NaN), silu(x) is x * sigmoid(x), gelu(x) the erf form
   // x * (1 + erf(x * rsqrt(2.0))) / 2. Null when `t` names none of them.
+  static constexpr const char* kActivations[] = {"relu", "silu", "gelu"};
   Expr parse_activation(const Token& t) {
     const std::string& n = t.text;
-    if (n != "relu" && n != "silu" && n != "gelu") return nullptr;
+    if (std::find(std::begin(kActivations), std::end(kActivations), n) == std::end(kActivations))
+      return nullptr;
     auto args = parse_call_args();
     check_arity(t, args, 1);
     const Expr& x = args[0];
@@ -555,9 +558,10 @@ class Parser {
         user_error_at(t.loc) << "a reduction needs its axes first: write `" << n << "[j](...)`";
       std::string known;
       for (const char* f : ir::math_fn_names()) known += std::string(f) + ", ";
+      for (const char* f : kActivations) known += std::string(f) + ", ";
       user_error_at(t.loc) << "unknown function '" << n << "'; known: " << known
-                           << "relu, silu, gelu, min, max, select and the casts f16, bf16, f32, "
-                              "f8e4m3, f8e5m2, i32, i8";
+                           << "min, max, select and the casts f16, bf16, f32, f8e4m3, f8e5m2, "
+                              "i32, i8";
     }
     if (peek().kind == Tok::LBracket) {
       if (shape_mode_) user_error_at(t.loc) << "a shape cannot read a tensor";

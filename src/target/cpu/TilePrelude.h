@@ -116,7 +116,6 @@ static inline float ks_expf_one(float x) {
   return x != x ? x : y;
 }
 
-
 #if defined(__AVX512F__) && defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
 // The same exponential on 16 lanes, for loops the host compiler vectorises: ks_expf is declared
 // with a vector variant of 16 lanes (OpenMP's declare simd), so a vectorised loop calls
