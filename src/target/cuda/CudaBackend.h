@@ -28,10 +28,9 @@ namespace kintsugi::cuda {
 struct LaunchPlan;  // one run's parameter block and buffers (LaunchPlan.h)
 
 constexpr int kThreads = 128;
-// Dynamic shared memory one CTA may use: on every supported architecture (sm_80: 163 KiB), and
-// on sm_90 (227 KiB).
-constexpr int kMaxSharedBytes = 163 * 1024;
-constexpr int kMaxSharedBytesSm90 = 227 * 1024;
+// Dynamic shared memory one CTA may use on every supported architecture (sm_80's 163 KiB; a
+// target's own bound is CudaTarget::max_shared_bytes).
+constexpr int kMaxSharedBytes = CudaTarget{}.max_shared_bytes();
 constexpr int kMaxBuffers = 32, kMaxDims = 32, kMaxParams = 16;
 
 struct KernelLaunch {

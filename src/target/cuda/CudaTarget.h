@@ -22,6 +22,8 @@ struct CudaTarget {
   bool warpgroup_mma() const { return sm == 90 && suffix == 'a'; }
   // cvt.rn.satfinite.e4m3x2.f32: sm_89 and later.
   bool fp8_conversions() const { return sm >= 89; }
+  // Dynamic shared memory one CTA may use: 227 KiB on sm_90; 163 KiB (sm_80's) below it.
+  constexpr int max_shared_bytes() const { return sm >= 90 ? 227 * 1024 : 163 * 1024; }
 };
 
 }  // namespace kintsugi::cuda

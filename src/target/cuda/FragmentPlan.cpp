@@ -173,7 +173,7 @@ auto FragmentWriter::stage_element_tiles(int64_t& offset) -> void {
       t.stages = 1;
       t.last_use = reader;
     }
-    if (offset + t.stages * t.stage_bytes() > kMaxSharedBytes) continue;
+    if (offset + t.stages * t.stage_bytes() > target_.max_shared_bytes()) continue;
     t.offset = offset;
     offset += t.stages * t.stage_bytes();
     val(o->result).tile = static_cast<int>(tiles_.size());

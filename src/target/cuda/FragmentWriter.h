@@ -145,8 +145,8 @@ class FragmentWriter : public KernelWriter {
   // overlaps the softmax, the PV dot and the next QK dot); else two stages. A row's pitch is an
   // odd multiple of the bytes that a quad's four lanes read in one access phase (16, or 32 for
   // f32 read two at a time), so that the eight rows of a phase start in distinct banks. Each is
-  // placed after the rest of the kernel's shared memory while every supported architecture's CTA
-  // still fits; one that does not stays read at its uses.
+  // placed after the rest of the kernel's shared memory while the target's CTA still fits it
+  // (CudaTarget::max_shared_bytes); one that does not stays read at its uses.
   void stage_element_tiles(int64_t& offset);
   // Gives a streamed dot operand tile one stage instead of two where its second stage is what
   // keeps another CTA off the SM (blocks_for), moving the later offsets down.
