@@ -187,14 +187,36 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
         kept.push_back(b->name);
       }
   }
+  // The loops around the row loop: the grid's axes, unless a consumer reduces along one of them.
+  std::set<std::string> around_rows;
+  {
+    std::vector<const ir::StmtNode*> loops = loops_on(find_loop(p.body, row_loop, "auto"));
+    for (size_t k = 0; k + 1 < loops.size(); ++k) around_rows.insert(loops[k]->var);
+  }
   std::vector<std::string> joined;
   for (const std::string& b : kept) {
+    const Schedule before = s;
     try {
       s.reverse_compute_at(b, row_loop);
-      joined.push_back(b);
     } catch (const ScheduleError& e) {
       note("'" + b + "' stays outside the row tiles: " + e.what());
+      continue;
     }
+    // A consumer that reduces along a loop around the row loop (a mean over the heads of an
+    // attention's output) would make that loop serial: it stays a nest of its own.
+    const ir::StmtNode& moved = *find_block(s.program().body, b, "auto").back();
+    std::string serial;
+    for (const ir::IterVar& iv : moved.iters)
+      for (const std::string& v : around_rows)
+        if (iv.kind != ir::IterKind::Spatial && iv.binding && ir::uses_var(iv.binding, v))
+          serial = v;
+    if (!serial.empty()) {
+      s = before;
+      note("'" + b + "' stays outside the row tiles: it reduces along loop '" + serial +
+           "' around them, which would run serially");
+      continue;
+    }
+    joined.push_back(b);
   }
   // A row axis shorter than the strip is strided by at most its extent. A literal one (the one
   // query of a decode step written Q[b, h, 1, d]) must be: its buffers are compacted to the rows
@@ -880,18 +902,39 @@ std::vector<std::vector<std::string>> fusion_groups(
     std::optional<ChainHead> h = chain_head(program, first, axis, producer_closure(program, first));
     heads.push_back(h ? h->block : g.front());
   }
+  // A reduction with nothing to repair whose head is a member of a chain (a mean over heads of
+  // attention's output) is not fused with it: the chain keeps its tiles, and the reduction reads
+  // its complete results after it.
+  auto lone = [&](size_t k) {
+    return groups[k].size() == 1 &&
+           std::none_of(chains.begin(), chains.end(), [&](const ReductionChain& c) {
+             return c.target == groups[k].front() && !c.producers.empty();
+           });
+  };
+  auto member = [&](size_t k, const std::string& h) {
+    return std::count(groups[k].begin(), groups[k].end(), h) > 0;
+  };
+  std::vector<bool> after_chain(groups.size(), false);
+  for (size_t k = 0; k < groups.size(); ++k)
+    for (size_t o = 0; o < groups.size(); ++o)
+      if (o != k && lone(k) && !lone(o) && member(o, heads[k])) after_chain[k] = true;
   std::vector<std::vector<std::string>> outer;
   for (size_t k = 0; k < groups.size(); ++k) {
-    auto inner = std::find_if(heads.begin(), heads.end(), [&](const std::string& h) {
-      return h != heads[k] && std::count(groups[k].begin(), groups[k].end(), h) > 0;
-    });
-    if (inner == heads.end()) {
+    if (after_chain[k]) {
+      note("'" + groups[k].front() + "' is not fused with the chain that computes '" + heads[k] +
+           "': it reads that chain's complete results");
+      continue;
+    }
+    std::optional<size_t> inner;
+    for (size_t o = 0; o < groups.size() && !inner; ++o)
+      if (!after_chain[o] && heads[o] != heads[k] && member(k, heads[o])) inner = o;
+    if (!inner) {
       outer.push_back(groups[k]);
       continue;
     }
     std::string names;
     for (const std::string& m : groups[k]) names += (names.empty() ? "'" : ", '") + m + "'";
-    note(kChainComputedWhole + names + " is not fused along its own axis: '" + *inner +
+    note(kChainComputedWhole + names + " is not fused along its own axis: '" + heads[*inner] +
          "' heads another chain, whose tiles compute it whole");
   }
   groups = outer;
@@ -910,11 +953,21 @@ const std::map<std::string, int64_t>& decision_sizes(const ir::LoopProgram& prog
 }
 
 // Whether a group is a row reduction: no block of the chain (`members`) or of its producers
-// (`closure`) reduces along an axis other than the chain's, of extent `axis`: softmax and norms,
-// not attention, whose scores reduce along the head dimension.
+// (`closure`) reduces along an axis other than the chain's, of extent `axis`, and no member has
+// more rows than the first: softmax and norms, not attention, whose scores reduce along the head
+// dimension and whose P.V has a row a value column.
 bool row_reduction(const ir::LoopProgram& program, const std::set<std::string>& closure,
                    const std::vector<std::string>& members, const ir::Expr& axis) {
   if (!axis) return false;
+  // A member with more rows than the first (attention's P.V over its value columns, after scores
+  // that are not a dot) contracts the axis against a matrix: not a row reduction.
+  auto rows = [&](const std::string& name) {
+    const std::vector<ir::IterVar>& iters = find_block(program.body, name, "auto").back()->iters;
+    return std::count_if(iters.begin(), iters.end(),
+                         [](const ir::IterVar& iv) { return iv.kind == ir::IterKind::Spatial; });
+  };
+  for (const std::string& m : members)
+    if (rows(m) > rows(members.front())) return false;
   std::set<std::string> blocks = closure;
   blocks.insert(members.begin(), members.end());
   for (const std::string& name : blocks)

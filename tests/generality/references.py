@@ -714,3 +714,17 @@ def masked_softmax_over_time(inputs, params):
         lse = np.where(total > 0, np.where(seen, peak, 0.0) + np.log(np.where(total > 0, total, 1.0)),
                        -np.inf)
     return {"LSE": lse[:, 0, :], "P": np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)}
+
+
+def gat_head_mean(inputs, params):
+    """GAT's output layer: per-head attention over the neighbours (self-loops added), heads averaged."""
+    al, ar, wh = inputs["AL"], inputs["AR"], inputs["WH"]
+    n = al.shape[1]
+    raw = al[:, :, None] + ar[:, None, :]
+    scores = np.where(raw > 0, raw, 0.2 * raw)
+    edges = (inputs["ADJ"] != 0) | np.eye(n, dtype=bool)
+    scores = np.where(edges[None], scores, -np.inf)
+    m = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - m)
+    heads = (f16(e) @ wh) / e.sum(axis=-1, keepdims=True)
+    return {"Y": heads.mean(axis=0)}
