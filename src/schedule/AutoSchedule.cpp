@@ -95,8 +95,13 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
     if (closure.count(b->name) && b->body && b->body->kind == ir::StmtKind::Store)
       between.push_back(b->name);
   std::map<std::string, AxisIteration> along = axis_iterations(p, first.name, axis, between);
-  // A row along which no producer iterates (the column of the values that a weighted sum reads
-  // from an input alone) asks nothing of the head.
+  // The last row along which no producer iterates (the column of the values that a weighted sum
+  // reads from an input alone) asks nothing of the head. An earlier one (the queries' rows of
+  // Q . (K^T V) in linear attention) does: a head that does not run along it would be computed
+  // again for every tile of those rows.
+  std::string last_row;
+  for (const ir::IterVar& iv : first.iters)
+    if (iv.kind == ir::IterKind::Spatial) last_row = iv.name;
   std::map<std::string, std::map<std::string, AxisIteration>> rows;
   for (const ir::IterVar& iv : first.iters) {
     if (iv.kind != ir::IterKind::Spatial) continue;
@@ -104,6 +109,8 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
     if (std::any_of(between.begin(), between.end(),
                     [&](const std::string& b) { return r.count(b) > 0; }))
       rows[iv.name] = r;
+    else if (iv.name != last_row)
+      return std::nullopt;
   }
   for (const std::string& b : between) {
     auto it = along.find(b);

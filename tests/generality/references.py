@@ -728,3 +728,12 @@ def gat_head_mean(inputs, params):
     e = np.exp(scores - m)
     heads = (f16(e) @ wh) / e.sum(axis=-1, keepdims=True)
     return {"Y": heads.mean(axis=0)}
+
+
+def efficient_attention(inputs, params):
+    """Shen et al.: softmax(Q, over features) @ (softmax(K, over positions)^T @ V)."""
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    rho_q = softmax_rows(q, axis=-1)
+    rho_k = softmax_rows(k, axis=-2)
+    return {"O": rho_q @ (rho_k.swapaxes(-1, -2) @ v)}
+
