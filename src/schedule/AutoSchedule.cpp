@@ -200,8 +200,27 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
     std::vector<const ir::StmtNode*> loops = loops_on(find_loop(p.body, row_loop, "auto"));
     for (size_t k = 0; k + 1 < loops.size(); ++k) around_rows.insert(loops[k]->var);
   }
+  // What each tile of the walk along the chain's axis writes for that tile alone (the scores of
+  // a key tile): a consumer that reads it (an attention's probabilities, an output) needs the
+  // whole row after the walk, so it stays a nest of its own, and what it reads stays in memory.
+  std::set<std::string> per_tile;
+  {
+    const ir::StmtNode& walk = *find_loop(s.program().body, tile_loop, "auto").back();
+    for (const ir::StmtNode* b : blocks_under(walk.body))
+      for (const ir::IterVar& iv : b->iters)
+        if (iv.kind == ir::IterKind::Spatial && iv.binding && ir::uses_var(iv.binding, walk.var))
+          for (const std::string& w : block_writes(*b)) per_tile.insert(w);
+  }
   std::vector<std::string> joined;
   for (const std::string& b : kept) {
+    std::string tile_value;
+    for (const std::string& r : block_reads(*find_block(s.program().body, b, "auto").back()))
+      if (per_tile.count(r)) tile_value = r;
+    if (!tile_value.empty()) {
+      note("'" + b + "' stays outside the row tiles: it reads '" + tile_value +
+           "' of every tile of the walk along the chain's axis, after the walk");
+      continue;
+    }
     const Schedule before = s;
     try {
       s.reverse_compute_at(b, row_loop);

@@ -737,3 +737,10 @@ def efficient_attention(inputs, params):
     rho_k = softmax_rows(k, axis=-2)
     return {"O": rho_q @ (rho_k.swapaxes(-1, -2) @ v)}
 
+
+def attention_with_weights(inputs, params):
+    """SDPA and its probabilities softmax(q . k / sqrt(D))."""
+    q, k = inputs["Q"], inputs["K"]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0],
+            "P": softmax_rows(scores)}
