@@ -167,17 +167,21 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
   std::set<std::string> written = nest_writes(p, tile_loop.block);
   // The nests after the fused one that read what it writes; an intermediate one inlined into its
   // readers (layernorm's mean, a division of the running sum) makes them consumers in turn.
+  // (A consumer of a consumer joins too: the norm of an attention's output rows reads the sum of
+  // their squares, which reads the output.)
   std::vector<std::string> kept;
   for (bool inlined = true; inlined;) {
     inlined = false;
     kept.clear();
+    std::set<std::string> reached = written;
     const ir::LoopProgram& now = s.program();
     for (size_t k = fused + 1; k < now.body->stmts.size() && !inlined; ++k)
       for (const ir::StmtNode* b : blocks_under(now.body->stmts[k])) {
         std::set<std::string> reads = block_reads(*b);
         if (std::none_of(reads.begin(), reads.end(),
-                         [&](const std::string& r) { return written.count(r) > 0; }))
+                         [&](const std::string& r) { return reached.count(r) > 0; }))
           continue;
+        for (const std::string& w : block_writes(*b)) reached.insert(w);
         bool intermediate = false;
         for (const std::string& w : block_writes(*b))
           if (const ir::Buffer* buf = now.find_buffer(w))

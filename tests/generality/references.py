@@ -744,3 +744,10 @@ def attention_with_weights(inputs, params):
     scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0],
             "P": softmax_rows(scores)}
+
+
+def differential_attention_headnorm(inputs, params):
+    """Differential attention followed by its per-head RMSNorm (weight G) and the 1 - lambda_init scale."""
+    a = differential_attention(inputs, params)["O"]
+    rms = np.sqrt((a * a).mean(axis=-1, keepdims=True) + 1e-5)
+    return {"O": a / rms * inputs["G"] * (1 - params["LINIT"])}
