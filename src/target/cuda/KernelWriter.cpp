@@ -15,14 +15,18 @@ namespace kintsugi::cuda {
 using ir::Expr;
 using ir::Op;
 
+// An i8 value (a load, a saturating cast or a select of them: arithmetic on integers is of type
+// Int) is held in 32 bits: its conversion to float is then one instruction, where a 64-bit one
+// is several (an int8 KV cache's decode converted every key and value element so).
 const char* ctype(DType t) {
   if (t == DType::Bool) return "bool";
   if (is_float(t)) return "float";
+  if (t == DType::I8) return "int";
   return "long long";
 }
 
 int64_t element_bytes(DType t) {
-  return t == DType::Bool ? 1 : (is_float(t) ? 4 : 8);
+  return t == DType::Bool ? 1 : (is_float(t) || t == DType::I8 ? 4 : 8);
 }
 
 std::string storage(DType t) {
