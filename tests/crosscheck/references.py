@@ -32,6 +32,13 @@ def _f16(x):
     return np.asarray(x, dtype=np.float64).astype(np.float16).astype(np.float64)
 
 
+def _bf16(x):
+    """Round to bfloat16 (nearest even) and come back to float64."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def _param(manifest, name):
     params = manifest.get("params", {})
     if name not in params:
@@ -43,13 +50,14 @@ def _param(manifest, name):
 # Attention
 
 
-def attention(q, k, v, *, causal=False, window=None, slopes=None, softcap=None):
+def attention(q, k, v, *, causal=False, window=None, slopes=None, softcap=None, rounding=_f16):
     """Scaled dot-product attention in float64.
 
     q: [B, HQ, S, D], k and v: [B, HK, T, D] with HQ a multiple of HK.
     causal: bottom-right aligned causal mask. window: sliding window width W (implies causal).
     slopes: per-query-head ALiBi slopes [HQ]. softcap: CAP for CAP * tanh(score / CAP).
-    Returns O [B, HQ, S, D] rounded to f16 (as float64).
+    rounding: the storage type's rounding of P before P.V and of O (f16, or _bf16).
+    Returns O [B, HQ, S, D] rounded by `rounding` (as float64).
     """
     b, hq, s_len, d = q.shape
     bk, hk, t_len, dk = k.shape
@@ -85,10 +93,10 @@ def attention(q, k, v, *, causal=False, window=None, slopes=None, softcap=None):
     row_max = np.where(any_visible, masked.max(axis=-1, keepdims=True, initial=-np.inf), 0.0)
     p = np.where(visible, np.exp(masked - row_max), 0.0)  # unnormalised probabilities
     denom = p.sum(axis=-1, keepdims=True)
-    p16 = _f16(p)  # FlashAttention-style rounding of P before P.V
+    p16 = rounding(p)  # FlashAttention-style rounding of P before P.V
     num = p16 @ v_full
     out = np.where(any_visible, num / np.where(denom > 0, denom, 1.0), 0.0)
-    return _f16(out)
+    return rounding(out)
 
 
 def _attn(manifest, x, **kw):
@@ -101,6 +109,10 @@ def prefill_global(m, x):
 
 def prefill_causal(m, x):
     return _attn(m, x, causal=True)
+
+
+def prefill_causal_bf16(m, x):
+    return _attn(m, x, causal=True, rounding=_bf16)
 
 
 def prefill_alibi(m, x):
@@ -203,6 +215,7 @@ def performer(m, x):
 REFERENCES = {
     "prefill_global": prefill_global,
     "prefill_causal": prefill_causal,
+    "prefill_causal_bf16": prefill_causal_bf16,
     "prefill_alibi": prefill_alibi,
     "prefill_gqa": prefill_gqa,
     "prefill_softcap": prefill_softcap,

@@ -64,6 +64,9 @@ CASES = {
         # S > T: the first S - T queries see no key at all and must output 0.
         ("s80_t48_masked_rows", {"S": 80, "T": 48}, {}),
     ]),
+    "prefill_causal_bf16": ("attention/prefill_causal_bf16.te", PREFILL_MHA + [
+        ("s80_t48_masked_rows", {"S": 80, "T": 48}, {}),
+    ]),
     "prefill_alibi": ("attention/prefill_alibi.te", PREFILL_MHA),
     "prefill_gqa": ("attention/prefill_gqa.te", PREFILL_GQA),
     "prefill_softcap": ("attention/prefill_softcap.te", PREFILL_GQA + [
@@ -93,9 +96,9 @@ CASES = {
 }
 
 DESIGN_ORDER = [
-    "prefill_global", "prefill_causal", "prefill_alibi", "prefill_gqa", "prefill_softcap",
-    "prefill_windowed", "decode_causal", "decode_alibi", "decode_gqa", "decode_softcap",
-    "softmax", "l2norm", "rmsnorm_quant", "layernorm", "performer",
+    "prefill_global", "prefill_causal", "prefill_causal_bf16", "prefill_alibi", "prefill_gqa",
+    "prefill_softcap", "prefill_windowed", "decode_causal", "decode_alibi", "decode_gqa",
+    "decode_softcap", "softmax", "l2norm", "rmsnorm_quant", "layernorm", "performer",
 ]
 assert sorted(DESIGN_ORDER) == sorted(CASES) == sorted(references.REFERENCES)
 
