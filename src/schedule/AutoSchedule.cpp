@@ -1283,7 +1283,8 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     const ir::StmtNode* tl = find_loop(s.program().body, tile_loop, "auto").back();
     for (const ir::StmtNode* b : blocks_under(tl->body))
       if (b->body && b->body->kind == ir::StmtKind::Store && b->body->value->op == ir::Op::Select &&
-          b->body->value->args[2]->op == ir::Op::FloatImm)
+          (b->body->value->args[2]->op == ir::Op::FloatImm ||
+           b->body->value->args[1]->op == ir::Op::FloatImm))
         masked.push_back(b->name);
     for (const std::string& b : masked) {
       try {

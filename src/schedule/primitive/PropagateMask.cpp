@@ -1,6 +1,7 @@
 // \file PropagateMask.cpp
 // propagate_mask(block, loop): skips the iterations of a tile loop in which a mask makes a whole
-// tile dead. `block` (under `loop`) computes select(cond, v, K) with a constant K; cond narrows
+// tile dead. `block` (under `loop`) computes select(cond, v, K) with a constant K (or
+// select(cond, K, v), which keeps v where !cond holds); cond narrows
 // the loop to a range of tiles that holds every live element: comparisons that bound the tiled
 // axis variable linearly (a <= U or a >= L: the causal j <= i + T - S, the window
 // i + T - S - j < W) and |e| < c (the bidirectional window |i - j| < W), intersected under &&
@@ -40,7 +41,8 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
   const ir::StmtNode& b = *path.back();
   const ir::StmtNode& l = *lpath.back();
   if (!b.body || b.body->kind != ir::StmtKind::Store || b.body->value->op != ir::Op::Select ||
-      b.body->value->args[2]->op != ir::Op::FloatImm)
+      (b.body->value->args[2]->op != ir::Op::FloatImm &&
+       b.body->value->args[1]->op != ir::Op::FloatImm))
     throw ScheduleError(P, "block '" + block + "' does not compute select(cond, value, constant)");
   // A scan that still stores one entry per iteration (not split into prev / next) would keep
   // holes for the skipped iterations.
@@ -51,8 +53,12 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
                       [&](const ir::Expr& i) { return ir::uses_var(i, iv.name); }))
         throw ScheduleError(P, "block '" + s->name + "' under loop '" + loop.var +
                                    "' is a scan; split_scan_buffer first");
-  const ir::Expr cond = b.body->value->args[0];
-  const double masked = b.body->value->args[2]->float_value;
+  // select(cond, K, value), the mask written first, keeps value where !cond holds.
+  const bool kept_if_false = b.body->value->args[2]->op != ir::Op::FloatImm;
+  const ir::Expr cond = kept_if_false
+                            ? ir::simplify(ir::make_unary(ir::Op::Not, b.body->value->args[0]))
+                            : b.body->value->args[0];
+  const double masked = b.body->value->args[kept_if_false ? 1 : 2]->float_value;
   const std::string buffer = b.body->buffer;
   // The tiled axis variable: bound to lv * F + (loops inside lv).
   std::map<std::string, Range> inner;
