@@ -15,6 +15,7 @@
 #include "schedule/ReductionChains.h"
 #include "schedule/primitive/ComputeAt.h"
 #include "schedule/primitive/Fusion.h"
+#include "schedule/primitive/MaskedTerm.h"
 
 namespace kintsugi::schedule {
 
@@ -1282,9 +1283,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     std::vector<std::string> masked;
     const ir::StmtNode* tl = find_loop(s.program().body, tile_loop, "auto").back();
     for (const ir::StmtNode* b : blocks_under(tl->body))
-      if (b->body && b->body->kind == ir::StmtKind::Store && b->body->value->op == ir::Op::Select &&
-          (b->body->value->args[2]->op == ir::Op::FloatImm ||
-           b->body->value->args[1]->op == ir::Op::FloatImm))
+      if (b->body && b->body->kind == ir::StmtKind::Store && constant_mask(b->body->value))
         masked.push_back(b->name);
     for (const std::string& b : masked) {
       try {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ir/Printer.h"
+#include "ir/Simplify.h"
 #include "ir/Visit.h"
 
 namespace kintsugi::schedule {
@@ -68,6 +69,16 @@ bool masked_term_can_be(const ir::Expr& term, double expected) {
 
 std::optional<double> masked_term_nonfinite(const ir::Expr& term) {
   return first_trial(term, nullptr, [](double v) { return !std::isfinite(v); });
+}
+
+std::optional<ConstantMask> constant_mask(const ir::Expr& value) {
+  if (!value || value->op != ir::Op::Select) return std::nullopt;
+  if (value->args[2]->op == ir::Op::FloatImm)
+    return ConstantMask{value->args[0], value->args[2]->float_value};
+  if (value->args[1]->op == ir::Op::FloatImm)
+    return ConstantMask{ir::simplify(ir::make_unary(ir::Op::Not, value->args[0])),
+                        value->args[1]->float_value};
+  return std::nullopt;
 }
 
 }  // namespace kintsugi::schedule

@@ -12,6 +12,15 @@
 
 namespace kintsugi::schedule {
 
+// The mask a block's stored value applies, select(cond, v, K) or select(cond, K, v) with a
+// constant K: the condition under which v is kept (!cond for the second form, simplified) and K;
+// nullopt for any other value.
+struct ConstantMask {
+  ir::Expr kept;
+  double masked;
+};
+std::optional<ConstantMask> constant_mask(const ir::Expr& value);
+
 // Evaluates `term` (algebra::eval_ir, fp64) in 8 seeded trials, every load and variable that
 // `fixed` does not supply at a random finite value (the same value for the same load within a
 // trial): the first value that is not `expected` (NaN is not NaN here), or nullopt when every

@@ -40,9 +40,9 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
   StmtPath lpath = find_loop(program_.body, loop, P);
   const ir::StmtNode& b = *path.back();
   const ir::StmtNode& l = *lpath.back();
-  if (!b.body || b.body->kind != ir::StmtKind::Store || b.body->value->op != ir::Op::Select ||
-      (b.body->value->args[2]->op != ir::Op::FloatImm &&
-       b.body->value->args[1]->op != ir::Op::FloatImm))
+  const std::optional<ConstantMask> mask =
+      b.body && b.body->kind == ir::StmtKind::Store ? constant_mask(b.body->value) : std::nullopt;
+  if (!mask)
     throw ScheduleError(P, "block '" + block + "' does not compute select(cond, value, constant)");
   // A scan that still stores one entry per iteration (not split into prev / next) would keep
   // holes for the skipped iterations.
@@ -53,12 +53,8 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
                       [&](const ir::Expr& i) { return ir::uses_var(i, iv.name); }))
         throw ScheduleError(P, "block '" + s->name + "' under loop '" + loop.var +
                                    "' is a scan; split_scan_buffer first");
-  // select(cond, K, value), the mask written first, keeps value where !cond holds.
-  const bool kept_if_false = b.body->value->args[2]->op != ir::Op::FloatImm;
-  const ir::Expr cond = kept_if_false
-                            ? ir::simplify(ir::make_unary(ir::Op::Not, b.body->value->args[0]))
-                            : b.body->value->args[0];
-  const double masked = b.body->value->args[kept_if_false ? 1 : 2]->float_value;
+  const ir::Expr cond = mask->kept;
+  const double masked = mask->masked;
   const std::string buffer = b.body->buffer;
   // The tiled axis variable: bound to lv * F + (loops inside lv).
   std::map<std::string, Range> inner;
