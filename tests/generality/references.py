@@ -371,6 +371,11 @@ def self_attention_one_length(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
 
 
+def attention_exclude_self(inputs, params):
+    qpos, kpos = positions(inputs["Q"].shape[2], inputs["K"].shape[2])
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=kpos != qpos)[0]}
+
+
 def key_copy(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"].copy(), inputs["V"])}
 

@@ -182,12 +182,20 @@ auto FragmentWriter::versioned_body(const tile::TileStmt& s) -> void {
     auto it = comparisons_.find(id);
     if (it == comparisons_.end() || assumed_true_.count(id) || !masks(id)) continue;
     const Comparison& c = it->second;
-    // The largest (for < and <=) or smallest (for > and >=) value of coef . coordinates.
-    bool upper = c.op[0] == '<';
-    int64_t bound = 0;
+    // The smallest and largest values of coef . coordinates over the tile.
+    int64_t lo = 0, hi = 0;
     for (size_t k = 0; k < c.coef.size(); ++k)
-      if ((c.coef[k] > 0) == upper && c.coef[k] != 0) bound += c.coef[k] * (c.extents[k] - 1);
-    all += " && (" + std::to_string(bound) + " " + c.op + " " + c.limit + ")";
+      (c.coef[k] > 0 ? hi : lo) += c.coef[k] * (c.extents[k] - 1);
+    std::string test;
+    if (c.op == "!=")  // the limit lies outside the tile's range
+      test = "(" + c.limit + " < " + std::to_string(lo) + " || " + c.limit + " > " +
+             std::to_string(hi) + ")";
+    else if (c.op == "==" && lo == hi)  // (one that moves along the tile holds over none of it)
+      test = "(" + std::to_string(lo) + " == " + c.limit + ")";
+    else if (c.op != "==")
+      test = "(" + std::to_string(c.op[0] == '<' ? hi : lo) + " " + c.op + " " + c.limit + ")";
+    if (test.empty()) continue;
+    all += " && " + test;
     versioned.insert(id);
   }
   for (int id : used) {

@@ -63,7 +63,7 @@ auto FragmentWriter::affine(int id) -> std::optional<Affine> {
 
 auto FragmentWriter::define_comparison(const TileOp& o) -> void {
   static const std::map<Op, std::string> kCompare = {
-      {Op::Lt, "<"}, {Op::Le, "<="}, {Op::Gt, ">"}, {Op::Ge, ">="}};
+      {Op::Lt, "<"}, {Op::Le, "<="}, {Op::Gt, ">"}, {Op::Ge, ">="}, {Op::Eq, "=="}, {Op::Ne, "!="}};
   if (o.is_call || !kCompare.count(o.op) || comparisons_.count(o.result)) return;
   std::optional<Affine> a = affine(o.args[0]), b;
   if (!a || !(b = affine(o.args[1]))) return;
@@ -206,6 +206,13 @@ auto FragmentWriter::whole_tile_test(int id, bool nested) -> std::optional<std::
     return "(" + *a + " || " + *b + ")";
   }
   if (nested && o.op == Op::Eq) {
+    // Positions that move apart along an axis of more than one element (i == j over a tile of
+    // several rows) are equal over no whole tile.
+    std::optional<Affine> a = affine(o.args[0]), b = a ? affine(o.args[1]) : std::nullopt;
+    for (size_t k = 0; b && k < o.type.shape.size(); ++k)
+      if (o.type.shape[k] > 1 &&
+          (a->coef.empty() ? 0 : a->coef[k]) != (b->coef.empty() ? 0 : b->coef[k]))
+        return std::nullopt;
     std::vector<std::string> c;
     for (int side : o.args)
       for (bool largest : {true, false}) {
