@@ -15,6 +15,7 @@
 #include "algebra/Rules.h"
 #include "algebra/Term.h"
 #include "ir/Printer.h"
+#include "ir/Simplify.h"
 #include "ir/Visit.h"
 
 namespace kintsugi::algebra {
@@ -71,7 +72,7 @@ class Engine {
       g_ = simplify(cx_, convert(req_.term));
     } catch (const Refusal& r) {
       res.reason = r.reason;
-      fill_values(&res);
+      if (!running_extremum(&res)) fill_values(&res);
       return res;
     }
     fill_values(&res);
@@ -1076,6 +1077,119 @@ class Engine {
       return out;
     }
     return ir::make_select(unchanged({}), t, emit(c.h));
+  }
+
+  // ---------------------------------------------------------------- running extremum
+  // g = select(E == x, A, B) with x a running max (or min) of the elements E along the axis
+  // (RepairRequest::running_extrema), A and B complete and B the same for every element. Every
+  // element a partial has seen is at most x, so where x moves to x' > x none equals x' any more:
+  // each term becomes B, and the reducer of B's is B (min and max; sum for B = 0, product for
+  // B = 1). h = select(x == x', t, B). The forms E != x (branches swapped), and E >= x for a
+  // max (E <= x for a min), which hold where E == x, are read alike. Verified on sequences of
+  // elements and their extremum (running_extremum_holds). False when g has another form.
+  bool running_extremum(RepairResult* res) {
+    const ir::Expr& g = req_.term;
+    if (g->op != Op::Select || has_x(g->args[1]) || has_x(g->args[2])) return false;
+    const ir::Expr& cond = g->args[0];
+    if (cond->args.size() != 2) return false;
+    for (int side = 0; side < 2; ++side) {
+      const ir::Expr& x = cond->args[static_cast<size_t>(side)];
+      const ir::Expr& e = cond->args[static_cast<size_t>(1 - side)];
+      auto ext =
+          x->op == Op::Load ? req_.running_extrema.find(x->name) : req_.running_extrema.end();
+      if (ext == req_.running_extrema.end() || !req_.incomplete.count(x->name) || has_x(e) ||
+          !ir::equal(ir::simplify(e), ir::simplify(ext->second.second)))
+        continue;
+      // The comparison as E op x, and whether it holds exactly where E == x.
+      Op op = cond->op;
+      if (side == 0 && (op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge))
+        op = op == Op::Lt ? Op::Gt : op == Op::Le ? Op::Ge : op == Op::Gt ? Op::Lt : Op::Le;
+      const bool is_max = ext->second.first == ir::Reducer::Max;
+      bool equal = op == Op::Eq || (is_max && op == Op::Ge) || (!is_max && op == Op::Le);
+      if (!equal && op != Op::Ne) continue;
+      if (!is_max && ext->second.first != ir::Reducer::Min) continue;
+      const ir::Expr& b = equal ? g->args[2] : g->args[1];
+      const ir::Expr& a = equal ? g->args[1] : g->args[2];
+      if (ir::uses_var(b, req_.axis)) continue;
+      const bool literal = b->op == Op::FloatImm || b->op == Op::IntImm;
+      const double bv = b->op == Op::FloatImm ? b->float_value : static_cast<double>(b->int_value);
+      if ((req_.reducer == ir::Reducer::Sum && !(literal && bv == 0)) ||
+          (req_.reducer == ir::Reducer::Prod && !(literal && bv == 1)))
+        continue;
+      *res = RepairResult{};
+      type_ = req_.term->type;
+      for (const ir::Expr& part : {e, a, b}) atom(part);
+      incomplete(x);
+      if (values_.size() != 1) continue;
+      fill_values(res);
+      const Value& v = values_.front();
+      res->h = res->h_unguarded = ir::make_select(
+          ir::make_binary(Op::Eq, var_of(v.old_sym), var_of(v.new_sym)), var_of(acc_), b);
+      res->method = "running extremum";
+      res->exact_at_identity = true;
+      std::string why;
+      res->verified_numeric = running_extremum_holds(res->h, e, is_max, &why);
+      res->kind = res->verified_numeric ? RepairResult::Kind::Derived : RepairResult::Kind::Refused;
+      if (!res->verified_numeric) {
+        res->reason = "derived h = " + to_math(res->h) + " (running extremum) failed numeric " +
+                      "verification: " + why;
+        res->h = nullptr;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // h of a running extremum on sequences of elements (ties among them too, and elements at the
+  // extremum's identity, as a mask leaves them): the partial over the first k elements at their
+  // extremum, re-based to the extremum of all of them, must be the reduction of the first k
+  // terms at the latter.
+  bool running_extremum_holds(const ir::Expr& h, const ir::Expr& element, bool is_max,
+                              std::string* why) {
+    std::vector<double> vals(cx_.num_symbols(), std::numeric_limits<double>::quiet_NaN());
+    Sampler smp{std::mt19937_64(0x657874726d756dULL), 0};
+    const Value& x = values_.front();
+    for (int trial = 0; trial < 240; ++trial) {
+      smp.regime = trial % 4;
+      draw_complete(smp, true, &vals);
+      const int n = 1 + static_cast<int>(smp.rng() % 6), k = 1 + static_cast<int>(smp.rng() % n);
+      std::vector<std::vector<double>> elements;
+      std::vector<double> at;  // each element's E
+      for (int i = 0; i < n; ++i) {
+        if (i == 0 || smp.rng() % 4) draw_complete(smp, false, &vals);
+        // Elements a mask hid: the extremum's identity (a partial of them only is the identity).
+        if (smp.rng() % 5 == 0) vals[node_sym_.at(element.get())] = is_max ? -kInf : kInf;
+        elements.push_back(vals);
+        at.push_back(eval_with(element, vals));
+      }
+      auto extremum = [&](int count) {
+        double r = at[0];
+        for (int i = 1; i < count; ++i) r = is_max ? std::max(r, at[i]) : std::min(r, at[i]);
+        return r;
+      };
+      const double old = extremum(k), now = extremum(n);
+      double t = 0, want = 0;
+      for (int i = 0; i < k; ++i) {
+        std::vector<double>& el = elements[static_cast<size_t>(i)];
+        el[x.old_sym] = el[x.new_sym] = old;
+        double gv = eval_with(req_.term, el);
+        el[x.old_sym] = el[x.new_sym] = now;
+        double gn = eval_with(req_.term, el);
+        t = i ? combine(t, gv) : gv;
+        want = i ? combine(want, gn) : gn;
+      }
+      vals[x.old_sym] = old;
+      vals[x.new_sym] = now;
+      vals[acc_] = t;
+      double got = eval_with(h, vals);
+      if (!close(got, want, std::fabs(want))) {
+        *why = "on " + std::to_string(k) + " of " + std::to_string(n) + " elements h gives " +
+               ir::format_double(got) + " but the terms at the new extremum give " +
+               ir::format_double(want) + " (trial " + std::to_string(trial) + ")";
+        return false;
+      }
+    }
+    return true;
   }
 
   // ---------------------------------------------------------------- verification

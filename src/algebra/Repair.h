@@ -95,6 +95,12 @@ struct RepairRequest {
   // is such a summand's complete part is the producer's running value divided by its incomplete
   // part (at the old values), so h needs no statistic of its own ("running sums").
   std::map<std::string, ir::Expr> running_sums;
+  // Incomplete buffers that are a max or min over the target's axis, with that reducer and their
+  // element in the target's variables. Such a running extremum bounds every element it has seen,
+  // so a term that selects on an element equal to it (the index of the maximum,
+  // select(X[i, j] == m[i], j, N)) is repaired by whether the extremum moved ("running
+  // extremum").
+  std::map<std::string, std::pair<ir::Reducer, ir::Expr>> running_extrema;
 };
 
 struct IncompleteValue {
@@ -121,13 +127,17 @@ struct RepairResult {
   std::vector<IncompleteValue> values;         // one per distinct incomplete load
   std::vector<AugmentedStatistic> statistics;  // augmented derivations only
   std::string method;  // "separable product", "separable sum", "peeled inverse (Eq. 5)",
-                       // "augmented state (Welford)", "identity"
+                       // "augmented state (Welford)", "running sums", "running extremum",
+                       // "identity"
   std::string reason;  // Refused: why
   bool verified_symbolic = false, verified_numeric = false;
   // Running sums whose scale is a running sum's old value over its new one (h = rho (..), rho =
   // sum over the partial's elements of a nonnegative summand / the same sum over a superset):
   // wherever h is applied, rho is in [0, 1], so h never scales a partial up.
   bool scale_at_most_one = false;
+  // h re-bases a partial whose incomplete value is still its producer's identity exactly (a
+  // running extremum over elements a mask hid), so such a partial needs no guard.
+  bool exact_at_identity = false;
 };
 
 RepairResult derive_repair(const RepairRequest& request);

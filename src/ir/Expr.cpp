@@ -301,6 +301,11 @@ Expr reducer_identity_expr(Reducer r, DType t) {
   return nullptr;
 }
 
+double reducer_identity(Reducer r, DType t) {
+  const Expr e = reducer_identity_expr(r, t);
+  return e->op == Op::FloatImm ? e->float_value : static_cast<double>(e->int_value);
+}
+
 Expr combine(Reducer r, const Expr& a, const Expr& b) {
   switch (r) {
     case Reducer::Sum:

@@ -129,6 +129,8 @@ bool reducer_from_name(const std::string& name, Reducer* r);
 double reducer_identity(Reducer r);
 // The identity as a literal of type t (integer max/min use the i32 range).
 Expr reducer_identity_expr(Reducer r, DType t);
+// The same as a double: reducer_identity for a float type, the i32 bound for an integer one.
+double reducer_identity(Reducer r, DType t);
 // The combine step of a reducer: a + b, a * b, max(a, b), min(a, b).
 Expr combine(Reducer r, const Expr& a, const Expr& b);
 

@@ -37,6 +37,7 @@ class Bounds {
       globals_[q.name] = {x, x};
     }
     scope_ = globals_;
+    for (const Buffer& b : p.buffers) stored_as_[b.name] = b.dtype;
     count_writers(p.body, "");
   }
   // For divisions_fit_int32: each size anywhere in [value, value + overrun], each integer param
@@ -49,6 +50,7 @@ class Bounds {
       if (q.dtype == DType::I8 || q.dtype == DType::I32)
         globals_[q.name] = q.dtype == DType::I8 ? Range{-128, 127} : Range{INT32_MIN, INT32_MAX};
     scope_ = globals_;
+    for (const Buffer& b : p.buffers) stored_as_[b.name] = b.dtype;
     count_writers(p.body, "");
   }
 
@@ -91,6 +93,14 @@ class Bounds {
         bound_accumulator(*s);
         stmt(s->init);
         stmt(s->body);
+        const Stmt& st = s->body;
+        if (!s->init && st && st->kind == StmtKind::Store && is_int(st->value->type) &&
+            writers_[st->buffer].size() == 1) {
+          // (A value beyond the buffer's type wraps when it is stored.)
+          const Range v = value(st->value, "the value stored to " + st->buffer),
+                      t = type_range(stored_as_.at(st->buffer));
+          held_[st->buffer] = v.lo >= t.lo && v.hi <= t.hi ? v : t;
+        }
         scope_ = saved;
         return;
       }
@@ -116,7 +126,11 @@ class Bounds {
   std::map<std::string, Range> globals_, scope_;
   std::string where_;
   std::map<std::string, std::set<std::string>> writers_;  // buffer -> the blocks storing to it
-  std::map<std::string, Range> accumulators_;             // proven by bound_accumulator
+  // The values an integer buffer holds: accumulators (bound_accumulator), and maps that one
+  // block writes, by the value it stores (loads of other integer buffers are typed as indices,
+  // unbounded: an accumulator may live in a wider register than its buffer).
+  std::map<std::string, Range> held_;
+  std::map<std::string, DType> stored_as_;  // buffer -> its element type
 
   void count_writers(const Stmt& s, const std::string& block) {
     if (!s) return;
@@ -179,7 +193,7 @@ class Bounds {
       hi = std::max<I128>(hi, t->hi);
     }
     if (lo < INT64_MIN || hi > INT64_MAX) return;
-    accumulators_[body->buffer] = {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+    held_[body->buffer] = {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
   }
   static bool uses_load_of(const Expr& e, const std::string& buffer) {
     if (e->op == Op::Load && e->name == buffer) return true;
@@ -203,6 +217,11 @@ class Bounds {
   Range fit(I128 lo, I128 hi, const Expr& e) {
     if (lo < INT64_MIN || hi > INT64_MAX) overflow(e, where_);
     return {static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+  }
+  static Range type_range(DType t) {
+    if (t == DType::I8) return Range{-128, 127};
+    if (t == DType::I32) return Range{INT32_MIN, INT32_MAX};
+    return kFull;
   }
   static Range hull(Range a, Range b) { return {std::min(a.lo, b.lo), std::max(a.hi, b.hi)}; }
 
@@ -236,13 +255,10 @@ class Bounds {
         return kFull;
       }
       case Op::Load:
-        if (auto it = accumulators_.find(e->name); it != accumulators_.end()) return it->second;
-        if (e->type == DType::I8) return Range{-128, 127};
-        if (e->type == DType::I32) return Range{INT32_MIN, INT32_MAX};
-        return kFull;
+        if (auto it = held_.find(e->name); it != held_.end()) return it->second;
+        return type_range(e->type);
       case Op::Cast:
-        if (e->type == DType::I8) return Range{-128, 127};
-        if (e->type == DType::I32) return Range{INT32_MIN, INT32_MAX};
+        if (e->type == DType::I8 || e->type == DType::I32) return type_range(e->type);
         return a.empty() ? kFull : arg(0);
       case Op::Neg:
         return fit(-static_cast<I128>(arg(0).hi), -static_cast<I128>(arg(0).lo), e);

@@ -147,20 +147,25 @@ class ChainFinder {
     req.allow_augmented_state = true;
     req.axis = c.axis;
     req.facts = repair_facts(p_);
-    req.running_sums = running_sums(c, incomplete, candidates);
+    req.running_sums = running_terms(c, incomplete, candidates, ir::Reducer::Sum);
+    for (ir::Reducer r : {ir::Reducer::Max, ir::Reducer::Min})
+      for (auto& [buffer, element] : running_terms(c, incomplete, candidates, r))
+        req.running_extrema[buffer] = {r, element};
     c.repair = algebra::derive_repair(req);
     return c;
   }
 
-  // The summand of each incomplete producer that is a sum, in the target's variables: its
-  // reduction variable is the target's, its other variables the indices the target reads it at.
-  std::map<std::string, Expr> running_sums(const ReductionChain& c,
-                                           const std::set<std::string>& incomplete,
-                                           const std::set<std::string>& candidates) {
+  // The term of each incomplete producer that reduces by `reducer`, in the target's variables:
+  // its reduction variable is the target's, its other variables the indices the target reads it
+  // at.
+  std::map<std::string, Expr> running_terms(const ReductionChain& c,
+                                            const std::set<std::string>& incomplete,
+                                            const std::set<std::string>& candidates,
+                                            ir::Reducer reducer) {
     std::map<std::string, Expr> out;
     for (const std::string& name : incomplete) {
       const BlockInfo& b = blocks_.at(name);
-      if (b.reducer != ir::Reducer::Sum || !b.reduce_iter) continue;
+      if (b.reducer != reducer || !b.reduce_iter) continue;
       Expr load;
       ir::visit(c.term, [&](const Expr& n) {
         if (!load && n->op == Op::Load && n->name == name) load = n;

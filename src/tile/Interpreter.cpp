@@ -395,7 +395,7 @@ class Machine {
         const int64_t inner =
             count(std::vector<int64_t>(a.shape.begin() + o.axis + 1, a.shape.end()));
         const int64_t len = a.shape[static_cast<size_t>(o.axis)];
-        out.v.assign(static_cast<size_t>(n), ir::reducer_identity(o.reducer));
+        out.v.assign(static_cast<size_t>(n), ir::reducer_identity(o.reducer, t));
         for (int64_t r = 0; r < n; ++r) {
           int64_t outer = r / inner, in = r % inner;
           double acc = out.v[r];

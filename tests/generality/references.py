@@ -756,3 +756,23 @@ def differential_attention_headnorm(inputs, params):
     a = differential_attention(inputs, params)["O"]
     rms = np.sqrt((a * a).mean(axis=-1, keepdims=True) + 1e-5)
     return {"O": a / rms * inputs["G"] * (1 - params["LINIT"])}
+
+
+def greedy_token(inputs, params):
+    """The first index of each row's maximum logit, and log-softmax there (-log sum exp(x - max))."""
+    x = inputs["X"]
+    shifted = x - x.max(axis=1, keepdims=True)
+    return {"TOKEN": np.argmax(x, axis=1), "LOGP": -np.log(np.exp(shifted).sum(axis=1))}
+
+
+def argmax_int8_ties(inputs, params):
+    """The first position of each row's maximum, and how many positions reach it."""
+    x = inputs["X"].astype(np.int64)
+    return {"FIRST": np.argmax(x, axis=1), "TIES": (x == x.max(axis=1, keepdims=True)).sum(axis=1)}
+
+
+def greedy_token_padded_vocab(inputs, params):
+    """The first index of each row's maximum over the logits j < V."""
+    x = inputs["X"]
+    keep = np.arange(x.shape[1]) < params["V"]
+    return {"TOKEN": np.argmax(np.where(keep, x, -np.inf), axis=1)}

@@ -416,17 +416,16 @@ bool identity_guard_sound(const ir::LoopProgram& p, const std::string& producer,
 
 namespace {
 
-ir::Expr running_sum_summand(const ir::LoopProgram& p, const std::string& buffer,
-                             const ir::Expr& inner_position, const std::string& loop_var,
-                             const ir::Expr& position) {
+ir::Expr running_term(const ir::LoopProgram& p, const std::string& buffer, ir::Reducer reducer,
+                      const ir::Expr& inner_position, const std::string& loop_var,
+                      const ir::Expr& position) {
   auto writers = block_writers(p.body);
   auto w = writers.find(buffer);
   if (w == writers.end() || !w->second->body) return nullptr;
   auto summand = [&](const ir::StmtNode& b) -> ir::Expr {
     ir::Reducer r;
     ir::Expr g;
-    if (!b.body || !match_reduction_update(*b.body, &r, &g) || r != ir::Reducer::Sum)
-      return nullptr;
+    if (!b.body || !match_reduction_update(*b.body, &r, &g) || r != reducer) return nullptr;
     // The element first (its tile start reads the loop variable), then the loop's position
     // spelled as the target's term spells it.
     std::string inner, tile;
@@ -453,8 +452,8 @@ ir::Expr running_sum_summand(const ir::LoopProgram& p, const std::string& buffer
 
 }  // namespace
 
-std::map<std::string, ir::Expr> running_sums(
-    const ir::LoopProgram& p, const std::set<std::string>& incomplete,
+std::map<std::string, ir::Expr> running_terms(
+    const ir::LoopProgram& p, const std::set<std::string>& incomplete, ir::Reducer reducer,
     const ir::Expr& inner_position, const std::string& loop_var, const ir::Expr& position,
     const std::function<ir::Expr(const ir::Expr&)>& expand) {
   // Maps the target's term does not pass through (a summand named apart, l.term0) are inlined
@@ -489,13 +488,25 @@ std::map<std::string, ir::Expr> running_sums(
   };
   std::map<std::string, ir::Expr> out;
   for (const std::string& buffer : incomplete)
-    if (ir::Expr summand = running_sum_summand(p, buffer, inner_position, loop_var, position))
+    if (ir::Expr summand = running_term(p, buffer, reducer, inner_position, loop_var, position))
       out[buffer] = ir::mutate(inline_maps(expand(summand)), [](const ir::Expr& n) {
         if (n->op != ir::Op::Load) return n;
         std::vector<ir::Expr> index;
         for (const ir::Expr& a : n->args) index.push_back(ir::simplify(a));
         return ir::make_load(n->name, n->type, index);
       });
+  return out;
+}
+
+std::map<std::string, std::pair<ir::Reducer, ir::Expr>> running_extrema(
+    const ir::LoopProgram& p, const std::set<std::string>& incomplete,
+    const ir::Expr& inner_position, const std::string& loop_var, const ir::Expr& position,
+    const std::function<ir::Expr(const ir::Expr&)>& expand) {
+  std::map<std::string, std::pair<ir::Reducer, ir::Expr>> out;
+  for (ir::Reducer r : {ir::Reducer::Max, ir::Reducer::Min})
+    for (auto& [buffer, element] :
+         running_terms(p, incomplete, r, inner_position, loop_var, position, expand))
+      out[buffer] = {r, element};
   return out;
 }
 

@@ -43,13 +43,20 @@ std::string repair_pole(const algebra::RepairResult& repair,
                         const std::set<std::string>& incomplete,
                         const std::map<std::string, std::string>& facts);
 
-// algebra::RepairRequest::running_sums: for each incomplete buffer that holds a running sum (a
-// scan of tile partials, or a chunk's partial, of a sum over the target's axis), the term of the
-// partial reduction summing into it, with the partial's reduction variable at the target's
-// element (`inner_position`, as for identity_guard_sound) and loop `loop_var`'s iteration
-// spelled `position` (as the target's term reads running values), fused maps inlined by
-// `expand` (the expansion of the target's own term) and load indices simplified.
-std::map<std::string, ir::Expr> running_sums(
+// algebra::RepairRequest::running_sums (reducer sum): for each incomplete buffer that holds a
+// running reduction by `reducer` (a scan of tile partials, or a chunk's partial, of a reduction
+// over the target's axis), the term of the partial reduction reducing into it, with the
+// partial's reduction variable at the target's element (`inner_position`, as for
+// identity_guard_sound) and loop `loop_var`'s iteration spelled `position` (as the target's
+// term reads running values), fused maps inlined by `expand` (the expansion of the target's own
+// term) and load indices simplified.
+std::map<std::string, ir::Expr> running_terms(
+    const ir::LoopProgram& p, const std::set<std::string>& incomplete, ir::Reducer reducer,
+    const ir::Expr& inner_position, const std::string& loop_var, const ir::Expr& position,
+    const std::function<ir::Expr(const ir::Expr&)>& expand);
+
+// algebra::RepairRequest::running_extrema: running_terms of the max and min reductions.
+std::map<std::string, std::pair<ir::Reducer, ir::Expr>> running_extrema(
     const ir::LoopProgram& p, const std::set<std::string>& incomplete,
     const ir::Expr& inner_position, const std::string& loop_var, const ir::Expr& position,
     const std::function<ir::Expr(const ir::Expr&)>& expand);

@@ -57,6 +57,9 @@ std::vector<std::string> Schedule::name_term(const std::string& block,
           if (ir::uses_var(i, iv.name)) allowed.insert(iv.name);
     return true;
   });
+  // An integer term (an index chosen by a select) is named as the reduction's own integer type,
+  // the type its result is stored as.
+  const DType result_type = program_.find_buffer(r.body->buffer)->dtype;
   auto fits = [&](const ir::Expr& e) {
     bool along = false;
     for (const ir::IterVar& iv : r.iters) {
@@ -64,7 +67,7 @@ std::vector<std::string> Schedule::name_term(const std::string& block,
       if (!allowed.count(iv.name)) return false;
       along = along || reduce.count(iv.name) > 0;
     }
-    return along && is_float(e->type);
+    return along && (is_float(e->type) || (is_int(e->type) && is_int(result_type)));
   };
   ir::LoopProgram p = program_;
   std::vector<ir::Stmt> nests;
@@ -98,7 +101,8 @@ std::vector<std::string> Schedule::name_term(const std::string& block,
       n = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, n);
     nests.push_back(n);
     names.push_back(name);
-    p.buffers.push_back(ir::Buffer{buffer, e->type, shape, ir::BufferRole::Intermediate, "global"});
+    const DType stored = is_int(e->type) ? result_type : e->type;
+    p.buffers.push_back(ir::Buffer{buffer, stored, shape, ir::BufferRole::Intermediate, "global"});
     return ir::make_load(buffer, e->type, idx);
   };
   ir::Expr new_term = name(term);

@@ -311,7 +311,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
   req.axis = axis->name;
   const ir::Expr inner_position = ir::make_binary(
       ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
-  req.running_sums = running_sums(tmp.program_, scan_bufs, inner_position, lv, var(kPos), expand);
+  req.running_sums = running_terms(tmp.program_, scan_bufs, ir::Reducer::Sum, inner_position, lv,
+                                   var(kPos), expand);
+  req.running_extrema =
+      running_extrema(tmp.program_, scan_bufs, inner_position, lv, var(kPos), expand);
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
@@ -449,9 +452,10 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
                                    "': a masked element makes " + prod->body->buffer +
                                    " infinite, and the repair cannot re-base a tile's terms " +
                                    "from a finite value to an infinite one");
-      double id = ir::reducer_identity(pr);
+      double id = ir::reducer_identity(pr, tmp.program_.find_buffer(prod->body->buffer)->dtype);
       if (!repair_annihilates_identity(repair, v, id)) {
-        if (pr != ir::Reducer::Sum && producer_masked(tmp.program_, prod->body->buffer, pr))
+        if (!repair.exact_at_identity && pr != ir::Reducer::Sum &&
+            producer_masked(tmp.program_, prod->body->buffer, pr))
           throw ScheduleError(P, "block '" + block + "' cannot be fused under loop '" + lv +
                                      "': a tile that the mask hides from " + prod->body->buffer +
                                      " leaves it at " + ir::format_double(id) +
@@ -468,8 +472,8 @@ void Schedule::rolling_update(const std::string& block, const LoopRef& loop) {
                                    "can neither keep nor drop them");
       ir::Expr old = at(v.load, before), cur = at(v.load, pos);
       ir::Expr left = ir::make_binary(
-          ir::Op::And, ir::make_binary(ir::Op::Eq, old, ir::make_float(id, old->type)),
-          ir::make_binary(ir::Op::Ne, cur, ir::make_float(id, cur->type)));
+          ir::Op::And, ir::make_binary(ir::Op::Eq, old, ir::reducer_identity_expr(pr, old->type)),
+          ir::make_binary(ir::Op::Ne, cur, ir::reducer_identity_expr(pr, cur->type)));
       left_identity = left_identity ? ir::make_binary(ir::Op::Or, left_identity, left) : left;
     }
     if (left_identity)

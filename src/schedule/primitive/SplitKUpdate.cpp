@@ -224,7 +224,10 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
   req.axis = axis->name;
   const ir::Expr inner_position = ir::make_binary(
       ir::Op::Sub, ir::make_var(axis->name, ir::VarKind::Index, DType::Int), tile.min);
-  req.running_sums = running_sums(tmp.program_, rf_bufs, inner_position, lv, var(kChunk), expand);
+  req.running_sums = running_terms(tmp.program_, rf_bufs, ir::Reducer::Sum, inner_position, lv,
+                                   var(kChunk), expand);
+  req.running_extrema =
+      running_extrema(tmp.program_, rf_bufs, inner_position, lv, var(kChunk), expand);
   algebra::RepairResult repair = algebra::derive_repair(req);
   if (repair.kind == algebra::RepairResult::Kind::Refused)
     throw ScheduleError(
@@ -334,10 +337,11 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
                                    "': a masked element makes " + global +
                                    " infinite, and the repair cannot re-base a chunk's terms " +
                                    "from a finite value to an infinite one");
-      double id = ir::reducer_identity(pr);
+      double id = ir::reducer_identity(pr, tmp.program_.find_buffer(global)->dtype);
       if (extrapolated.count(v.load->name)) continue;  // a sum: its identity needs no guard
       bool annihilates = repair_annihilates_identity(repair, v, id);
-      if (!annihilates && pr != ir::Reducer::Sum && producer_masked(tmp.program_, global, pr))
+      if (!annihilates && !repair.exact_at_identity && pr != ir::Reducer::Sum &&
+          producer_masked(tmp.program_, global, pr))
         throw ScheduleError(P, "block '" + block + "' cannot be split at loop '" + lv +
                                    "': a chunk that the mask hides from " + global +
                                    " leaves it at " + ir::format_double(id) +
@@ -355,8 +359,10 @@ void Schedule::split_k_update(const std::string& block, const LoopRef& loop) {
         // identity everywhere (fully masked) keeps h's value, as the program's own terms do
         // (exp(-inf - -inf) is NaN).
         ir::Expr is_id = ir::make_binary(
-            ir::Op::And, ir::make_binary(ir::Op::Eq, local, ir::make_float(id, local->type)),
-            ir::make_binary(ir::Op::Ne, sub[v.new_var], ir::make_float(id, local->type)));
+            ir::Op::And,
+            ir::make_binary(ir::Op::Eq, local, ir::reducer_identity_expr(pr, local->type)),
+            ir::make_binary(ir::Op::Ne, sub[v.new_var],
+                            ir::reducer_identity_expr(pr, local->type)));
         at_identity = at_identity ? ir::make_binary(ir::Op::Or, at_identity, is_id) : is_id;
       }
     }

@@ -355,4 +355,64 @@ TEST(algebra_repair, MaxWithATermConstantAlongTheAxis) {
   EXPECT_EQ(derive_repair(along).kind, RepairResult::Kind::Refused);
 }
 
+// 12. The index of the maximum, min_j select(x == m, j, N), with m = max_j x given as a running
+// extremum: every element a partial has seen is at most m, so when m moves none of them is the
+// maximum any more and the partial becomes N; where m stays it is kept. Checked here on
+// sequences with ties against the definition. The same term without the extremum's element (a
+// max of another tensor), a fallback that varies along j, or a sum of a nonzero fallback, has
+// no such repair.
+TEST(algebra_repair, IndexOfTheRunningMaximum) {
+  Expr x = ld("x", {idx("i"), idx("j")});
+  Expr n = dim("N");
+  auto term = [&](Expr elem, Expr otherwise) {
+    return make_select(make_binary(Op::Eq, elem, m_i()), idx("j"), otherwise);
+  };
+  auto q = request(Reducer::Min, term(x, n), {"m"});
+  q.axis = "j";
+  EXPECT_EQ(derive_repair(q).kind, RepairResult::Kind::Refused);  // nothing bounds x by m
+  q.running_extrema = {{"m", {Reducer::Max, x}}};
+  RepairResult r = derive_repair(q);
+  ASSERT_EQ(r.kind, RepairResult::Kind::Derived) << r.reason;
+  EXPECT_EQ(r.method, "running extremum");
+  EXPECT_EQ(to_math(r.h), "select(m == m', t, N)");
+  std::mt19937_64 rng(12);
+  for (int trial = 0; trial < 300; ++trial) {
+    // Elements from a few values, so that the maximum is reached several times.
+    std::vector<double> xs(1 + rng() % 8);
+    for (double& v : xs) v = static_cast<double>(rng() % 4);
+    const size_t k = 1 + rng() % xs.size();
+    const double mk = *std::max_element(xs.begin(), xs.begin() + static_cast<long>(k));
+    const double mn = *std::max_element(xs.begin(), xs.end());
+    const double nv = 100;
+    double t = nv, want = nv;
+    for (size_t j = 0; j < k; ++j) {
+      if (xs[j] == mk) t = std::min(t, static_cast<double>(j));
+      if (xs[j] == mn) want = std::min(want, static_cast<double>(j));
+    }
+    double got = eval_ir(r.h, [&](const Expr& e, double* v) {
+      if (e->op != Op::Var) return false;
+      *v = e->name == "t" ? t : e->name == "m" ? mk : e->name == "m'" ? mn : nv;
+      return true;
+    });
+    EXPECT_EQ(got, want) << "trial " << trial;
+  }
+  auto other = request(Reducer::Min, term(ld("y", {idx("i"), idx("j")}), n), {"m"});
+  other.axis = "j";
+  other.running_extrema = q.running_extrema;
+  EXPECT_EQ(derive_repair(other).kind, RepairResult::Kind::Refused);
+  auto moving = request(Reducer::Min, term(x, idx("j")), {"m"});
+  moving.axis = "j";
+  moving.running_extrema = q.running_extrema;
+  EXPECT_EQ(derive_repair(moving).kind, RepairResult::Kind::Refused);
+  auto count =
+      request(Reducer::Sum, make_select(make_binary(Op::Eq, x, m_i()), lit(1), lit(0)), {"m"});
+  count.axis = "j";
+  count.running_extrema = q.running_extrema;
+  RepairResult c = derive_repair(count);
+  ASSERT_EQ(c.kind, RepairResult::Kind::Derived) << c.reason;
+  EXPECT_EQ(to_math(c.h), "select(m == m', t, 0)");
+  count.term = make_select(make_binary(Op::Eq, x, m_i()), lit(1), lit(2));
+  EXPECT_EQ(derive_repair(count).kind, RepairResult::Kind::Refused);
+}
+
 }  // namespace
