@@ -8,8 +8,9 @@
 // derived values (a division by a param, exp(x - m), (x - mu) * (x - mu), abs, sqrt / rsqrt of
 // sums, logs, casts, a per-row bias), with index masks (j <= i, j < N - 3, ...) filling -inf or
 // 0, elementwise definitions named or inlined, a reduction over j with an extra axis (P.V), and
-// one or two outputs. Every program is checked by te::check; one that fails is a generator bug,
-// counted and printed.
+// one or two outputs; sometimes also an index or count of the positions equal to a row's
+// maximum or minimum (argmax). Every program is checked by te::check; one that fails is a generator
+// bug, counted and printed.
 //
 // Check 1 (every program): the driver's schedule (driver::schedule_program: validated, as a user
 // gets it, at the sizes of each run; with KINTSUGI_FUZZ_UNVALIDATED=1, validation off so that no
@@ -99,6 +100,7 @@ class ChainGen {
     int length = 2 + r_.pick(3);
     for (int k = 0; k < length; ++k) reduction(k, length);
     outputs();
+    if (has("X") && r_.chance(25)) extremum_selection();
     return finish();
   }
 
@@ -467,6 +469,31 @@ class ChainGen {
         outs_.push_back("output " + name + "[" + R() + ", j]: " + out_type() + " = " + e);
       }
     }
+  }
+
+  // A maximum (or minimum) of an input row, masked or not, and an output that selects the
+  // positions equal to it: the first of them (argmax), or how many there are.
+  void extremum_selection() {
+    const bool is_max = r_.chance(70);
+    std::string x = load("X", R() + ", j");
+    if (r_.chance(40)) x = "select(" + cond() + ", " + x + ", " + (is_max ? "-inf" : "inf") + ")";
+    const std::string ex = "x" + std::to_string(named_++) + "[" + R() + "]";
+    defs_.push_back(ex + " = " + (is_max ? "max" : "min") + "[j](" + x + ")");
+    std::string at;
+    switch (r_.pick(3)) {
+      case 0:
+        at = x + " == " + ex;
+        break;
+      case 1:
+        at = ex + " == " + x;
+        break;
+      default:
+        at = x + (is_max ? " >= " : " <= ") + ex;
+    }
+    if (r_.chance(70))
+      outs_.push_back("output ARG[" + R() + "]: i32 = min[j](select(" + at + ", j, N))");
+    else
+      outs_.push_back("output TIES[" + R() + "]: i32 = sum[j](select(" + at + ", 1, 0))");
   }
 
   Generated finish() {
