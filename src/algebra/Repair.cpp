@@ -1116,11 +1116,11 @@ class Engine {
       if ((req_.reducer == ir::Reducer::Sum && !(literal && bv == 0)) ||
           (req_.reducer == ir::Reducer::Prod && !(literal && bv == 1)))
         continue;
-      *res = RepairResult{};
-      type_ = req_.term->type;
       for (const ir::Expr& part : {e, a, b}) atom(part);
       incomplete(x);
       if (values_.size() != 1) continue;
+      *res = RepairResult{};
+      type_ = req_.term->type;
       fill_values(res);
       const Value& v = values_.front();
       res->h = res->h_unguarded = ir::make_select(
