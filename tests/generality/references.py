@@ -776,3 +776,11 @@ def greedy_token_padded_vocab(inputs, params):
     x = inputs["X"]
     keep = np.arange(x.shape[1]) < params["V"]
     return {"TOKEN": np.argmax(np.where(keep, x, -np.inf), axis=1)}
+
+
+def batchnorm_training(inputs, params):
+    """Per channel: (x - mean) / sqrt(biased variance + 1e-5) * G + BETA, statistics over axis 0."""
+    x = inputs["X"]
+    mu = x.mean(axis=0, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=0, keepdims=True)
+    return {"Y": (x - mu) / np.sqrt(var + 1e-5) * inputs["G"] + inputs["BETA"]}
