@@ -1107,7 +1107,6 @@ class Engine {
       const bool is_max = ext->second.first == ir::Reducer::Max;
       bool equal = op == Op::Eq || (is_max && op == Op::Ge) || (!is_max && op == Op::Le);
       if (!equal && op != Op::Ne) continue;
-      if (!is_max && ext->second.first != ir::Reducer::Min) continue;
       const ir::Expr& b = equal ? g->args[2] : g->args[1];
       const ir::Expr& a = equal ? g->args[1] : g->args[2];
       if (ir::uses_var(b, req_.axis)) continue;

@@ -37,8 +37,7 @@ class Bounds {
       globals_[q.name] = {x, x};
     }
     scope_ = globals_;
-    for (const Buffer& b : p.buffers) stored_as_[b.name] = b.dtype;
-    count_writers(p.body, "");
+    index_buffers(p);
   }
   // For divisions_fit_int32: each size anywhere in [value, value + overrun], each integer param
   // anywhere in its type's range.
@@ -50,8 +49,7 @@ class Bounds {
       if (q.dtype == DType::I8 || q.dtype == DType::I32)
         globals_[q.name] = q.dtype == DType::I8 ? Range{-128, 127} : Range{INT32_MIN, INT32_MAX};
     scope_ = globals_;
-    for (const Buffer& b : p.buffers) stored_as_[b.name] = b.dtype;
-    count_writers(p.body, "");
+    index_buffers(p);
   }
 
   // Whether every integer division or modulo by a value other than a literal seen so far had
@@ -132,6 +130,10 @@ class Bounds {
   std::map<std::string, Range> held_;
   std::map<std::string, DType> stored_as_;  // buffer -> its element type
 
+  void index_buffers(const LoopProgram& p) {
+    for (const Buffer& b : p.buffers) stored_as_[b.name] = b.dtype;
+    count_writers(p.body, "");
+  }
   void count_writers(const Stmt& s, const std::string& block) {
     if (!s) return;
     if (s->kind == StmtKind::Store) writers_[s->buffer].insert(block);
