@@ -213,6 +213,8 @@ std::vector<FusedReduction> fusion_of(const ir::LoopProgram& program, const nloh
       unfused.push_back(c.target);
     out.push_back(f);
   }
+  for (const schedule::SeveralAxisChain& c : schedule::several_axis_chains(program))
+    if (!computed_whole(notes, c.target)) unfused.push_back(c.target);
   if (unfused.empty()) return out;
   std::string which = "reduction" + std::string(unfused.size() > 1 ? "s" : "");
   for (size_t k = 0; k < unfused.size(); ++k)

@@ -2,6 +2,8 @@
 // The auto-scheduler (see AutoSchedule.h).
 #include "schedule/AutoSchedule.h"
 
+#include "ir/Simplify.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -10,6 +12,7 @@
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
+#include "ir/Simplify.h"
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/ReductionChains.h"
@@ -1132,6 +1135,63 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
   return true;
 }
 
+// Chains over several reduced axes (SeveralAxisChain) are not fused: fusion follows one axis.
+// Where the row fits the whole-row bound it is noted as a chain left unfused on purpose (each
+// reduction reads the row again, from the caches); past it, as a fusion abandoned (a warning).
+// Returns whether there was any.
+bool note_several_axis_chains(const ir::LoopProgram& program, const AutoScheduleOptions& options,
+                              const std::function<void(const std::string&)>& note) {
+  const std::vector<SeveralAxisChain> chains = several_axis_chains(program);
+  // The readers of the same producers form one chain: one note names them all.
+  std::map<std::vector<std::string>, std::vector<const SeveralAxisChain*>> by_producers;
+  std::vector<std::vector<std::string>> order;
+  for (const SeveralAxisChain& c : chains) {
+    if (!by_producers.count(c.producers)) order.push_back(c.producers);
+    by_producers[c.producers].push_back(&c);
+  }
+  for (const std::vector<std::string>& producers : order) {
+    const std::vector<const SeveralAxisChain*>& targets = by_producers.at(producers);
+    const ir::StmtNode& b = *find_block(program.body, targets.front()->target, "auto").back();
+    ir::Expr extent;
+    for (const ir::IterVar& iv : b.iters)
+      if (iv.kind != ir::IterKind::Spatial)
+        extent = extent ? ir::make_binary(ir::Op::Mul, extent, iv.extent) : iv.extent;
+    extent = ir::simplify(extent);
+    std::string axes, names, readers;
+    for (const std::string& a : targets.front()->axes) axes += (axes.empty() ? "" : ", ") + a;
+    for (const std::string& m : producers) names += "'" + m + "', ";
+    for (const SeveralAxisChain* t : targets)
+      readers += (readers.empty() ? "'" : ", '") + t->target + "'";
+    int elem_bytes = 1;
+    std::set<std::string> blocks = producer_closure(program, b);
+    blocks.insert(targets.front()->target);
+    for (const std::string& name : blocks)
+      for (const std::string& r : block_reads(*find_block(program.body, name, "auto").back()))
+        if (const ir::Buffer* in = program.find_buffer(r); in && in->role == ir::BufferRole::Input)
+          elem_bytes = std::max(elem_bytes, dtype_bytes(in->dtype));
+    std::optional<int64_t> length;
+    try {
+      length = ir::eval_int(extent, decision_sizes(program, options));
+    } catch (const UserError&) {
+      // a size not given: the row may be of any length
+    }
+    if (length && options.whole_row_bytes > 0 && *length * elem_bytes <= options.whole_row_bytes)
+      note(kChainComputedWhole + names + readers + " is not fused: its row over (" + axes +
+           ") fits in one tile (" + ir::to_string(extent) + " = " + std::to_string(*length) +
+           " elements of " + std::to_string(elem_bytes) + " bytes, at most " +
+           std::to_string(options.whole_row_bytes) +
+           " bytes), so each reduction runs over the whole row, one after another");
+    else
+      note(kFusionAbandoned + readers + " reduce" + (targets.size() > 1 ? "" : "s") +
+           " over several axes (" + axes + ") and read" + (targets.size() > 1 ? "" : "s") +
+           " the running value of " + names.substr(0, names.size() - 2) +
+           " over the same axes; fusion follows one reduced axis, so the reductions run one "
+           "after another over rows of " +
+           ir::to_string(extent) + " elements");
+  }
+  return !chains.empty();
+}
+
 // In front of a chain whose rows run across memory, a map computed from inputs alone (a mask
 // applied first: c[a, t, k] = select(MSK[a, t, k] > 0, X[a, t, k], -inf)) is inlined into its
 // readers, the chain's passes and the outputs after it, even where an input spans it (where
@@ -1402,8 +1462,10 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   };
   std::vector<std::vector<std::string>> groups =
       fusion_groups(normal.program(), note, streamed_alone);
+  const bool several_axes = note_several_axis_chains(normal.program(), options, note);
   if (groups.empty()) {
-    note("no reduction reads another reduction over the same axis: nothing to fuse");
+    if (!several_axes)
+      note("no reduction reads another reduction over the same axis: nothing to fuse");
     return unscheduled;
   }
   Schedule s = normal;

@@ -24,7 +24,8 @@ struct BlockInfo {
   bool is_reduction = false;
   ir::Reducer reducer = ir::Reducer::Sum;
   const ir::IterVar* reduce_iter = nullptr;  // set when exactly one reduce iter var
-  Expr value;                                // map: the stored value; reduction: the term g
+  std::vector<const ir::IterVar*> reduce_iters;
+  Expr value;  // map: the stored value; reduction: the term g
 };
 
 std::map<std::string, BlockInfo> collect_blocks(const ir::LoopProgram& p,
@@ -39,6 +40,7 @@ std::map<std::string, BlockInfo> collect_blocks(const ir::LoopProgram& p,
       if (iv.kind != ir::IterKind::Spatial) {
         ++reduce_count;
         info.reduce_iter = &iv;
+        info.reduce_iters.push_back(&iv);
       }
     if (reduce_count != 1) info.reduce_iter = nullptr;
     const ir::Stmt& body = s->body;
@@ -58,6 +60,41 @@ std::map<std::string, BlockInfo> collect_blocks(const ir::LoopProgram& p,
 class ChainFinder {
  public:
   explicit ChainFinder(const ir::LoopProgram& p) : p_(p) { blocks_ = collect_blocks(p, &order_); }
+
+  // Reductions over several axes that read an earlier reduction over axes of the same extents,
+  // not indexed by them (see several_axis_chains).
+  std::vector<SeveralAxisChain> several_axes() {
+    std::vector<SeveralAxisChain> out;
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const BlockInfo& t = blocks_.at(order_[k]);
+      if (!t.is_reduction || t.reduce_iters.size() < 2) continue;
+      auto same_extents = [&](const BlockInfo& b) {
+        if (b.reduce_iters.size() != t.reduce_iters.size()) return false;
+        for (size_t a = 0; a < b.reduce_iters.size(); ++a)
+          if (!ir::equal(b.reduce_iters[a]->extent, t.reduce_iters[a]->extent)) return false;
+        return true;
+      };
+      std::set<std::string> candidates;
+      for (size_t e = 0; e < k; ++e)
+        if (blocks_.at(order_[e]).is_reduction && same_extents(blocks_.at(order_[e])))
+          candidates.insert(order_[e]);
+      SeveralAxisChain c;
+      c.target = order_[k];
+      for (const ir::IterVar* iv : t.reduce_iters) c.axes.push_back(iv->name);
+      std::set<std::string> read;
+      ir::visit(inline_term(t.value, candidates), [&](const Expr& n) {
+        if (n->op != Op::Load || !candidates.count(n->name)) return true;
+        bool moves = false;
+        for (const Expr& i : n->args)
+          for (const std::string& a : c.axes) moves |= ir::uses_var(i, a);
+        if (!moves) read.insert(n->name);
+        return true;
+      });
+      c.producers.assign(read.begin(), read.end());
+      if (!c.producers.empty()) out.push_back(c);
+    }
+    return out;
+  }
 
   std::vector<ReductionChain> run() {
     std::vector<ReductionChain> out;
@@ -223,6 +260,10 @@ std::map<std::string, std::string> repair_facts(const ir::LoopProgram& program) 
 
 std::vector<ReductionChain> find_reduction_chains(const ir::LoopProgram& program) {
   return ChainFinder(program).run();
+}
+
+std::vector<SeveralAxisChain> several_axis_chains(const ir::LoopProgram& program) {
+  return ChainFinder(program).several_axes();
 }
 
 std::string format_reduction_chains(const ir::LoopProgram& p,

@@ -40,6 +40,16 @@ std::map<std::string, std::string> repair_facts(const ir::LoopProgram& program);
 // Every reduction block of the program with one reduction axis, in program order.
 std::vector<ReductionChain> find_reduction_chains(const ir::LoopProgram& program);
 
+// A reduction over several axes that reads the running value of an earlier reduction over axes
+// of the same extents (group normalisation's variance over (c, p) after its mean). Fusion follows
+// one reduced axis: such a chain is not fused (its reductions run one after another).
+struct SeveralAxisChain {
+  std::string target;
+  std::vector<std::string> axes;       // the target's reduced axes
+  std::vector<std::string> producers;  // the earlier reductions it reads, not indexed by them
+};
+std::vector<SeveralAxisChain> several_axis_chains(const ir::LoopProgram& program);
+
 // Human-readable listing for `kintsugi lower --print repairs`.
 std::string format_reduction_chains(const ir::LoopProgram& program,
                                     const std::vector<ReductionChain>& chains);

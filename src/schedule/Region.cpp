@@ -252,7 +252,7 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
         }
       };
   reads_of(target, axis.name, ir::make_int(0));
-  bool found = false;
+  bool found = false, by_iters = false;
   std::map<std::string, Range> inner;
   std::function<void(const ir::Stmt&)> walk = [&](const ir::Stmt& s) {
     if (!s || found) return;
@@ -278,40 +278,44 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
       case ir::StmtKind::Block:
         break;
     }
+    // Whether index `index` of the block spans [origin + v * F, origin + v * F + F) for one of
+    // the origins, v the loop's variable and the loop running ceil(extent / F) times.
+    auto try_span = [&](const ir::Expr& index, const std::vector<ir::Expr>& origins) {
+      Interval iv = bound(in_loop_terms(*s, index), inner);
+      if (!iv.ok) return;
+      ir::Expr ext = ir::simplify(ir::make_binary(
+          ir::Op::Add, ir::make_binary(ir::Op::Sub, iv.hi, iv.lo), ir::make_int(1)));
+      auto f = ir::as_const_int(ext);
+      if (!f || *f <= 0) return;
+      ir::Expr start = ir::make_binary(
+          ir::Op::Mul, ir::make_var(loop.var, ir::VarKind::Index, DType::Int), ir::make_int(*f));
+      ir::Expr count = ir::simplify(ir::make_binary(
+          ir::Op::Div, ir::make_binary(ir::Op::Add, axis_extent, ir::make_int(*f - 1)),
+          ir::make_int(*f)));
+      if (!ir::provably_equal(loop.extent, count)) return;
+      for (const ir::Expr& origin : origins)
+        if (ir::provably_equal(sub(iv.lo, origin), start)) {
+          *tile = Range{ir::simplify(start), ext};
+          if (of_chunk) *of_chunk = !ir::equal(origin, ir::make_int(0));
+          found = true;
+          return;
+        }
+    };
     auto try_access = [&](const std::string& buffer, const std::vector<ir::Expr>& idx) {
       const ir::Buffer* b = p.find_buffer(buffer);
       if (!b || found) return;
-      for (size_t d = 0; d < idx.size() && d < b->shape.size(); ++d) {
+      for (size_t d = 0; d < idx.size() && d < b->shape.size() && !found; ++d) {
         // Where this dimension starts the axis: 0 for a dimension of the axis' extent, the
         // target's offset for a dimension the target reads shifted.
         std::vector<ir::Expr> origins;
         if (ir::equal(b->shape[d], axis_extent)) origins.push_back(ir::make_int(0));
         for (const Shifted& sh : shifted)
           if (sh.buffer == buffer && sh.dim == d) origins.push_back(sh.offset);
-        if (origins.empty()) continue;
-        Interval iv = bound(in_loop_terms(*s, idx[d]), inner);
-        if (!iv.ok) continue;
-        ir::Expr ext = ir::simplify(ir::make_binary(
-            ir::Op::Add, ir::make_binary(ir::Op::Sub, iv.hi, iv.lo), ir::make_int(1)));
-        auto f = ir::as_const_int(ext);
-        if (!f || *f <= 0) continue;
-        ir::Expr start = ir::make_binary(
-            ir::Op::Mul, ir::make_var(loop.var, ir::VarKind::Index, DType::Int), ir::make_int(*f));
-        ir::Expr count = ir::simplify(ir::make_binary(
-            ir::Op::Div, ir::make_binary(ir::Op::Add, axis_extent, ir::make_int(*f - 1)),
-            ir::make_int(*f)));
-        if (!ir::provably_equal(loop.extent, count)) continue;
-        for (const ir::Expr& origin : origins)
-          if (ir::provably_equal(sub(iv.lo, origin), start)) {
-            *tile = Range{ir::simplify(start), ext};
-            if (of_chunk) *of_chunk = !ir::equal(origin, ir::make_int(0));
-            found = true;
-            return;
-          }
+        if (!origins.empty()) try_span(idx[d], origins);
       }
     };
     for (const ir::Stmt& part : {s->init, s->body}) {
-      if (!part) continue;
+      if (!part || by_iters) continue;
       ir::visit(part, [&](const ir::Stmt& st) {
         if (st->kind == ir::StmtKind::Store) try_access(st->buffer, st->indices);
         return true;
@@ -323,7 +327,27 @@ bool find_axis_tile(const ir::LoopProgram& p, const ir::StmtNode& loop, const ir
         });
       });
     }
+    // Where no access does (by_iters: a second walk), a reduction axis of the same extent, which no
+    // buffer has as a dimension (reductions over a flattened index,
+    // `max[r: H * W](F[b, r / W, r % W])`): as a dimension of that extent, it is taken for the
+    // target's axis. So is the partial of such a reduction split over the loop (split_k_update's
+    // block `r.rf(spatial r0, reduce r1: F)`): its chunk r0 covers r0 * F + r1 of the axis.
+    auto as_var = [](const ir::IterVar& iv) {
+      return ir::make_var(iv.name, ir::VarKind::Index, DType::Int);
+    };
+    for (const ir::IterVar& iv : s->iters) {
+      if (iv.kind == ir::IterKind::Spatial || found || !by_iters) continue;
+      if (ir::equal(iv.extent, axis_extent)) try_span(as_var(iv), {ir::make_int(0)});
+      for (const ir::IterVar& chunk : s->iters)
+        if (chunk.kind == ir::IterKind::Spatial && !found &&
+            ir::equal(chunk.binding, ir::make_var(loop.var, ir::VarKind::Index, DType::Int)) &&
+            ir::provably_equal(chunk.extent, loop.extent) && ir::as_const_int(iv.extent))
+          try_span(add(ir::make_binary(ir::Op::Mul, as_var(chunk), iv.extent), as_var(iv)),
+                   {ir::make_int(0)});
+    }
   };
+  walk(loop.body);
+  by_iters = true;
   walk(loop.body);
   return found;
 }

@@ -48,7 +48,10 @@ bool access_region(const ir::Stmt& s, const ir::LoopProgram& program, const std:
 //     the loop variable): the tiles partition the axis; or
 //   - the target reads a buffer at `offset + axis` in some dimension (offset free of the axis:
 //     a split-K chunk's partial reads its chunk's elements, j0 * C + a), and an access under the
-//     loop spans [offset + v * F, offset + v * F + F) of it: the tiles partition the chunk.
+//     loop spans [offset + v * F, offset + v * F + F) of it: the tiles partition the chunk; or,
+//     where no access does, a block under the loop reduces over an axis of the same extent that
+//     spans [v * F, v * F + F) (an axis no buffer has as a dimension: a flattened index read at
+//     (r / W, r % W)), or is that axis' split-K partial, a chunk v of F elements.
 // `of_chunk` (optional) tells which: the tiles of a chunk that the target's predicate cuts
 // short (the last chunk) may hold no element at all.
 bool find_axis_tile(const ir::LoopProgram& program, const ir::StmtNode& loop,

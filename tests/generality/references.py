@@ -784,3 +784,14 @@ def batchnorm_training(inputs, params):
     mu = x.mean(axis=0, keepdims=True)
     var = ((x - mu) ** 2).mean(axis=0, keepdims=True)
     return {"Y": (x - mu) / np.sqrt(var + 1e-5) * inputs["G"] + inputs["BETA"]}
+
+
+def spatial_soft_argmax(inputs, params):
+    """Softmax over each map's H x W positions; the expected column and row under it."""
+    f = inputs["F"]
+    b, c, h, w = f.shape
+    flat = f.reshape(b, c, h * w)
+    p = np.exp(flat - flat.max(axis=2, keepdims=True))
+    p = (p / p.sum(axis=2, keepdims=True)).reshape(b, c, h, w)
+    return {"PX": (p * np.arange(w)[None, None, None, :]).sum(axis=(2, 3)),
+            "PY": (p * np.arange(h)[None, None, :, None]).sum(axis=(2, 3))}
