@@ -229,7 +229,8 @@ OutputCheck compare_output(const std::string& name, const Tensor& out,
 }
 
 std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::string& dir,
-                                          SizeMap& sizes, const SizeMap& overrides) {
+                                          SizeMap& sizes, const SizeMap& overrides,
+                                          const ParamMap& params) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) arg_error << "--inputs " << dir << ": no such directory";
@@ -272,7 +273,7 @@ std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& p, const std::s
   // Sizes that no file fixes fall back to --shape and the source; then every shape must match.
   SizeMap all = bind_sizes(p, sizes);
   for (const ir::Buffer* b : p.inputs()) {
-    std::vector<int64_t> want = ir::eval_shape(b->shape, all);
+    std::vector<int64_t> want = ir::eval_shape(b->shape, all, params);
     const Tensor& t = out.at(b->name);
     if (t.shape != want) {
       std::string got, exp;
@@ -461,7 +462,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   std::map<std::string, Tensor> inputs;
   if (!o.inputs_dir.empty()) {
     SizeMap from_files;
-    inputs = read_inputs(p, o.inputs_dir, from_files, o.shape);
+    inputs = read_inputs(p, o.inputs_dir, from_files, o.shape, params);
     r.shape = bind_sizes(p, from_files);
   } else {
     r.shape = bind_sizes(p, o.shape);

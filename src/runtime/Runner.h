@@ -111,9 +111,11 @@ OutputCheck compare_output(const std::string& name, const Tensor& out,
 bool has_nonfinite(const std::map<std::string, Tensor>& inputs);
 
 // Reads every input of the program from `dir`/NAME.npy, binding the sizes that appear as plain
-// dims in input shapes (they must agree with each other and with `overrides`).
+// dims in input shapes (they must agree with each other and with `overrides`); shapes over
+// params take their values from `params` (every param of the program).
 std::map<std::string, Tensor> read_inputs(const ir::LoopProgram& program, const std::string& dir,
-                                          SizeMap& sizes, const SizeMap& overrides);
+                                          SizeMap& sizes, const SizeMap& overrides,
+                                          const ParamMap& params);
 
 RunReport run_program(const ir::LoopProgram& program, const RunOptions& options);
 

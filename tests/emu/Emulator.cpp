@@ -120,7 +120,7 @@ void EmulatedCudaKernel::run(const std::vector<runtime::Tensor*>& args,
   cuda::LaunchPlan l = cuda::plan_launch(program_, source_, sizes, params, args.size(), proven_);
   for (size_t i = 0; i < args.size(); ++i)
     cuda::check_operand(program_, l, i, args[i]->dtype, args[i]->shape);
-  std::vector<int64_t> blocks = cuda::grid_blocks(source_, sizes);
+  std::vector<int64_t> blocks = cuda::grid_blocks(source_, sizes, params);
   std::vector<HostBuffer> storage;  // operands, then intermediates: outputs and scratch poisoned
   storage.reserve(args.size() + l.intermediates.size());
   for (size_t i = 0; i < args.size(); ++i) {

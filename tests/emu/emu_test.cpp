@@ -79,6 +79,7 @@ Compiled compile(const Case& c, std::vector<std::string>* warnings) {
   o.sizes = r.sizes;
   o.chunk_tiles = c.chunk_tiles;
   o.whole_row_bytes = c.whole_row_bytes;
+  o.params = c.params;
   for (const auto& [name, value] : c.run_sizes) o.dynamic.insert(name);
   driver::Scheduled s = driver::schedule_program(r.program, o);
   for (const std::string& w : s.warnings) {
@@ -106,7 +107,10 @@ std::string check(const Case& c) {
   runtime::SizeMap sizes = k.sizes;
   for (const auto& [name, value] : c.run_sizes) sizes[name] = value;
 
-  std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, sizes, 1);
+  runtime::ParamMap params;  // the program's values, overridden by the case's
+  for (const ir::Param& q : p.params) params[q.name] = q.value;
+  for (const auto& [k, v] : c.params) params[k] = v;
+  std::map<std::string, runtime::Tensor> inputs = runtime::random_inputs(p, sizes, 1, params);
   if (c.adjust_inputs) c.adjust_inputs(inputs);
   std::map<std::string, runtime::Tensor> outputs;
   std::vector<runtime::Tensor*> args;
@@ -114,12 +118,9 @@ std::string check(const Case& c) {
     if (b.role == ir::BufferRole::Input) args.push_back(&inputs.at(b.name));
     if (b.role == ir::BufferRole::Output)
       args.push_back(
-          &outputs.emplace(b.name, runtime::Tensor(b.dtype, ir::eval_shape(b.shape, sizes)))
+          &outputs.emplace(b.name, runtime::Tensor(b.dtype, ir::eval_shape(b.shape, sizes, params)))
                .first->second);
   }
-  runtime::ParamMap params;
-  for (const ir::Param& q : p.params) params[q.name] = q.value;
-  for (const auto& [k, v] : c.params) params[k] = v;
   try {
     emu::EmulatedCudaKernel kernel(k.tiles, cuda::CudaTarget::parse(c.arch));
     kernel.run(args, sizes, params);

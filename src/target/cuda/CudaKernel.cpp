@@ -113,7 +113,7 @@ LaunchPlan& CudaKernel::plan(const runtime::SizeMap& sizes, const runtime::Param
   if (!i.last_plan || sizes != i.plan_sizes || params != i.plan_params) {
     i.last_plan.reset();
     LaunchPlan l = plan_launch(program_, source_, sizes, params, given, i.proven);
-    i.plan_blocks = grid_blocks(source_, sizes);  // every grid, before any launch
+    i.plan_blocks = grid_blocks(source_, sizes, params);  // every grid, before any launch
     i.last_plan = std::move(l);
     i.plan_sizes = sizes;
     i.plan_params = params;

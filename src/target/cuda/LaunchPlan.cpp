@@ -87,11 +87,12 @@ void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, siz
               << " at the sizes of this run";
 }
 
-std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes) {
+std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes,
+                                 const runtime::ParamMap& params) {
   std::vector<int64_t> blocks(source.launches.size(), 1);
   for (size_t k = 0; k < source.launches.size(); ++k) {
     for (const ir::Expr& e : source.launches[k].grid)
-      if (__builtin_mul_overflow(blocks[k], ir::eval_int(e, sizes), &blocks[k]) ||
+      if (__builtin_mul_overflow(blocks[k], ir::eval_int(e, sizes, params), &blocks[k]) ||
           blocks[k] > 0x7fffffff)
         arg_error << "kernel " << source.launches[k].name << ": grid too large";
     const int64_t per_cta = source.launches[k].instances_per_cta;

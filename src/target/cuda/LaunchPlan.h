@@ -49,9 +49,10 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
 // Throws RuntimeArgError unless a caller's tensor has the dtype and shape of operand `i`.
 void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, size_t i, DType dtype,
                    const std::vector<int64_t>& shape);
-// The CTA count of every launch of `source` at `sizes` (before any launch: a grid too large for
-// a 1-D launch throws).
-std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes);
+// The CTA count of every launch of `source` at `sizes` and `params` (a grid axis may run over an
+// extent of integer params, N / G), before any launch: a grid too large for a 1-D launch throws.
+std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes,
+                                 const runtime::ParamMap& params);
 // Throws the RuntimeArgError of error code `code` (1 + site) that a kernel wrote; 0 returns.
 void throw_failed_check(const tile::TileProgram& program, const CudaSource& source, int code);
 
