@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ir/Interpreter.h"
+#include "ir/Visit.h"
 #include "runtime/Runner.h"
 #include "schedule/Analysis.h"
 #include "support/Error.h"
@@ -200,6 +201,41 @@ std::string sizes_text(const runtime::SizeMap& s) {
 
 }  // namespace
 
+namespace {
+
+// A dim divided in a shape or an extent (N / G, a scale per group of G columns) stays a multiple
+// of the divisor where the given size is one: the program reads in bounds only there. Rounded up
+// (a tail that is a whole group), down where that would pass the given size.
+void keep_divisible(const ir::LoopProgram& p, const runtime::ParamMap& given_params,
+                    runtime::SizeMap& sizes) {
+  runtime::ParamMap params = given_params;
+  for (const ir::Param& q : p.params) params.emplace(q.name, q.value);
+  const runtime::SizeMap given = sizes;
+  auto divided = [&](const ir::Expr& e) {
+    ir::visit(e, [&](const ir::Expr& x) {
+      if (x->op != ir::Op::Div || x->args[0]->op != ir::Op::Var || !sizes.count(x->args[0]->name))
+        return true;
+      int64_t divisor = 0;
+      try {
+        divisor = ir::eval_int(x->args[1], given, params);
+      } catch (const UserError&) {
+        return true;
+      }
+      int64_t& n = sizes[x->args[0]->name];
+      if (divisor <= 1 || n % divisor == 0) return true;
+      const int64_t up = (n / divisor + 1) * divisor, down = n / divisor * divisor;
+      n = down > 0 && up > given.at(x->args[0]->name) ? down : up;
+      return true;
+    });
+  };
+  for (const ir::Buffer& b : p.buffers)
+    for (const ir::Expr& e : b.shape) divided(e);
+  for (const ir::StmtNode* b : schedule::blocks_under(p.body))
+    for (const ir::IterVar& iv : b->iters) divided(iv.extent);
+}
+
+}  // namespace
+
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
                               int64_t scale_exponent, int64_t rows_cap, bool keep_order,
                               AxisEnd end) {
@@ -227,6 +263,7 @@ runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationO
     else if (out[r] >= out[a])
       out[a] = std::min(given(a), out[r] + 1);
   }
+  keep_divisible(original, o.params, out);
   return out;
 }
 

@@ -1466,6 +1466,21 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   if (groups.empty()) {
     if (!several_axes)
       note("no reduction reads another reduction over the same axis: nothing to fuse");
+    // A map along an axis that no reduction runs over or along (an elementwise program, a
+    // dequantisation that reads a scale per group of columns) gets no tile of it from the tile
+    // IR, which holds only reduced axes whole: it is walked in tiles of map_tile, one element a
+    // grid instance else. (A map along a reduction's rows, a scale per row, joins its kernel.)
+    std::set<std::string> axes;
+    for (const ir::StmtNode* b : blocks_under(original.body)) {
+      std::vector<const ir::StmtNode*> loops = loops_on(find_block(original.body, b->name, "auto"));
+      if (!loops.empty() && !ir::as_const_int(loops.back()->extent))
+        axes.insert(ir::to_string(loops.back()->extent));
+    }
+    for (const ir::StmtNode* b : blocks_under(original.body))
+      if (std::any_of(b->iters.begin(), b->iters.end(),
+                      [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }))
+        for (const ir::IterVar& iv : b->iters) axes.erase(ir::to_string(iv.extent));
+    tile_maps(unscheduled, options.map_tile, axes, note);
     return unscheduled;
   }
   Schedule s = normal;

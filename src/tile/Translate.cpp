@@ -31,6 +31,8 @@ using ir::StmtNode;
 // dot, materialises its operands and its result, not its iteration space), and a register at
 // most kMaxRegisterElements: a whole row of a long sequence is not a tile.
 constexpr int64_t kMaxTileElements = 1 << 20;
+// The chunk of a leaf loop over an extent that is no tile extent (innermost_in_chunks).
+constexpr int64_t kLeafChunk = 1024;
 constexpr int64_t kMaxRegisterElements = 1 << 16;
 
 [[noreturn]] void refuse(const std::string& why) {
@@ -1007,6 +1009,42 @@ class KernelTranslator {
       if (materialised(block, tile) <= budget) break;
     }
     if (chunk < 2) return s;
+    return split_leaf_loop(loops, block, first - 1, chunk, e);
+  }
+
+  // A leaf nest with no tile axis whose innermost loop runs over an extent the tiles cannot hold
+  // whole (not a specialisable size: a param G, N / G, H * W) would run one element a step: that
+  // loop is split as within_budget splits, its inner part a tile axis of up to kLeafChunk
+  // elements (a power of two, no more than the extent at the sizes generated for), the tail
+  // masked by the block's predicate.
+  Stmt innermost_in_chunks(const Stmt& s) const {
+    std::vector<const StmtNode*> loops;
+    const StmtNode* n = s.get();
+    for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);
+    if (loops.empty()) return s;
+    const StmtNode& l = *loops.back();
+    if (ir::as_const_int(l.extent) || ctx_.tile_extent(l.extent) >= 0 || !is_zero(l.min) ||
+        first_tile_axis(loops, *n, budget_for(*n)) != loops.size())
+      return s;
+    int64_t chunk = kLeafChunk;
+    try {
+      runtime::ParamMap params;
+      for (const ir::Param& q : ctx_.program->params) params[q.name] = q.value;
+      const int64_t e = ir::eval_int(l.extent, ctx_.sizes, params);
+      while (chunk > 2 && chunk / 2 >= e) chunk /= 2;
+    } catch (const UserError&) {
+      // a size not given: chunks of kLeafChunk
+    }
+    return split_leaf_loop(loops, *n, loops.size() - 1, chunk, 0);
+  }
+
+  // Splits loops[k_split] of a leaf nest (a loop starting at 0) into an outer loop and an inner
+  // one of `chunk` iterations, the tail masked by the block's predicate unless the loop's extent
+  // at the sizes generated for, `e` (0: not known), is a multiple of the chunk.
+  static Stmt split_leaf_loop(const std::vector<const StmtNode*>& loops, const StmtNode& block,
+                              size_t k_split, int64_t chunk, int64_t e) {
+    const StmtNode& l = *loops[k_split];
+    const size_t first = k_split + 1;
     const std::string outer = l.var + "_outer", inner = l.var + "_inner";
     const Expr at = ir::make_binary(
         Op::Add, ir::make_binary(Op::Mul, int_var(outer), ir::make_int(chunk)), int_var(inner));
@@ -1015,7 +1053,7 @@ class KernelTranslator {
     for (ir::IterVar& iv : iters) iv.binding = ir::simplify(ir::substitute(iv.binding, to));
     std::vector<Expr> pred;
     if (block.predicate) pred.push_back(ir::simplify(ir::substitute(block.predicate, to)));
-    if (e % chunk != 0) pred.push_back(ir::make_binary(Op::Lt, at, l.extent));
+    if (e == 0 || e % chunk != 0) pred.push_back(ir::make_binary(Op::Lt, at, l.extent));
     Stmt nest = ir::make_block(block.name, std::move(iters), block.init, block.body,
                                pred.empty() ? nullptr : conjunction(pred));
     for (size_t k = loops.size(); k-- > first;)
@@ -1070,7 +1108,7 @@ class KernelTranslator {
   }
 
   void leaf_nest(const Stmt& whole) {
-    const Stmt s = within_budget(whole);
+    const Stmt s = within_budget(innermost_in_chunks(whole));
     std::vector<const StmtNode*> loops;
     const StmtNode* n = s.get();
     for (; n->kind == ir::StmtKind::For; n = n->body.get()) loops.push_back(n);

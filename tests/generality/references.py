@@ -795,3 +795,13 @@ def spatial_soft_argmax(inputs, params):
     p = (p / p.sum(axis=2, keepdims=True)).reshape(b, c, h, w)
     return {"PX": (p * np.arange(w)[None, None, None, :]).sum(axis=(2, 3)),
             "PY": (p * np.arange(h)[None, None, :, None]).sum(axis=(2, 3))}
+
+
+def block_quant_fp8(inputs, params):
+    """Per group of G columns of a row: amax, codes e4m3(x * 448 / amax) (0 where amax is 0)."""
+    x, g = inputs["X"], int(params["G"])
+    m, n = x.shape
+    amax = np.abs(x.reshape(m, n // g, g)).max(axis=2)
+    per_col = np.repeat(amax, g, axis=1)
+    q = np.where(per_col > 0, e4m3(x * 448.0 / np.where(per_col > 0, per_col, 1.0)), 0.0)
+    return {"SCALE": amax / 448.0, "Q": q}
