@@ -260,7 +260,12 @@ class Bounds {
         if (auto it = held_.find(e->name); it != held_.end()) return it->second;
         return type_range(e->type);
       case Op::Cast:
-        if (e->type == DType::I8 || e->type == DType::I32) return type_range(e->type);
+        if (e->type == DType::I8 || e->type == DType::I32) {
+          // A value inside the type's range is kept (i32 of an i8); others saturate or wrap.
+          const Range t = type_range(e->type);
+          if (!a.empty() && a[0] && a[0]->lo >= t.lo && a[0]->hi <= t.hi) return *a[0];
+          return t;
+        }
         return a.empty() ? kFull : arg(0);
       case Op::Neg:
         return fit(-static_cast<I128>(arg(0).hi), -static_cast<I128>(arg(0).lo), e);

@@ -792,6 +792,8 @@ class NestTranslator {
   }
 
   bool try_dot(const Expr& term, const std::string& k, const std::vector<Expr>& masks, Val* out) {
+    // A dot accumulates floats in f32: an integer sum of products stays a reduction (exact).
+    if (!is_float(term->args[0]->type) || !is_float(term->args[1]->type)) return false;
     std::vector<std::string> a_axes = axes_in(term->args[0]), b_axes = axes_in(term->args[1]);
     auto other = [&](const std::vector<std::string>& axes, std::string* o) {
       if (axes.size() != 2 || std::find(axes.begin(), axes.end(), k) == axes.end()) return false;

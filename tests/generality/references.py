@@ -805,3 +805,13 @@ def block_quant_fp8(inputs, params):
     per_col = np.repeat(amax, g, axis=1)
     q = np.where(per_col > 0, e4m3(x * 448.0 / np.where(per_col > 0, per_col, 1.0)), 0.0)
     return {"SCALE": amax / 448.0, "Q": q}
+
+
+def int8_scores_attention(inputs, params):
+    """Scores: the integer dot of int8 Q and K, times the per-token scales SQ and SK."""
+    q, k = inputs["Q"].astype(np.int64), inputs["K"].astype(np.int64)
+    s = np.einsum("bhid,bhjd->bhij", q, k).astype(np.float64)
+    s = s * inputs["SQ"][..., :, None] * inputs["SK"][..., None, :]
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    o = np.einsum("bhij,bhjd->bhid", f16(p), inputs["V"])
+    return {"O": o / p.sum(axis=-1, keepdims=True)}
