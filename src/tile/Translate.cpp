@@ -539,7 +539,10 @@ class NestTranslator {
       bool again = !used.empty() && !seen.insert(used[0]).second;
       bool guarded = used.empty() && bounded_by_guard(i) && !squeezed_in_bounds(i, b->shape[d]);
       if (guarded) return gather(*b, indices);
-      if (!again && region_index(i)) continue;
+      if (!again && region_index(i)) {
+        if (region_leaves_buffer(*b, d, i)) return gather(*b, indices);
+        continue;
+      }
       if (std::optional<Val> v = piecewise(*b, indices)) return *v;
       return gather(*b, indices);
     }
@@ -613,6 +616,47 @@ class NestTranslator {
     if (used.size() > 1) return false;
     Expr start = ir::simplify(ir::substitute(idx, {{used[0], ir::make_int(0)}}));
     return ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0])));
+  }
+
+  // Whether the region that index `index` of dimension `d` spans along a tile axis may pass the
+  // buffer's end at an element the block computes. A region that may run past the end reads 0
+  // there, which is right for a tail that the block's predicate masks (`j0 * 64 + j1 < T` for a
+  // dimension of T) or a select's guard leaves untaken, and a silent wrong read where the block
+  // computes (`X[i + 1]` at i = N - 1, which the loop program reports): there the read is a
+  // gather, checked element by element wherever the block computes. (A region that a proof here
+  // misses is a gather too: correct, slower.)
+  bool region_leaves_buffer(const ir::Buffer& b, size_t d, const Expr& index) const {
+    if (!guards_.empty()) return false;
+    const DimAccess a = dim_access(index);
+    if (a.axis.empty()) return false;
+    const int64_t n = extent_of(a.axis);
+    if (is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n) return false;
+    const auto start = range_of(a.start), extent = range_of(b.shape[d]);
+    if (start && extent && start->first >= 0 && start->second + n <= extent->first) return false;
+    // A conjunct L < R of the predicate with the index L + o (o free of tile axes) bounds it
+    // where o + R is the dimension's extent (a table read at i + T - S for rows i < S), or where
+    // o is g * R for a grid index g over extent / R groups (a group of R columns, g * G + k for
+    // k < G: at most (extent / R) * R).
+    const Expr idx = ir::simplify(index);
+    auto groups_of = [&](const Expr& offset, const Expr& r) {
+      if (offset->op != Op::Mul) return false;
+      for (int k = 0; k < 2; ++k) {
+        const Expr& g = offset->args[k];
+        if (g->op != Op::Var || !ir::provably_equal(offset->args[1 - k], r)) continue;
+        for (const GridAxis& a : em_.kernel()->grid)
+          if (a.var == g->name &&
+              ir::provably_equal(a.extent, ir::make_binary(Op::Div, b.shape[d], r)))
+            return true;
+      }
+      return false;
+    };
+    return std::none_of(live_.begin(), live_.end(), [&](const Expr& c) {
+      if (c->op != Op::Lt) return false;
+      const Expr offset = ir::simplify(ir::make_binary(Op::Sub, idx, c->args[0]));
+      return axes_in(offset).empty() &&
+             (ir::provably_equal(ir::make_binary(Op::Add, offset, c->args[1]), b.shape[d]) ||
+              groups_of(offset, c->args[1]));
+    });
   }
 
   // Whether a select branch being translated is taken under an integer inequality over a
@@ -690,6 +734,16 @@ class NestTranslator {
       if (std::all_of(used.begin(), used.end(), [&](const std::string& a) { return all.count(a); }))
         live.push_back(c);
     }
+    // The same elements gathered before wherever these conditions hold, or more widely (a scale
+    // tested, then divided by in the branch the test guards): that value serves.
+    GatherMemo memo{b.name, {}, {}, {}};
+    for (const Expr& i : indices) memo.indices.push_back(ir::to_string(ir::simplify(i)));
+    for (const Expr& c : live) memo.conditions.insert(ir::to_string(c));
+    for (const GatherMemo& g : gathered_)
+      if (g.buffer == memo.buffer && g.indices == memo.indices &&
+          std::includes(memo.conditions.begin(), memo.conditions.end(), g.conditions.begin(),
+                        g.conditions.end()))
+        return g.value;
     TileOp o;
     o.kind = OpKind::Gather;
     o.buffer = b.name;
@@ -706,7 +760,9 @@ class NestTranslator {
       o.args.push_back(m.axes.empty() ? m.id : arrange(m, out).id);
     }
     o.type = type_of(b.dtype, out);
-    return Val{em_.emit(o), out, b.dtype};
+    memo.value = Val{em_.emit(o), out, b.dtype};
+    gathered_.push_back(memo);
+    return memo.value;
   }
 
   void region(const ir::Buffer& b, const std::vector<Expr>& indices, TileOp* o,
@@ -844,6 +900,14 @@ class NestTranslator {
   // Along a tile axis the region's bounds check zero-fills it; a squeezed index that may leave
   // the buffer makes the read a gather masked by these conditions.
   std::vector<Expr> guards_;
+  // The gathers emitted for the block: buffer, indices and conditions (printed), and the value.
+  struct GatherMemo {
+    std::string buffer;
+    std::vector<std::string> indices;
+    std::set<std::string> conditions;
+    Val value;
+  };
+  std::vector<GatherMemo> gathered_;
   const StmtNode& block_;
   const std::map<std::string, Expr>& serial_;
 };
