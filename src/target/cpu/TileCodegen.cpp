@@ -376,6 +376,46 @@ class TileEmitter : public Codegen {
     close_loops(loops);
   }
 
+  // An integer division (or modulo) of a tile by one value (c / G along a tile of columns): the
+  // divisor is tested for zero once, and where it and every dividend lie within 2^53 in magnitude
+  // the floor of the quotient of doubles is the floor division, in vector instructions (exact: a
+  // quotient a / b that is no integer lies at least 1 / |b| from one, and rounding moves it by at
+  // most |a / b| 2^-53 < 1 / |b|); elsewhere the integer division, an element at a time.
+  void int_division_by_scalar(const TileOp& o, Value& v) {
+    declare_array(v);
+    const bool div = o.op == Op::Div;
+    const std::string b = at(o.args[1], "0");
+    line("if (__builtin_expect(" + b + " == 0, 0)) ks_divzero(ks_l, " +
+         std::to_string(site(div ? "/" : "%")) + ");");
+    line("{");
+    ++indent_;
+    line("bool ks_small = " + b + " != 0 && ks_iabs(" + b + ") < (INT64_C(1) << 53);");
+    auto each = [&](const std::function<std::string(const std::string&)>& code) {
+      auto [x, loops] = open_elementwise(v.shape, false);
+      line(code(at(o.args[0], x)));
+      close_loops(loops);
+    };
+    each([&](const std::string& a) {
+      return "ks_small &= ks_iabs(" + a + ") < (INT64_C(1) << 53);";
+    });
+    line("if (ks_small) {");
+    ++indent_;
+    each([&](const std::string& a) {
+      const std::string q = "(int64_t)floor((double)(" + a + ") / (double)(" + b + "))";
+      return v.name + "[i] = " + (div ? q : "(" + a + ") - " + q + " * (" + b + ")") + ";";
+    });
+    --indent_;
+    line("} else {");
+    ++indent_;
+    each([&](const std::string& a) {
+      return v.name + "[i] = " + (div ? "ks_fdivc(" : "ks_fmodc(") + a + ", " + b + ");";
+    });
+    --indent_;
+    line("}");
+    --indent_;
+    line("}");
+  }
+
   // A reduction along the contiguous last axis of a stored elementwise value, later in the same
   // body, runs in the loop that stores the value: each element is computed, stored and combined
   // once, rather than stored by one pass and read back by another (softmax's sum of the
@@ -1164,6 +1204,11 @@ class TileEmitter : public Codegen {
         return;
       }
       case OpKind::Map: {
+        if (!is_float(o.type.dtype) && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
+            val(o.args[1]).scalar() && !v.scalar()) {
+          int_division_by_scalar(o, v);
+          return;
+        }
         auto element = [this, o](const Index& x) {
           std::vector<std::string> a;
           for (int id : o.args) a.push_back(at(id, x));
