@@ -142,7 +142,8 @@ ValidationOptions validation_options(const ir::LoopProgram& program, const nlohm
                  .back();
         const std::string loop = e.at("loop").get<std::string>();
         for (const ir::IterVar& iv : b.iters) {
-          if (iv.extent->op != ir::Op::Var) continue;
+          // Sizes only: an extent that is a param (W in f32[W, N]) keeps its value.
+          if (iv.extent->op != ir::Op::Var || iv.extent->var_kind != ir::VarKind::Dim) continue;
           if (iv.binding->op == ir::Op::Var && iv.binding->name == loop)
             v.axis_dim = iv.extent->name;
           else if (iv.kind == ir::IterKind::Spatial)
