@@ -2,8 +2,6 @@
 // The auto-scheduler (see AutoSchedule.h).
 #include "schedule/AutoSchedule.h"
 
-#include "ir/Simplify.h"
-
 #include <algorithm>
 #include <functional>
 #include <map>

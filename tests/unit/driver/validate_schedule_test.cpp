@@ -119,6 +119,27 @@ TEST(ValidateSchedule, ExamplesPassAtTheirSizes) {
   }
 }
 
+// A dim divided in a shape (N / G, a scale per group of G columns) stays a multiple of the
+// divisor, which the program needs to read in bounds: rounded up from two tiles and a partial
+// one, down where that would pass the given size.
+TEST(ValidateSchedule, ShrunkSizesKeepDividedDimsMultiples) {
+  ir::LoopProgram p = schedtest::lowered(
+      "sizes M = 8, N = 512\nparam G: i32 = 128\ninput X: f32[M, N]\n"
+      "amax[r, g: N / G] = max[k: G](abs(X[r, g * G + k]))\n"
+      "output Q[r, c]: f32 = X[r, c] / amax[r, c / G]\n");
+  driver::ValidationOptions o;
+  o.sizes = {{"M", 64}, {"N", 4096}};
+  o.axis_tile = 1024;
+  o.row_tile = 4;
+  o.axis_dim = "N";
+  runtime::SizeMap s = driver::shrink_sizes(p, o, 5, 7, true);
+  EXPECT_EQ(s.at("N") % 128, 0) << s.at("N");
+  EXPECT_GE(s.at("N"), 2 * 1024 + 1);  // a tile past the second, partial
+  o.sizes["N"] = 2500;                 // groups of 1000: rounding 2500 up would pass the given size
+  o.params = {{"G", 1000}};
+  EXPECT_EQ(driver::shrink_sizes(p, o, 5, 7, true).at("N"), 2000);
+}
+
 TEST(ValidateSchedule, ShrunkSizesCoverTilesChunksAndRows) {
   ir::LoopProgram p = example("attention/prefill_causal.te");
   driver::ValidationOptions o;
