@@ -618,6 +618,16 @@ class NestTranslator {
     return ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0])));
   }
 
+  // Whether a region along tile axis a.axis stays inside dimension `d` of the buffer, needing no
+  // check: it starts at 0 and spans a specialised dimension exactly, or the grid's ranges keep
+  // it inside.
+  bool region_inside(const ir::Buffer& b, size_t d, const DimAccess& a) const {
+    const int64_t n = extent_of(a.axis);
+    if (is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n) return true;
+    const auto start = range_of(a.start), extent = range_of(b.shape[d]);
+    return start && extent && start->first >= 0 && start->second + n <= extent->first;
+  }
+
   // Whether the region that index `index` of dimension `d` spans along a tile axis may pass the
   // buffer's end at an element the block computes. A region that may run past the end reads 0
   // there, which is right for a tail that the block's predicate masks (`j0 * 64 + j1 < T` for a
@@ -629,10 +639,7 @@ class NestTranslator {
     if (!guards_.empty()) return false;
     const DimAccess a = dim_access(index);
     if (a.axis.empty()) return false;
-    const int64_t n = extent_of(a.axis);
-    if (is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n) return false;
-    const auto start = range_of(a.start), extent = range_of(b.shape[d]);
-    if (start && extent && start->first >= 0 && start->second + n <= extent->first) return false;
+    if (region_inside(b, d, a)) return false;
     // A conjunct L < R of the predicate with the index L + o (o free of tile axes) bounds it
     // where o + R is the dimension's extent (a table read at i + T - S for rows i < S), or where
     // o is g * R for a grid index g over extent / R groups (a group of R columns, g * G + k for
@@ -779,13 +786,7 @@ class NestTranslator {
         refuse("buffer '" + b.name + "' is indexed twice by tile axis " + a.axis);
       o->axis_of_dim.push_back(static_cast<int>(axes->size()));
       axes->push_back(a.axis);
-      // A region that stays inside the buffer needs no check (one that starts at 0 and spans a
-      // specialised dimension exactly; one that the grid's ranges keep inside it).
-      int64_t n = extent_of(a.axis);
-      bool exact = is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n;
-      auto start = range_of(a.start), extent = range_of(b.shape[d]);
-      bool inside = start && extent && start->first >= 0 && start->second + n <= extent->first;
-      o->bounds_checked.push_back(!exact && !inside);
+      o->bounds_checked.push_back(!region_inside(b, d, a));
     }
   }
 
