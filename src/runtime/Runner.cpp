@@ -53,7 +53,21 @@ SizeMap bind_sizes(const ir::LoopProgram& p, const SizeMap& overrides) {
 
 namespace {
 
-// The integer inputs read directly (through casts) as an index of another buffer's dimension,
+// The integer input that an index expression reads as its value: a load of it, through casts and
+// through clamps (`max(TGT[r], 0)`, `min(max(P[i], 0), N - 1)`), where the clamp's other side
+// reads no such input. Null when the index is anything else.
+const ir::Buffer* index_tensor_read(const ir::LoopProgram& p, ir::Expr i) {
+  while (i->op == ir::Op::Cast) i = i->args[0];
+  if (i->op == ir::Op::Min || i->op == ir::Op::Max) {
+    const ir::Buffer* a = index_tensor_read(p, i->args[0]);
+    const ir::Buffer* b = index_tensor_read(p, i->args[1]);
+    return a && b ? nullptr : a ? a : b;
+  }
+  const ir::Buffer* b = i->op == ir::Op::Load ? p.find_buffer(i->name) : nullptr;
+  return b && b->role == ir::BufferRole::Input && !is_float(b->dtype) ? b : nullptr;
+}
+
+// The integer inputs read (through casts and clamps) as an index of another buffer's dimension,
 // each with the smallest extent it indexes.
 std::map<std::string, int64_t> index_tensor_bounds(const ir::LoopProgram& p, const SizeMap& sizes,
                                                    const ParamMap& values) {
@@ -63,10 +77,8 @@ std::map<std::string, int64_t> index_tensor_bounds(const ir::LoopProgram& p, con
       if (e->op != ir::Op::Load) return true;
       const ir::Buffer* x = p.find_buffer(e->name);
       for (size_t d = 0; x && d < e->args.size() && d < x->shape.size(); ++d) {
-        ir::Expr i = e->args[d];
-        while (i->op == ir::Op::Cast) i = i->args[0];
-        const ir::Buffer* b = i->op == ir::Op::Load ? p.find_buffer(i->name) : nullptr;
-        if (!b || b->role != ir::BufferRole::Input || is_float(b->dtype)) continue;
+        const ir::Buffer* b = index_tensor_read(p, e->args[d]);
+        if (!b) continue;
         int64_t n = ir::eval_int(x->shape[d], sizes, values);
         auto [it, fresh] = out.emplace(b->name, n);
         if (!fresh) it->second = std::min(it->second, n);

@@ -90,10 +90,11 @@ struct RunReport {
 // that each is positive and that every dim has one.
 SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
 // Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range,
-// except an index tensor (an integer input read directly as an index of another buffer, a lookup
-// such as X[r, TGT[r]]): uniform over the indices valid for every dimension it indexes. An input
-// of 2^22 elements or more is drawn in parallel from a counter-based stream (the same values
-// whatever the machine's thread count), smaller ones from one sequential generator.
+// except an index tensor (an integer input read as an index of another buffer, a lookup such as
+// X[r, TGT[r]], directly or through a clamp such as max(TGT[r], 0)): uniform over the indices
+// valid for every dimension it indexes. An input of 2^22 elements or more is drawn in parallel
+// from a counter-based stream (the same values whatever the machine's thread count), smaller ones
+// from one sequential generator.
 // `params`: the values of params that shapes use (the program's own where absent).
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& program, const SizeMap& sizes,
                                             uint64_t seed, const ParamMap& params = {});
