@@ -190,20 +190,27 @@ bool computed_whole(const std::vector<std::string>& notes, const std::string& na
 
 // Every reduction of `program` with its chain and the update `trace` gave it; the reductions that
 // read another one's running values and were left unfused are shortfalls (the scheduler's note
-// that abandoned fusion gives the reason, or the chain it fused instead).
+// that abandoned fusion gives the reason, or the chain it fused instead). A reduction re-based
+// onto one part of a join (rebase_join) is fused when its part's block is.
 std::vector<FusedReduction> fusion_of(const ir::LoopProgram& program, const nlohmann::json& trace,
                                       const std::vector<std::string>& notes,
                                       std::vector<Shortfall>* shortfalls) {
   std::vector<FusedReduction> out;
   std::vector<std::string> unfused;
   std::string fused_axes;
+  std::map<std::string, std::string> part_of;  // a re-based block -> the block of its part
+  for (const nlohmann::json& e : trace)
+    if (e.at("primitive") == "rebase_join")
+      for (size_t k = 0; k < e.at("blocks").size(); ++k)
+        part_of[e.at("blocks")[k].get<std::string>()] = e.at("parts")[k].get<std::string>();
   for (const schedule::ReductionChain& c : schedule::find_reduction_chains(program)) {
     FusedReduction f;
     f.name = c.target;
     f.axis = c.axis;
     f.producers = c.producers;
+    const std::string block = part_of.count(c.target) ? part_of.at(c.target) : c.target;
     for (const nlohmann::json& e : trace) {
-      if (e.value("block", std::string()) != c.target) continue;
+      if (e.value("block", std::string()) != block) continue;
       if (e.at("primitive") == "split_k_update") f.update = "split-k";
       if (e.at("primitive") == "rolling_update" && f.update == "none") f.update = "rolling";
     }

@@ -17,6 +17,7 @@
 #include "schedule/primitive/ComputeAt.h"
 #include "schedule/primitive/Fusion.h"
 #include "schedule/primitive/MaskedTerm.h"
+#include "schedule/primitive/RebaseJoin.h"
 
 namespace kintsugi::schedule {
 
@@ -85,10 +86,14 @@ std::set<std::string> dependents(const ir::LoopProgram& p, const std::set<std::s
 // follows from the indices, never from extents, so a program whose rows and axis have one extent
 // (self-attention over one length) finds the right one. A producer that runs along the axis but
 // not along the rows (a definition on the key side) is not the head: it stays a producer,
-// complete before the row loop. Nothing when no producer qualifies.
+// complete before the row loop. Nothing when no producer qualifies. The later producers that
+// qualify as well and do not read the head are its peers: computed at the tile loop beside it
+// (the second dot of a score made of two, as in latent attention's
+// `sum[l](QC * C) + sum[e](QR * R)`).
 struct ChainHead {
   std::string block, var;
-  std::set<std::string> rows;  // the spatial variables of `first` the head runs along
+  std::set<std::string> rows;   // the spatial variables of `first` the head runs along
+  std::set<std::string> peers;  // the other producers that run along the axis and every row
 };
 std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode& first,
                                     const std::string& axis, const std::set<std::string>& closure) {
@@ -114,6 +119,7 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
     else if (iv.name != last_row)
       return std::nullopt;
   }
+  std::optional<ChainHead> head;
   for (const std::string& b : between) {
     auto it = along.find(b);
     if (it == along.end()) continue;
@@ -121,11 +127,18 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
       return r.second.count(b) > 0 && r.second.at(b).var != it->second.var;
     });
     if (!covers) continue;
-    ChainHead h{b, it->second.var, {}};
-    for (const auto& [v, r] : rows) h.rows.insert(v);
-    return h;
+    if (head) {
+      head->peers.insert(b);
+      continue;
+    }
+    head = ChainHead{b, it->second.var, {}, {}};
+    for (const auto& [v, r] : rows) head->rows.insert(v);
   }
-  return std::nullopt;
+  if (head && !head->peers.empty()) {
+    const std::set<std::string> reads_head = dependents(p, {head->block});
+    std::erase_if(head->peers, [&](const std::string& b) { return reads_head.count(b) > 0; });
+  }
+  return head;
 }
 
 // The loop around the tile loop `tile_loop` (a row tile's), if any.
@@ -298,7 +311,8 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
 // member of the chain is complete before the tile loop; nests of it that come after the head's
 // nest move before it, in program order (move_nest checks that they are independent of the
 // nests they cross). A block that reads a member (the log-probabilities of a second softmax over
-// the same rows) is fused with the chain, never complete.
+// the same rows) is fused with the chain, never complete. The head's peers move too, to be
+// computed at the tile loop once what reads them is there.
 void hoist_complete_producers(Schedule& s, const std::string& head,
                               const std::vector<std::string>& members) {
   const ir::LoopProgram& p = s.program();
@@ -786,6 +800,63 @@ bool scaled_read(const ir::Expr& e) {
   }
 }
 
+// The reduction variable's extent of a block over one reduction variable (null otherwise).
+ir::Expr reduced_extent(const ir::StmtNode& b) {
+  ir::Expr extent;
+  for (const ir::IterVar& iv : b.iters)
+    if (iv.kind != ir::IterKind::Spatial) {
+      if (extent) return nullptr;
+      extent = iv.extent;
+    }
+  return extent;
+}
+
+// A max (or min) that joins reductions over different axes (a cascade's prefix and suffix,
+// max(max[j](sp), max[k](sk))) is complete only after all of them, so no reduction that reads it
+// fuses with any. The reductions over each joined axis that read the join are re-based onto the
+// join's reduction over that axis (rebase_join): each axis then has a chain of its own.
+void rebase_joins(Schedule& s, const std::function<void(const std::string&)>& note) {
+  const ir::LoopProgram p = s.program();
+  std::vector<std::pair<std::vector<std::string>, std::string>> plans;  // targets, part
+  for (const ir::StmtNode* j : ordered_blocks(p)) {
+    if (!j->body || j->body->kind != ir::StmtKind::Store) continue;
+    std::map<std::string, ir::Expr> parts;  // joined reductions -> their axis' extent
+    ir::visit(j->body->value, [&](const ir::Expr& e) {
+      if (e->op == ir::Op::Load && join_part(p, *j, e->name))
+        if (ir::Expr x = reduced_extent(*block_writers(p.body).at(e->name))) parts[e->name] = x;
+      return e->op == ir::Op::Max || e->op == ir::Op::Min;
+    });
+    bool several_axes = false;
+    for (const auto& [a, x] : parts)
+      for (const auto& [b, y] : parts) several_axes = several_axes || !ir::equal(x, y);
+    if (!several_axes) continue;
+    for (const auto& [part, extent] : parts) {
+      std::vector<std::string> targets;
+      for (const ir::StmtNode* t : ordered_blocks(p)) {
+        ir::Expr x = reduced_extent(*t);
+        if (t->name == j->name || parts.count(t->body->buffer) || !x || !ir::equal(x, extent))
+          continue;
+        std::set<std::string> frontier;
+        std::vector<std::string> between;
+        find_frontier(
+            p, *t, [&](const ir::StmtNode& prod) { return prod.name == j->name; }, &frontier,
+            &between);
+        if (frontier.count(j->body->buffer)) targets.push_back(t->name);
+      }
+      if (!targets.empty()) plans.emplace_back(targets, part);
+    }
+  }
+  for (const auto& [targets, part] : plans) {
+    Schedule next = s;
+    try {
+      next.rebase_join(targets, part);
+      s = next;
+    } catch (const ScheduleError& e) {
+      note(kFusionAbandoned + std::string(e.what()));
+    }
+  }
+}
+
 // Step 0 (see AutoSchedule.h): an elementwise definition computed from positions, sizes, params
 // and inputs alone over dims that no operand spans together (a mask or a bias over positions,
 // `allowed[i: S, j: T] = select(j <= i, 1.0, 0.0)`, T5's bucket of j - i, a distance scaled by a
@@ -829,6 +900,7 @@ Schedule normal_form(const ir::LoopProgram& program,
       }
     }
   }
+  rebase_joins(s, note);
   const ir::LoopProgram base = s.program();
   for (const ReductionChain& c : find_reduction_chains(base)) {
     if (c.producers.empty()) continue;
@@ -1308,6 +1380,14 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       continue;
     }
     if (closure.count(b->name)) s.reverse_compute_at(b->name, fuse_under);
+  }
+  // The head's peers, moved before the head's nest with what is complete, read nothing of the
+  // tile loop: each is computed at it once the blocks that read it are there (latest first).
+  if (found && !found->peers.empty()) {
+    std::vector<std::string> peers;
+    for (const ir::StmtNode* b : ordered_blocks(s.program()))
+      if (found->peers.count(b->name)) peers.push_back(b->name);
+    for (auto it = peers.rbegin(); it != peers.rend(); ++it) s.compute_at(*it, fuse_under);
   }
   note(std::string(split_k ? "split-K" : "rolling update") + ": " +
        (known ? std::to_string(rows) : std::string("unknown")) +

@@ -105,6 +105,10 @@ class Schedule {
   // Neptune's Rolling Update: fuses reduction `block` under `loop` (the tile loop of a producer
   // reduction it consumes) and repairs its accumulator with a derived repair function.
   void rolling_update(const std::string& block, const LoopRef& loop);
+  // Re-bases reductions `blocks`, which read a max or min joining reduction `part` with
+  // reductions over other axes, onto `part` alone, each repaired once the join is known (see
+  // primitive/RebaseJoin.cpp): each join's axis then carries a chain of its own.
+  void rebase_join(const std::vector<std::string>& blocks, const std::string& part);
   // Replaces the scan buffer of a scan block by a loop-carried pair `.prev` / `.next`.
   void split_scan_buffer(const std::string& block, const LoopRef& loop);
   // Neptune's Split-K Update (FlashDecoding): chunk-local partials under a data-parallel

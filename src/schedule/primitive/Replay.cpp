@@ -19,6 +19,7 @@ const ReplayTable& replay_table() {
       {"move_nest", replay_move_nest},
       {"compute_at", replay_compute_at},
       {"name_term", replay_name_term},
+      {"rebase_join", replay_rebase_join},
       {"rfactor", replay_rfactor},
       {"reduce_to_scan", replay_reduce_to_scan},
       {"rolling_update", replay_rolling_update},

@@ -29,6 +29,7 @@ void replay_decompose_reduction(Schedule& s, const nlohmann::json& j);
 void replay_move_nest(Schedule& s, const nlohmann::json& j);
 void replay_compute_at(Schedule& s, const nlohmann::json& j);
 void replay_name_term(Schedule& s, const nlohmann::json& j);
+void replay_rebase_join(Schedule& s, const nlohmann::json& j);
 void replay_rfactor(Schedule& s, const nlohmann::json& j);
 void replay_reduce_to_scan(Schedule& s, const nlohmann::json& j);
 void replay_rolling_update(Schedule& s, const nlohmann::json& j);

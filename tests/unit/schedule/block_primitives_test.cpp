@@ -1,4 +1,5 @@
-// compute_inline, reverse_compute_inline, decompose_reduction, name_term: equivalence and errors.
+// compute_inline, reverse_compute_inline, decompose_reduction, name_term, rebase_join: equivalence
+// and errors.
 #include "ScheduleTestUtil.h"
 
 using namespace kintsugi;
@@ -104,4 +105,54 @@ TEST(DecomposeReduction, InitBeforeTheReductionLoop) {
   EXPECT_THROW(s.decompose_reduction("l", LoopRef{"l", "j0"}), ScheduleError);  // no init left
   Schedule t(p);
   EXPECT_THROW(t.decompose_reduction("l", LoopRef{"m", "j"}), ScheduleError);
+}
+
+// rebase_join: sums over j that read the max of two reductions over j and k are computed against
+// the max over j alone and repaired once the joined max is known; the elementwise block between
+// is copied to read the part, and the original, read by nothing then, goes. With the rows of A
+// masked whole (A = -inf where PL <= 0), the repair's guard gives the sums' identity.
+TEST(RebaseJoin, ComputesEachSideAgainstItsOwnPart) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 3, N = 7, K = 5, E = 2
+input PL: i32[M]
+input A: f32[M, N]
+input B: f32[M, K]
+input V: f32[N, E]
+a[r, v] = select(v < PL[r], A[r, v], -inf)
+m[r]    = max(max[v](a[r, v]), max[k](B[r, k]))
+e[r, v] = exp(a[r, v] - m[r])
+l[r]    = sum[v](e[r, v])
+o[r, c] = sum[v](e[r, v] * V[v, c])
+output Y[r, c]: f32 = o[r, c] / (l[r] + sum[k](exp(B[r, k] - m[r])))
+)");
+  Schedule s(p);
+  s.rebase_join({"l", "o"}, "m.max0");
+  std::string text = ir::to_string(s.program());
+  EXPECT_EQ(text.find("buffer e:"), std::string::npos) << text;
+  EXPECT_NE(text.find("e.rb[r, v] = exp(a[r, v] - m.max0[r])"), std::string::npos) << text;
+  EXPECT_NE(text.find("l.part[r] = l.part[r] + e.rb[r, v]"), std::string::npos) << text;
+  EXPECT_NE(text.find("l[r] = select(m.max0[r] == -inf && m[r] != -inf, 0.0, l.part[r] * "
+                      "select(m.max0[r] == m[r], 1.0, exp(m.max0[r] - m[r])))"),
+            std::string::npos)
+      << text;
+  // The sum over k, inline in the output, against the max over k.
+  s.rebase_join({"Y.sum0"}, "m.max1");
+  text = ir::to_string(s.program());
+  EXPECT_NE(text.find("Y.sum0.part[r] = Y.sum0.part[r] + exp(B[r, k] - m.max1[r])"),
+            std::string::npos)
+      << text;
+  const std::vector<runtime::SizeMap> sizes = {{{"M", 6}, {"N", 7}, {"K", 5}, {"E", 2}},
+                                               {{"M", 9}, {"N", 1}, {"K", 3}, {"E", 1}}};
+  expect_equivalent(p, s.program(), sizes);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+  try {
+    Schedule t(p);
+    t.rebase_join({"l"}, "B");
+    FAIL();
+  } catch (const ScheduleError& e) {
+    EXPECT_NE(std::string(e.what()).find("rebase_join: block 'l' reads no maximum or minimum "
+                                         "that joins 'B'"),
+              std::string::npos)
+        << e.what();
+  }
 }
