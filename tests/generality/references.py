@@ -815,3 +815,105 @@ def int8_scores_attention(inputs, params):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     o = np.einsum("bhij,bhjd->bhid", f16(p), inputs["V"])
     return {"O": o / p.sum(axis=-1, keepdims=True)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Serving and training variants: two caches, latent heads, base 2, ignored targets, two axes
+
+
+def cascade_decode(inputs, params):
+    q = inputs["Q"]
+    b = q.shape[0]
+    kp = np.broadcast_to(inputs["KP"][None], (b,) + inputs["KP"].shape)
+    vp = np.broadcast_to(inputs["VP"][None], (b,) + inputs["VP"].shape)
+    k = np.concatenate([kp, inputs["K"]], axis=2)
+    v = np.concatenate([vp, inputs["V"]], axis=2)
+    return {"O": softmax_attention(q, k, v)[0]}
+
+
+def cascade_prefill_masked(inputs, params):
+    q = inputs["Q"]
+    b, _, s_len, _ = q.shape
+    p_len, t_len = inputs["KP"].shape[1], inputs["K"].shape[2]
+    kp = np.broadcast_to(inputs["KP"][None], (b,) + inputs["KP"].shape)
+    vp = np.broadcast_to(inputs["VP"][None], (b,) + inputs["VP"].shape)
+    k = np.concatenate([kp, inputs["K"]], axis=2)
+    v = np.concatenate([vp, inputs["V"]], axis=2)
+    prefix = np.arange(p_len)[None, None, :] < inputs["PL"][:, None, None]  # [B, 1, P]
+    prefix = np.broadcast_to(prefix, (b, s_len, p_len))
+    qpos, kpos = positions(s_len, t_len)
+    suffix = np.broadcast_to((kpos <= qpos)[None], (b, s_len, t_len))
+    visible = np.concatenate([prefix, suffix], axis=2)[:, None]  # [B, 1, S, P + T]
+    return {"O": softmax_attention(q, k, v, visible=visible)[0]}
+
+
+def exp2_attention(inputs, params):
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
+
+
+def head80_causal(inputs, params):
+    s, t = inputs["Q"].shape[2], inputs["K"].shape[2]
+    vis = np.arange(t)[None, :] <= np.arange(s)[:, None]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=vis, round_p=bf16)[0]}
+
+
+def softmin_rows(inputs, params):
+    x = -inputs["X"]
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return {"Y": e / e.sum(axis=1, keepdims=True)}
+
+
+def attention_f32(inputs, params):
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], round_p=lambda x: x)[0]}
+
+
+def mla_decode(inputs, params):
+    qc, qr, c, r = inputs["QC"], inputs["QR"], inputs["C"], inputs["R"]
+    scores = (np.einsum("bhil,bjl->bhij", qc, c) + np.einsum("bhie,bje->bhij", qr, r)) / np.sqrt(qc.shape[-1] + qr.shape[-1])
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    o = np.einsum("bhij,bjc->bhic", bf16(p), c)
+    return {"O": o / p.sum(-1, keepdims=True)}
+
+
+def ce_ignore_index(inputs, params):
+    x, t = inputs["X"], inputs["TGT"].astype(np.int64)
+    lse = np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1)
+    picked = x[np.arange(x.shape[0]), np.clip(t, 0, None)]
+    return {"LOSS": np.where(t == -100, 0.0, lse - picked)}
+
+
+def varlen_decode(inputs, params):
+    t = inputs["K"].shape[2]
+    vis = np.arange(t)[None, :] < inputs["LEN"][:, None]
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=vis[:, None, None, :])[0]}
+
+
+def moe_router_top1(inputs, params):
+    x = inputs["X"]
+    p = np.exp(x - x.max(1, keepdims=True))
+    p = p / p.sum(1, keepdims=True)
+    return {"W": p.max(1), "TOP": np.argmax(x, axis=1)}
+
+
+def softmax_middle_axis(inputs, params):
+    x = inputs["X"]
+    e = np.exp(x - x.max(1, keepdims=True))
+    return {"Y": e / e.sum(1, keepdims=True)}
+
+
+def rmsnorm_gemma(inputs, params):
+    x, w = inputs["X"], inputs["W"]
+    return {"Y": x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-6) * (1 + w)}
+
+
+def ce_z_loss(inputs, params):
+    x, t = inputs["X"], inputs["TGT"].astype(np.int64)
+    z = np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1)
+    return {"LOSS": z - x[np.arange(x.shape[0]), t] + 1e-4 * z * z}
+
+
+def layernorm_two_axes(inputs, params):
+    x = inputs["X"]
+    mu = x.mean(axis=(1, 2), keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=(1, 2), keepdims=True)
+    return {"Y": (x - mu) / np.sqrt(var + 1e-5)}
