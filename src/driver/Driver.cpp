@@ -179,12 +179,14 @@ int first_failing_primitive(const ir::LoopProgram& program, const nlohmann::json
 }
 
 // Whether the scheduler left reduction `name` unfused on purpose, in a chain whose axis the tiles
-// of another chain compute whole.
+// of another chain compute whole (the chain names it, or its part, `<name>.part`, where the
+// scheduler re-based it onto a join's reduction: rebase_join).
 bool computed_whole(const std::vector<std::string>& notes, const std::string& name) {
   return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
     if (n.rfind(schedule::kChainComputedWhole, 0) != 0) return false;
-    const size_t names_end = n.find(" is not fused");
-    return n.substr(0, names_end).find("'" + name + "'") != std::string::npos;
+    const std::string names = n.substr(0, n.find(" is not fused"));
+    return names.find("'" + name + "'") != std::string::npos ||
+           names.find("'" + name + ".part'") != std::string::npos;
   });
 }
 

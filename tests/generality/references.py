@@ -917,3 +917,20 @@ def layernorm_two_axes(inputs, params):
     mu = x.mean(axis=(1, 2), keepdims=True)
     var = ((x - mu) ** 2).mean(axis=(1, 2), keepdims=True)
     return {"Y": (x - mu) / np.sqrt(var + 1e-5)}
+
+
+def streaming_sinks(inputs, params):
+    q, t_len = inputs["Q"], inputs["K"].shape[2]
+    k = np.concatenate([inputs["KS"], inputs["K"]], axis=2)
+    v = np.concatenate([inputs["VS"], inputs["V"]], axis=2)
+    n_sinks = inputs["KS"].shape[2]
+    window = np.arange(t_len) >= t_len - params["W"]
+    visible = np.concatenate([np.ones(n_sinks, dtype=bool), window])
+    return {"O": softmax_attention(q, k, v, visible=visible)[0]}
+
+
+def two_source_lse(inputs, params):
+    a, c, sink = inputs["A"], inputs["C"], inputs["SINK"]
+    scores = np.concatenate([a, c, np.broadcast_to(sink[None, :, None], a.shape[:2] + (1,))], axis=2)
+    m = scores.max(axis=2)
+    return {"LSE": m + np.log(np.exp(scores - m[..., None]).sum(axis=2))}
