@@ -3,7 +3,9 @@
 #include "te/Lower.h"
 
 #include <limits>
+#include <map>
 
+#include "ir/Printer.h"
 #include "ir/Visit.h"
 
 namespace kintsugi::te {
@@ -54,6 +56,7 @@ class Lowerer {
  private:
   const Program& p_;
   std::vector<NormalDef> defs_;
+  std::map<std::string, std::string> hoisted_;  // reduction_key -> the hoisted definition
 
   static Expr axis_var(const ir::Axis& a) {
     return ir::make_var(a.name, ir::VarKind::Index, DType::Int);
@@ -85,9 +88,37 @@ class Lowerer {
     d.body = body;
     std::vector<Expr> idx;
     for (const auto& a : d.indices) idx.push_back(axis_var(a));
+    // A reduction written again (a mean inline in a variance and in the output that reads it)
+    // reads the first one: the same reducer over the same extents of the same term, its
+    // variables renamed by position.
+    const std::string key = reduction_key(d);
+    if (auto same = hoisted_.find(key); same != hoisted_.end()) {
+      --counter;
+      return ir::make_load(same->second, e->type, idx);
+    }
+    hoisted_[key] = d.name;
     Expr load = ir::make_load(d.name, e->type, idx);
     defs_.push_back(d);
     return load;
+  }
+
+  // What makes two hoisted reductions compute the same values at the same positions: the
+  // reducer, the result type, the extents of the indices and of the reduced axes in order, and
+  // the term with those variables renamed by their position.
+  static std::string reduction_key(const NormalDef& d) {
+    std::map<std::string, Expr> renamed;
+    std::string key = std::string(ir::reducer_name(d.reducer)) + " " + dtype_name(d.dtype);
+    for (size_t k = 0; k < d.indices.size(); ++k) {
+      renamed[d.indices[k].name] =
+          ir::make_var("%i" + std::to_string(k), ir::VarKind::Index, DType::Int);
+      key += " i:" + ir::to_string(d.indices[k].extent);
+    }
+    for (size_t k = 0; k < d.reduce_axes.size(); ++k) {
+      renamed[d.reduce_axes[k].name] =
+          ir::make_var("%r" + std::to_string(k), ir::VarKind::Index, DType::Int);
+      key += " r:" + ir::to_string(d.reduce_axes[k].extent);
+    }
+    return key + " " + ir::to_string(ir::substitute(d.body, renamed));
   }
 
   static DType storage_type(DType t) { return is_int(t) && t != DType::I8 ? DType::I32 : t; }
