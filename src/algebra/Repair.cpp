@@ -841,6 +841,30 @@ class Engine {
       check_distributes(c.h);
       return c;
     }
+    // 1b. a sum of separable products with one incomplete part, sum_i u_i X(x) = (sum_i u_i)
+    // X(x): the exponentials of two score sets against one maximum, exp(a - m) + exp(c - m)
+    if (g_->kind == TermKind::Add) {
+      std::vector<Term> us;
+      Term common = nullptr;
+      for (Term s : g_->args) {
+        Parts q = split_product(s);
+        Term x = q.mixed.empty() && !q.x.empty() ? simplify(cx_, cx_.mul(q.x)) : nullptr;
+        if (!x || (common && x != common)) {
+          common = nullptr;
+          break;
+        }
+        common = x;
+        us.push_back(q.u.empty() ? cx_.constant(1.0) : cx_.mul(q.u));
+      }
+      if (common) {
+        Parts q;
+        q.u = {cx_.add(us)};
+        q.x = {common};
+        Candidate c = product(q);
+        check_distributes(c.h);
+        return c;
+      }
+    }
     // 2. separable sum (on g, then on its expanded form)
     for (Term form : {g_, expand(cx_, g_)}) {
       Parts s = split_sum(form);

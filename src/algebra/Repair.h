@@ -28,7 +28,8 @@
 //     rsqrt = power -1/2; side-conditioned rules (exp(log a) = a for a > 0, abs(a b) =
 //     abs(a) abs(b), abs(a) = a for a >= 0, ...) are a table of text rules.
 //  3. Separate g = gu(u) (x) gx(x), (x) in {*, +} (exp(u - x) is split into exp(u) * exp(-x)).
-//     Product: h = t * gx(x') / gx(x). Sum: h = t - gx(x) + gx(x'). When no split exists, a
+//     Product: h = t * gx(x') / gx(x) (also for a sum of products with one x-part,
+//     u1 gx(x) + u2 gx(x) = (u1 + u2) gx(x)). Sum: h = t - gx(x) + gx(x'). When no split exists, a
 //     peeling inverter solves t = g(x, U) for the u-part U layer by layer (Eq. 5:
 //     h = g(x', g^-1(x, t))), undoing +, *, powers, exp and log.
 //  4. Distributivity (Eq. 4) by table: sum needs h = t * k; max/min need h non-decreasing in t

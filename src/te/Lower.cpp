@@ -62,9 +62,27 @@ class Lowerer {
     return ir::make_var(a.name, ir::VarKind::Index, DType::Int);
   }
 
+  // max(max[j](a), max[k](c)) over axes of one extent is max[j](max(a, c[k := j])) (and min
+  // alike): one reduction, so that what reads the maximum fuses with it as with any other, where
+  // a maximum of two running maxima would have no repair. (Sums are not merged: that would change
+  // their rounding.)
+  static Expr merge_joined_reductions(const Expr& e) {
+    if (e->op != Op::Max && e->op != Op::Min) return e;
+    const Expr a = merge_joined_reductions(e->args[0]), c = merge_joined_reductions(e->args[1]);
+    const ir::Reducer r = e->op == Op::Max ? ir::Reducer::Max : ir::Reducer::Min;
+    auto single = [&](const Expr& x) {
+      return x->op == Op::Reduce && x->reducer == r && x->axes.size() == 1 && x->type == e->type;
+    };
+    if (!single(a) || !single(c) || !ir::equal(a->axes[0].extent, c->axes[0].extent))
+      return a == e->args[0] && c == e->args[1] ? e : ir::with_args(e, {a, c});
+    const Expr other = ir::substitute(c->args[0], {{c->axes[0].name, axis_var(a->axes[0])}});
+    return ir::make_reduce(r, a->axes, ir::make_binary(e->op, a->args[0], other, e->loc), a->loc);
+  }
+
   // Replaces every Reduce inside e by a load of a hoisted definition. `scope` holds the
   // indices visible at e (definition indices, then enclosing reduction axes).
-  Expr hoist(const Expr& e, const std::string& owner, std::vector<ir::Axis>& scope, int& counter) {
+  Expr hoist(const Expr& e0, const std::string& owner, std::vector<ir::Axis>& scope, int& counter) {
+    const Expr e = merge_joined_reductions(e0);
     if (e->op != Op::Reduce) {
       if (e->args.empty()) return e;
       std::vector<Expr> args;

@@ -54,6 +54,20 @@ TEST(algebra_repair, SoftmaxWithTheScaleAfterTheMax) {
   EXPECT_EQ(to_math(r2.h_unguarded), "t * exp(C * (m - m'))");
 }
 
+// 1c. Two score sets against one maximum, exp(a - m) + exp(c - m): a sum of separable products
+// with one incomplete part is that part times the sum of the complete ones.
+TEST(algebra_repair, TwoExponentialsAgainstOneMaximum) {
+  Expr a = ld("a", {idx("i"), idx("j")}), c = ld("c", {idx("i"), idx("j")});
+  auto q = request(Reducer::Sum, add(ex(sub(a, m_i())), ex(sub(c, m_i()))), {"m"});
+  RepairResult r = derive_repair(q);
+  expect_derived(q, r, 13);
+  EXPECT_EQ(r.method, "separable product");
+  EXPECT_EQ(to_math(r.h_unguarded), "t * exp(m - m')");
+  // Different incomplete parts do not factor: exp(a - m) + exp(c - 2 m) is refused.
+  auto q2 = request(Reducer::Sum, add(ex(sub(a, m_i())), ex(sub(c, mul(lit(2), m_i())))), {"m"});
+  EXPECT_EQ(derive_repair(q2).kind, RepairResult::Kind::Refused);
+}
+
 // 2. attention P.V, normalisation after the matmul, P rounded to f16.
 TEST(algebra_repair, AttentionPVNormalisedAfter) {
   Expr s = ld("S", {idx("i"), idx("j")});
