@@ -1301,11 +1301,25 @@ CudaSource generate_cuda_source(const tile::TileProgram& program, const CudaTarg
     launch.name = ident("ks", k.name);
     for (const tile::GridAxis& g : k.grid) launch.grid.push_back(g.extent);
     std::string text;
+    const size_t sites_before = out.sites.size();
+    const KernelLaunch unwritten = launch;
+    std::string too_large;  // why the tensor-core kernel was not kept
     if (std::unique_ptr<KernelWriter> fragments =
             fragment_writer(program, k, target, out.sites, launch)) {
       launch.tensor_cores = true;
       text = fragments->write(k, launch);
-    } else {
+      // Tiles that need more shared memory than a CTA of this architecture has (a group of 128
+      // query rows of 512 latent dimensions) cannot launch: the element-cyclic writer runs
+      // them, and says why.
+      if (launch.dynamic_shared_bytes > target.max_shared_bytes()) {
+        too_large = "its tensor-core tiles need " + std::to_string(launch.dynamic_shared_bytes) +
+                    " bytes of shared memory, more than the " +
+                    std::to_string(target.max_shared_bytes()) + " a CTA has on this architecture";
+        out.sites.resize(sites_before);
+        launch = unwritten;
+      }
+    }
+    if (!launch.tensor_cores) {
       // Staged loads take shared memory next to the kernel's scratch space: without them when
       // both do not fit in what every supported architecture gives a CTA.
       size_t sites = out.sites.size();
@@ -1317,6 +1331,7 @@ CudaSource generate_cuda_source(const tile::TileProgram& program, const CudaTarg
         text = CyclicWriter(program, k, out.sites, false).write(k, launch);
       }
     }
+    if (!too_large.empty()) launch.not_tensor_cores = too_large;
     if (launch.not_tensor_cores.empty()) launch.not_tensor_cores = elementwise_matrix_product(k);
     code += text + "\n";
     out.launches.push_back(launch);
