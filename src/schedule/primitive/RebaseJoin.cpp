@@ -242,10 +242,9 @@ void Schedule::rebase_join(const std::vector<std::string>& blocks, const std::st
     h = guard_scaled_partial(repair, moves, t_load, h, P, refusal);
     if (at_identity) h = ir::make_select(at_identity, reducer_identity_expr(reducer, h->type), h);
     // The target writes its part, reading A where it read J.
-    ir::Stmt nest = p.body->stmts[sole_nest_of(p, name, P)];
-    ir::StmtNode root = *p.body;
     const size_t at = sole_nest_of(p, name, P);
-    root.stmts[at] = rebase_stmt(nest, name, pbuf, t.body->buffer, pbuf);
+    ir::StmtNode root = *p.body;
+    root.stmts[at] = rebase_stmt(p.body->stmts[at], name, pbuf, t.body->buffer, pbuf);
     p.body = std::make_shared<const ir::StmtNode>(std::move(root));
     // The repair, over the target's rows.
     std::vector<ir::IterVar> iters;
