@@ -164,6 +164,46 @@ int64_t ceil_pow2(int64_t n) {
   return p;
 }
 
+// Whether a strip of the rows of `row_loop` pays in the walk `tile_loop` along the chain's axis:
+// some buffer that the walk streams (reads through its loop, and does not write) is either shared
+// by the rows (not indexed by them: the keys of an attention, which a strip of query rows reads
+// once) or holds the rows side by side (its last index, the contiguous one, is: a reduction over
+// the middle axis of [A, N, C], whose strip along C reads whole lines of memory). Where neither
+// holds (the keys of a decode step that has one query a head, the head its row, in caches of each
+// head's own) a strip reads nothing twice and only makes its tiles larger.
+bool strip_of_rows_pays(const ir::LoopProgram& p, const LoopRef& tile_loop,
+                        const LoopRef& row_loop) {
+  const ir::StmtNode& walk = *find_loop(p.body, tile_loop, "auto").back();
+  std::set<std::string> written;
+  for (const ir::StmtNode* b : blocks_under(walk.body))
+    for (const std::string& w : block_writes(*b)) written.insert(w);
+  bool pays = false;
+  for (const ir::StmtNode* b : blocks_under(walk.body)) {
+    std::map<std::string, ir::Expr> bindings;
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.binding) bindings[iv.name] = iv.binding;
+    auto uses = [&](const ir::Expr& index, const std::string& loop) {
+      return ir::uses_var(ir::substitute(index, bindings), loop);
+    };
+    ir::visit(b->body, [&](const ir::Stmt& st) {
+      ir::visit_exprs(st, [&](const ir::Expr& e) {
+        ir::visit(e, [&](const ir::Expr& x) {
+          if (x->op != ir::Op::Load || written.count(x->name) || x->args.empty()) return true;
+          bool streamed = false, per_row = false;
+          for (const ir::Expr& a : x->args) {
+            streamed = streamed || uses(a, walk.var);
+            per_row = per_row || uses(a, row_loop.var);
+          }
+          pays = pays || (streamed && (!per_row || uses(x->args.back(), row_loop.var)));
+          return true;
+        });
+      });
+      return true;
+    });
+  }
+  return pays;
+}
+
 // Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
 // row loop around the tile loop, and the row loop is distributed over `rows` rows. Consumers that
 // only recompute elementwise values of a row are inlined into what reads them (no row-length
@@ -270,7 +310,11 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
   // most 16 at the sizes scheduled for (S = 1 of a decode step) makes one strip too: a strip of
   // 128 rows would compute one of them and read the keys once for it.
   const ir::Expr row_extent = find_loop(s.program().body, row_loop, "auto").back()->extent;
-  if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
+  if (!strip_of_rows_pays(s.program(), tile_loop, row_loop)) {
+    note("rows are not tiled: what loop '" + tile_loop.var + "' streams is indexed by row loop '" +
+         row_loop.var + "', and not along its last axis: a strip of rows shares nothing");
+    rows = 1;
+  } else if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
     const int64_t n = row_extent->int_value;
     rows = n <= 16 ? std::min(n, short_rows)
                    : int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(n)));
@@ -506,9 +550,11 @@ struct RowGroup {
 // key/value group (or the heads are not grouped, HQ = HK), grouping them has each chunk read by
 // fewer instances (under split-K 16 queries ran one an instance: 3.50 ms at B=1, HQ=HK=32, S=16,
 // T=32768 on the H200, for 0.54 GB of keys and values).
+// A whole extent grouped takes at most `max_whole_rows` rows (where the rows' accumulators are
+// wide: latent attention's 512 value columns a query head).
 std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_loop,
                                        const std::map<std::string, int64_t>& sizes,
-                                       bool largest = false) {
+                                       int64_t max_whole_rows, bool largest = false) {
   std::optional<RowGroup> best;
   StmtPath path = find_loop(s.program().body, tile_loop, "auto");
   std::vector<const ir::StmtNode*> loops = loops_on(path);
@@ -538,7 +584,10 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
       // extent kept from being): up to one warp's 16 rows the extent at these sizes, past it
       // the next power of two (a tile of 33 or 48 rows fits no warp layout nor splits its
       // copies evenly over the warps).
-      if (whole) divisor = ir::make_int(group <= 16 ? group : ceil_pow2(group));
+      if (whole) {
+        group = group <= 16 ? group : std::min(ceil_pow2(group), max_whole_rows);
+        divisor = ir::make_int(group);
+      }
       RowGroup g{LoopRef{tile_loop.block, iv.binding->name}, divisor, group};
       if (!largest) return g;
       if (!best || group > best->size) best = g;
@@ -547,9 +596,9 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
 }
 
 int64_t group_rows(Schedule& s, const LoopRef& tile_loop,
-                   const std::map<std::string, int64_t>& sizes,
+                   const std::map<std::string, int64_t>& sizes, int64_t max_whole_rows,
                    const std::function<void(const std::string&)>& note, bool largest = false) {
-  std::optional<RowGroup> g = find_row_group(s, tile_loop, sizes, largest);
+  std::optional<RowGroup> g = find_row_group(s, tile_loop, sizes, max_whole_rows, largest);
   if (!g) return 1;
   try {
     s.distribute(g->loop, g->divisor);
@@ -1329,6 +1378,29 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // Rows that run in parallel without splitting the axis: those of the first reduction that
   // the head runs along (not the columns of the values a weighted sum reads).
   const std::map<std::string, int64_t>& sizes = decision_sizes(program, options);
+  // A group of rows keeps an accumulator of every member's columns a row (the value head size of
+  // an attention): at most kGroupAccumulator of them a group. (Latent attention's 128 query
+  // heads of 512 columns took 256 KiB, the register file of an SM; its shared tiles did not fit.)
+  constexpr int64_t kGroupAccumulator = 16384;
+  int64_t columns = 1;
+  for (const std::string& m : members) {
+    int64_t c = 1;
+    for (const ir::IterVar& iv : find_block(program.body, m, "auto").back()->iters) {
+      if (iv.kind != ir::IterKind::Spatial ||
+          std::any_of(first.iters.begin(), first.iters.end(),
+                      [&](const ir::IterVar& r) { return r.name == iv.name; }))
+        continue;
+      try {
+        c *= ir::eval_int(iv.extent, sizes);
+      } catch (const UserError&) {
+        // a size not given: the columns are not counted
+      }
+    }
+    columns = std::max(columns, c);
+  }
+  const int64_t max_whole_rows = std::max<int64_t>(
+      16, int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(
+                                  std::max<int64_t>(1, kGroupAccumulator / columns)))));
   int64_t rows = 1, innermost = 0, head_group = 1;
   bool known = true;
   for (const ir::IterVar& iv : first.iters) {
@@ -1353,6 +1425,21 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       } catch (const UserError&) {
         // a size not given: the rows alone decide
       }
+    }
+  }
+  // So does a row axis that the keys and values are read without (a prefix cache shared by the
+  // sequences of a batch, one key/value head written without a head axis): its whole extent is
+  // a group (group_rows). (A shared prefix grouped by its 16 sequences ran 32 instances at
+  // B = 16, H = 32: 1.19 TB/s.)
+  for (const ir::IterVar& iv : h.iters) {
+    if (iv.kind != ir::IterKind::Spatial || iv.name == axis || !iv.binding ||
+        iv.binding->op != ir::Op::Var || !shared_along_rows(h, iv.name, axis_loop))
+      continue;
+    try {
+      const int64_t n = ir::eval_int(iv.extent, sizes);
+      head_group = std::max(head_group, n <= 16 ? n : std::min(ceil_pow2(n), max_whole_rows));
+    } catch (const UserError&) {
+      // a size not given: the rows alone decide
     }
   }
   const int64_t instances =
@@ -1416,17 +1503,18 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     for (const ir::IterVar& iv : b->iters)
       if (iv.kind == ir::IterKind::Scan && !scanned.count(b->name)) scans.push_back(b->name);
   for (const std::string& b : scans) s.split_scan_buffer(b, LoopRef{b, fuse_under.var});
-  // Masks that kill whole tiles: skip those tiles (rolling update only; split-K combines
-  // every chunk's partial).
-  if (!split_k) {
+  // Masks that kill whole tiles: skip those tiles of the rolling update, and of the walk
+  // inside a split-K chunk (a chunk whose tiles are all dead keeps the identities its combine
+  // takes for a chunk the mask hides; one-tile chunks are combined whole).
+  if (!split_k || chunked) {
     std::vector<std::string> masked;
-    const ir::StmtNode* tl = find_loop(s.program().body, tile_loop, "auto").back();
+    const ir::StmtNode* tl = find_loop(s.program().body, fuse_under, "auto").back();
     for (const ir::StmtNode* b : blocks_under(tl->body))
       if (b->body && b->body->kind == ir::StmtKind::Store && constant_mask(b->body->value))
         masked.push_back(b->name);
     for (const std::string& b : masked) {
       try {
-        s.propagate_mask(b, tile_loop);
+        s.propagate_mask(b, fuse_under);
       } catch (const ScheduleError& e) {
         note(std::string("tiles are not skipped: ") + e.what());
       }
@@ -1439,13 +1527,13 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     // The rows of a group and of a strip are two row axes of one tile, which the tensor-core
     // writer does not take: a short strip that a group would join is one query a grid instance
     // (as under split-K), the group its rows.
-    const bool grouped = find_row_group(s, tile_loop, sizes).has_value();
+    const bool grouped = find_row_group(s, tile_loop, sizes, max_whole_rows).has_value();
     int64_t strip =
         tile_rows(s, tile_loop, options.row_tile, extent, axis_tile, sizes, note, grouped ? 1 : 16);
-    if (strip > 0 && strip <= 16) group_rows(s, tile_loop, sizes, note);
+    if (strip > 0 && strip <= 16) group_rows(s, tile_loop, sizes, max_whole_rows, note);
   }
   if (split_k) {
-    int64_t group = group_rows(s, tile_loop, sizes, note, /*largest=*/true);
+    int64_t group = group_rows(s, tile_loop, sizes, max_whole_rows, note, /*largest=*/true);
     if (costs && !costs->known) {
       try {
         costs->tiles = (ir::eval_int(extent, sizes) + options.tile - 1) / options.tile;

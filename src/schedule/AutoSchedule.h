@@ -35,9 +35,15 @@
 //      a chunk's nests cover the group and read each key and value once for it. A chunk walks
 //      several tiles with the rolling update (FlashDecoding) when the partial results of
 //      one-tile chunks would weigh too much against the inputs (chunk_tiles, chosen by default).
+//      The split-K choice counts the grid instances, not the rows: the rows of a group (and a
+//      whole row axis that the keys are read without, a prefix shared by a batch) are one.
+//      Tiles that a mask kills are skipped (propagate_mask): by the rolling update's tile loop,
+//      and by the walk inside a split-K chunk.
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
-//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops). An
+//      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops). The
+//      rows strip only where a buffer streamed along the axis is shared by the rows or holds them
+//      side by side (not the per-head caches of a decode step, one query a head). An
 //      elementwise consumer that writes an intermediate (softmax's exponentials, recomputed for
 //      the output) is inlined into its readers instead, so no row-length buffer is kept a row
 //      tile; a consumer nest over a whole row of symbolic length walks it in tiles (split, the

@@ -49,6 +49,27 @@ bool is_zero(const Expr& e) {
   return e->op == Op::IntImm && e->int_value == 0;
 }
 
+// Whether an integer is at least 0 at every size: literals, sizes, and what minima, maxima, sums,
+// products and divisions make of them (where a skipped tile's mask starts a loop:
+// max(0, min(.., 3))).
+bool provably_nonnegative(const Expr& e) {
+  switch (e->op) {
+    case Op::IntImm:
+      return e->int_value >= 0;
+    case Op::Var:
+      return e->var_kind == ir::VarKind::Dim;
+    case Op::Max:
+      return provably_nonnegative(e->args[0]) || provably_nonnegative(e->args[1]);
+    case Op::Min:
+    case Op::Add:
+    case Op::Mul:
+    case Op::Div:
+      return provably_nonnegative(e->args[0]) && provably_nonnegative(e->args[1]);
+    default:
+      return false;
+  }
+}
+
 Expr int_var(const std::string& name) {
   return ir::make_var(name, ir::VarKind::Index, DType::Int);
 }
@@ -264,9 +285,9 @@ class NestTranslator {
             return Range{0, n->second - 1};
           }
         if (auto it = serial_.find(e->name); it != serial_.end()) {
-          auto n = range_of(it->second);
+          auto n = upper_bound(it->second);
           if (!n) return std::nullopt;
-          return Range{0, n->second - 1};
+          return Range{0, *n - 1};
         }
         return std::nullopt;
       }
@@ -286,6 +307,21 @@ class NestTranslator {
       default:
         return std::nullopt;
     }
+  }
+
+  // An upper bound of an integer: range_of's, or through a minimum one side's alone (a loop
+  // of at most 4 tiles that a mask's data-dependent end cuts short: max(min(4, (LEN[b] - ..) /
+  // 64 + 1), 1)).
+  std::optional<int64_t> upper_bound(const Expr& e) const {
+    if (e->op == Op::Min || e->op == Op::Max) {
+      auto a = upper_bound(e->args[0]), b = upper_bound(e->args[1]);
+      if (e->op == Op::Max) return a && b ? std::optional<int64_t>(std::max(*a, *b)) : std::nullopt;
+      if (a && b) return std::min(*a, *b);
+      return a ? a : b;
+    }
+    auto r = range_of(e);
+    if (!r) return std::nullopt;
+    return r->second;
   }
 
   // Whether a predicate conjunct holds everywhere the nest runs (a tail test of a split by a
@@ -998,7 +1034,11 @@ class KernelTranslator {
     saved->push_back(std::move(f));
     em_.set_body(&saved->back().body);
     enclosing_loops_.push_back(loop.var);
-    if (is_zero(loop.min)) serial_[loop.var] = loop.extent;
+    // A loop that starts past 0 runs inside [0, its end): its end bounds it as an extent would.
+    if (is_zero(loop.min))
+      serial_[loop.var] = loop.extent;
+    else if (provably_nonnegative(loop.min))
+      serial_[loop.var] = ir::simplify(ir::make_binary(Op::Add, loop.min, loop.extent));
     body();
     serial_.erase(loop.var);
     enclosing_loops_.pop_back();
@@ -1246,7 +1286,7 @@ class KernelTranslator {
   Context& ctx_;
   Emitter em_;
   std::vector<std::string> enclosing_loops_;  // serial loops around the current statement
-  std::map<std::string, Expr> serial_;        // those starting at 0, with their extents
+  std::map<std::string, Expr> serial_;        // those starting at 0 or more, with their ends
 };
 
 // Size expressions the schedule keeps as one tile axis, printed: a dim that some loop runs over

@@ -236,6 +236,29 @@ TEST(Emulator, AttentionAtOddSizes) {
   verify({"attention/prefill_windowed.te", {{"S", 48}, {"T", 80}}, {{"W", 16}}});
 }
 
+// Split-K chunks of four key tiles skip the tiles a mask kills: each sequence's cache length read
+// from a tensor (drawn in [-1000, 1000]: some sequences empty, some longer than a chunk), and a
+// sliding window. A chunk with no live tile runs one masked tile and is combined as a chunk the
+// mask hides.
+TEST(Emulator, SplitKChunksSkipMaskedTiles) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Case varlen{"tests/generality/varlen_decode.te", {{"B", 5}, {"T", 1000}}, {}, 4};
+    varlen.from_root = true;
+    varlen.arch = arch;
+    std::vector<std::string> warnings;
+    const std::string tiles = tile::to_string(compile(varlen, &warnings).tiles);
+    EXPECT_NE(tiles.find("range(max(min(4, (LEN[b] - j0 * 256 - 1) / 64 + 1), 1))"),
+              std::string::npos)
+        << tiles;
+    verify(varlen);
+    Case window{"tests/generality/decode_bf16_window.te", {{"T", 1000}}, {{"W", 100}}, 4};
+    window.from_root = true;
+    window.arch = arch;
+    window.gaps = {driver::Requirement::TensorCore};
+    verify(window);
+  }
+}
+
 // Long reductions split into chunks whose combine walks wide tiles on 256 or 512 threads (decode
 // over 32768 keys, norms over 65536 columns). A lone reduction over a row longer than CUDA holds
 // whole (l2norm's sum of squares, 33000 bytes of f16) is streamed too: split into chunks at 4

@@ -6,7 +6,8 @@
 // axis variable linearly (a <= U or a >= L: the causal j <= i + T - S, the window
 // i + T - S - j < W) and |e| < c (the bidirectional window |i - j| < W), intersected under &&
 // and joined into their hull under || (the prefix LM j < P || j <= i). Partially masked tiles,
-// and dead tiles inside the hull, still run, masked element by element.
+// and dead tiles inside the hull, still run, masked element by element. The tiles may start past
+// an offset of the loops outside (the walk inside a split-K chunk: base + lv * F).
 //
 // Checked, not trusted: skipping is only applied when every reduction under the loop that reads
 // the masked values (through elementwise blocks) gets exactly its reducer's identity from K
@@ -63,6 +64,7 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
       inner[path[k]->var] = Range{path[k]->min, path[k]->extent};
   std::string axis;
   int64_t factor = 0;
+  ir::Expr base = ir::make_int(0);  // where tile 0 starts: 0, or a chunk's first element
   std::map<std::string, ir::Expr> outer_binding;  // other iteration variables, in loop terms
   for (const ir::IterVar& iv : b.iters) {
     if (ir::uses_var(iv.binding, l.var)) {
@@ -73,11 +75,17 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
                : nullptr;
       auto f = ext ? ir::as_const_int(ext) : std::nullopt;
       // The tiled axis is the variable a tile spans; a block that also reads the tile's index
-      // itself (a variable bound to the loop, one value a tile) keeps the axis.
-      if (f && *f > factor &&
-          ir::provably_equal(r.lo, ir::make_binary(ir::Op::Mul, var(l.var), ir::make_int(*f)))) {
+      // itself (a variable bound to the loop, one value a tile) keeps the axis. Its tiles may
+      // start past an offset of loops outside this one (the tiles walked inside a chunk).
+      if (!f || *f <= factor || !r.ok) continue;
+      const ir::Expr offset = ir::simplify(
+          ir::make_binary(ir::Op::Sub, r.lo, ir::make_binary(ir::Op::Mul, var(l.var), ext)));
+      bool outside = !ir::uses_var(offset, l.var);
+      for (const auto& [v, range] : inner) outside = outside && !ir::uses_var(offset, v);
+      if (outside) {
         axis = iv.name;
         factor = *f;
+        base = offset;
       }
       continue;
     }
@@ -125,13 +133,16 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
     int64_t sign = (op == ir::Op::Ge || op == ir::Op::Gt) ? -1 : 1;
     int64_t adj = (op == ir::Op::Lt || op == ir::Op::Gt) ? -1 : 0;
     ir::Expr r = sign == 1 ? rest : ir::simplify(ir::make_unary(ir::Op::Neg, rest));
-    if (sign * *c == 1) {  // a <= adj - r: live tiles have lv * F <= adj - r
-      ir::Expr u = ir::simplify(ir::make_binary(ir::Op::Sub, ir::make_int(adj), r));
+    // With a = base + lv * F + (0 .. F - 1):
+    if (sign * *c == 1) {  // a <= adj - r: live tiles have base + lv * F <= adj - r
+      ir::Expr u = ir::simplify(
+          ir::make_binary(ir::Op::Sub, ir::make_binary(ir::Op::Sub, ir::make_int(adj), r), base));
       return {nullptr, ir::simplify(ir::make_binary(ir::Op::Add, ir::make_binary(ir::Op::Div, u, F),
                                                     ir::make_int(1)))};
     }
-    // a >= r - adj: live tiles have lv * F + F - 1 >= r - adj
-    ir::Expr lb = ir::simplify(ir::make_binary(ir::Op::Sub, r, ir::make_int(adj)));
+    // a >= r - adj: live tiles have base + lv * F + F - 1 >= r - adj
+    ir::Expr lb = ir::simplify(
+        ir::make_binary(ir::Op::Sub, ir::make_binary(ir::Op::Sub, r, ir::make_int(adj)), base));
     return {ir::simplify(ir::make_binary(ir::Op::Div, lb, F)), nullptr};
   };
   auto is_abs = [](const ir::Expr& e) { return e->op == ir::Op::Call && e->fn == ir::MathFn::Abs; };

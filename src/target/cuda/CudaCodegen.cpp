@@ -1330,6 +1330,14 @@ CudaSource generate_cuda_source(const tile::TileProgram& program, const CudaTarg
         launch = first;
         text = CyclicWriter(program, k, out.sites, false).write(k, launch);
       }
+      // A kernel that asks for more shared memory than a CTA has would fail at its launch.
+      if (launch.dynamic_shared_bytes > target.max_shared_bytes())
+        throw UserError(
+            "kernel '" + k.name + "' needs " + std::to_string(launch.dynamic_shared_bytes) +
+            " bytes of shared memory, more than the " + std::to_string(target.max_shared_bytes()) +
+            " a CTA has on " + target.arch() +
+            ": its tiles are too large; give a smaller --row-tile "
+            "or --reduce-tile");
     }
     if (!too_large.empty()) launch.not_tensor_cores = too_large;
     if (launch.not_tensor_cores.empty()) launch.not_tensor_cores = elementwise_matrix_product(k);
