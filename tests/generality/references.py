@@ -934,3 +934,24 @@ def two_source_lse(inputs, params):
     scores = np.concatenate([a, c, np.broadcast_to(sink[None, :, None], a.shape[:2] + (1,))], axis=2)
     m = scores.max(axis=2)
     return {"LSE": m + np.log(np.exp(scores - m[..., None]).sum(axis=2))}
+
+
+def decode_gqa_window(inputs, params):
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    visible = (kpos <= qpos) & (qpos - kpos < params["W"])
+    return {"O": softmax_attention(q, expand_heads(k, q.shape[1]), expand_heads(v, q.shape[1]),
+                                   visible=visible)[0]}
+
+
+def cascade_varlen_decode(inputs, params):
+    q = inputs["Q"]
+    b = q.shape[0]
+    p_len, t_len = inputs["KP"].shape[1], inputs["K"].shape[2]
+    kp = np.broadcast_to(inputs["KP"][None], (b,) + inputs["KP"].shape)
+    vp = np.broadcast_to(inputs["VP"][None], (b,) + inputs["VP"].shape)
+    k = np.concatenate([kp, inputs["K"]], axis=2)
+    v = np.concatenate([vp, inputs["V"]], axis=2)
+    suffix = np.arange(t_len)[None, :] < inputs["LEN"][:, None]  # [B, T]
+    visible = np.concatenate([np.ones((b, p_len), bool), suffix], axis=1)[:, None, None, :]
+    return {"O": softmax_attention(q, k, v, visible=visible)[0]}
