@@ -309,10 +309,14 @@ class NestTranslator {
     }
   }
 
-  // An upper bound of an integer: range_of's, or through a minimum one side's alone (a loop
-  // of at most 4 tiles that a mask's data-dependent end cuts short: max(min(4, (LEN[b] - ..) /
-  // 64 + 1), 1)).
+  // An upper bound of an integer: range_of's, or through a minimum one side's alone and through
+  // a select both sides' (a loop of at most 4 tiles that a mask's data-dependent end cuts short:
+  // max(min(4, (LEN[b] - ..) / 64 + 1), 1)).
   std::optional<int64_t> upper_bound(const Expr& e) const {
+    if (e->op == Op::Select) {
+      auto a = upper_bound(e->args[1]), b = upper_bound(e->args[2]);
+      return a && b ? std::optional<int64_t>(std::max(*a, *b)) : std::nullopt;
+    }
     if (e->op == Op::Min || e->op == Op::Max) {
       auto a = upper_bound(e->args[0]), b = upper_bound(e->args[1]);
       if (e->op == Op::Max) return a && b ? std::optional<int64_t>(std::max(*a, *b)) : std::nullopt;

@@ -17,8 +17,10 @@
 // derived repair). A row whose every tile is masked would then run no tile at all and keep its
 // initial values; where the terms of such a row are NaN (exp(-inf - -inf) over a running maximum
 // of -inf), rows with no live tile run one masked tile instead, so they end as the unskipped loop
-// does. Scans must have been split first (split_scan_buffer): a skipped iteration
-// must not leave a hole in a scan buffer.
+// does. In a split-K chunk's walk that tile is run by the row's first chunk alone: the combine
+// drops the other chunks, whose maximum kept its identity (the schedule's validation checks it
+// as it checks every schedule). Scans must have been split first (split_scan_buffer): a skipped
+// iteration must not leave a hole in a scan buffer.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -256,21 +258,52 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
       over_loop |= iv.kind != ir::IterKind::Spatial && ir::uses_var(iv.binding, l.var);
     if (over_loop) tmp.decompose_reduction(s->name, LoopRef{s->name, l.var});
   }
+  ir::Expr extent;
   if (row_needs_a_tile) {
     // Rows with no live tile run one (fully masked) tile of the loop: the first live one would
     // start at lo, else the last tile.
     auto one = ir::make_int(1);
+    ir::Expr one_lo = lo;
     if (range.lo)
-      lo = ir::simplify(ir::make_binary(
+      one_lo = ir::simplify(ir::make_binary(
           ir::Op::Max, l.min,
           ir::make_binary(ir::Op::Min, lo, ir::make_binary(ir::Op::Sub, end, one))));
-    hi = ir::make_binary(ir::Op::Max, hi,
-                         ir::make_binary(ir::Op::Min, ir::make_binary(ir::Op::Add, lo, one), end));
+    ir::Expr one_hi = ir::make_binary(
+        ir::Op::Max, hi,
+        ir::make_binary(ir::Op::Min, ir::make_binary(ir::Op::Add, one_lo, one), end));
+    const std::optional<int64_t> at_zero = ir::as_const_int(base);
+    if (at_zero && *at_zero == 0) {
+      lo = one_lo, hi = one_hi;
+    } else {
+      // The walk inside a split-K chunk: the combine drops a chunk whose running maximum kept
+      // its identity once another chunk has left it, so a dead chunk of a live row runs no tile
+      // at all. A row with no live tile anywhere along the axis runs one masked tile, in its
+      // first chunk, and ends as the unskipped walk does.
+      const ir::Expr chunk_base = base;
+      base = ir::make_int(0);
+      const TileRange whole = live(cond);
+      base = chunk_base;
+      ir::Expr axis_extent;
+      for (const ir::IterVar& iv : b.iters)
+        if (iv.name == axis) axis_extent = iv.extent;
+      const ir::Expr tiles = ir::make_binary(
+          ir::Op::Div, ir::make_binary(ir::Op::Add, axis_extent, ir::make_int(factor - 1)), F);
+      const ir::Expr first =
+          whole.lo ? ir::make_binary(ir::Op::Max, whole.lo, ir::make_int(0)) : ir::make_int(0);
+      const ir::Expr last = whole.hi ? ir::make_binary(ir::Op::Min, whole.hi, tiles) : tiles;
+      const ir::Expr dead_first_chunk =
+          ir::make_binary(ir::Op::And, ir::make_binary(ir::Op::Ge, first, last),
+                          ir::make_binary(ir::Op::Eq, chunk_base, ir::make_int(0)));
+      if (!ir::provably_equal(one_lo, lo)) lo = ir::make_select(dead_first_chunk, one_lo, lo);
+      hi = ir::make_select(dead_first_chunk, one_hi, hi);
+      extent = ir::make_binary(ir::Op::Max, ir::make_binary(ir::Op::Sub, hi, lo), ir::make_int(0));
+    }
   }
+  if (!extent) extent = ir::make_binary(ir::Op::Sub, hi, lo);
   StmtPath tpath = find_loop(tmp.program_.body, LoopRef{loop.block, l.var}, P);
   ir::StmtNode nl = *tpath.back();
   nl.min = ir::simplify(lo);
-  nl.extent = ir::simplify(ir::make_binary(ir::Op::Sub, hi, lo));
+  nl.extent = ir::simplify(extent);
   ir::LoopProgram p = tmp.program_;
   p.body = replace_at(tpath, std::make_shared<const ir::StmtNode>(std::move(nl)));
   commit(std::move(p), {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}});
