@@ -164,20 +164,24 @@ int64_t ceil_pow2(int64_t n) {
   return p;
 }
 
-// Whether a strip of the rows of `row_loop` pays in the walk `tile_loop` along the chain's axis:
-// some buffer that the walk streams (reads through its loop, and does not write) is either shared
-// by the rows (not indexed by them: the keys of an attention, which a strip of query rows reads
-// once) or holds the rows side by side (its last index, the contiguous one, is: a reduction over
-// the middle axis of [A, N, C], whose strip along C reads whole lines of memory). Where neither
-// holds (the keys of a decode step that has one query a head, the head its row, in caches of each
-// head's own) a strip reads nothing twice and only makes its tiles larger.
-bool strip_of_rows_pays(const ir::LoopProgram& p, const LoopRef& tile_loop,
-                        const LoopRef& row_loop) {
+// Whether a strip of the rows of `row_loop` would only make the walk `tile_loop`'s tiles larger:
+// some buffer that the walk streams (reads through its loop, and does not write) is indexed by the
+// rows and by a third axis besides the walked one (the keys of a decode step in caches of each
+// head's own, [heads, keys, head dimension] a strip), and none is shared by the rows (not indexed
+// by them: the keys of an attention, which a strip of query rows reads once) or holds them side by
+// side (its last index is the rows': a reduction over the middle axis of [A, N, C], whose strip
+// along C reads whole lines of memory). A row reduction's strip of [rows, columns] tiles stays.
+bool strip_of_rows_is_wasted(const ir::LoopProgram& p, const LoopRef& tile_loop,
+                             const LoopRef& row_loop) {
   const ir::StmtNode& walk = *find_loop(p.body, tile_loop, "auto").back();
-  std::set<std::string> written;
+  std::set<std::string> written, inner;
   for (const ir::StmtNode* b : blocks_under(walk.body))
     for (const std::string& w : block_writes(*b)) written.insert(w);
-  bool pays = false;
+  ir::visit(walk.body, [&](const ir::Stmt& st) {
+    if (st->kind == ir::StmtKind::For) inner.insert(st->var);
+    return true;
+  });
+  bool pays = false, wide = false;
   for (const ir::StmtNode* b : blocks_under(walk.body)) {
     std::map<std::string, ir::Expr> bindings;
     for (const ir::IterVar& iv : b->iters)
@@ -189,19 +193,22 @@ bool strip_of_rows_pays(const ir::LoopProgram& p, const LoopRef& tile_loop,
       ir::visit_exprs(st, [&](const ir::Expr& e) {
         ir::visit(e, [&](const ir::Expr& x) {
           if (x->op != ir::Op::Load || written.count(x->name) || x->args.empty()) return true;
-          bool streamed = false, per_row = false;
+          bool streamed = false, per_row = false, third = false;
           for (const ir::Expr& a : x->args) {
             streamed = streamed || uses(a, walk.var);
             per_row = per_row || uses(a, row_loop.var);
+            if (!uses(a, walk.var))
+              for (const std::string& v : inner) third = third || uses(a, v);
           }
           pays = pays || (streamed && (!per_row || uses(x->args.back(), row_loop.var)));
+          wide = wide || (streamed && per_row && third);
           return true;
         });
       });
       return true;
     });
   }
-  return pays;
+  return wide && !pays;
 }
 
 // Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
@@ -310,9 +317,9 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
   // most 16 at the sizes scheduled for (S = 1 of a decode step) makes one strip too: a strip of
   // 128 rows would compute one of them and read the keys once for it.
   const ir::Expr row_extent = find_loop(s.program().body, row_loop, "auto").back()->extent;
-  if (!strip_of_rows_pays(s.program(), tile_loop, row_loop)) {
+  if (strip_of_rows_is_wasted(s.program(), tile_loop, row_loop)) {
     note("rows are not tiled: what loop '" + tile_loop.var + "' streams is indexed by row loop '" +
-         row_loop.var + "', and not along its last axis: a strip of rows shares nothing");
+         row_loop.var + "' and a third axis, and nothing is shared by the rows");
     rows = 1;
   } else if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
     const int64_t n = row_extent->int_value;
