@@ -238,8 +238,8 @@ TEST(Emulator, AttentionAtOddSizes) {
 
 // Split-K chunks of four key tiles skip the tiles a mask kills: each sequence's cache length read
 // from a tensor (drawn in [-1000, 1000]: some sequences empty, some longer than a chunk), and a
-// sliding window. A chunk with no live tile runs none, unless its row has no live tile at all
-// (then the first chunk runs one masked tile).
+// sliding window, with and without a sink logit. A chunk with no live tile runs none, unless its
+// row has no live tile at all (then the first chunk runs one masked tile).
 TEST(Emulator, SplitKChunksSkipMaskedTiles) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
     Case varlen{"tests/generality/varlen_decode.te", {{"B", 5}, {"T", 1000}}, {}, 4};
@@ -258,6 +258,11 @@ TEST(Emulator, SplitKChunksSkipMaskedTiles) {
     window.arch = arch;
     window.gaps = {driver::Requirement::TensorCore};
     verify(window);
+    // A sink logit keeps every row's maximum finite: dead chunks run no tile at all.
+    Case sinks{"tests/generality/sinks_window_gqa_decode.te", {{"T", 1000}}, {{"W", 100}}, 4};
+    sinks.from_root = true;
+    sinks.arch = arch;
+    verify(sinks);
   }
 }
 

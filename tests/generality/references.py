@@ -955,3 +955,19 @@ def cascade_varlen_decode(inputs, params):
     suffix = np.arange(t_len)[None, :] < inputs["LEN"][:, None]  # [B, T]
     visible = np.concatenate([np.ones((b, p_len), bool), suffix], axis=1)[:, None, None, :]
     return {"O": softmax_attention(q, k, v, visible=visible)[0]}
+
+
+def _sinks_window_gqa(inputs, params):
+    q = inputs["Q"]
+    k, v = expand_heads(inputs["K"], q.shape[1]), expand_heads(inputs["V"], q.shape[1])
+    qpos, kpos = positions(q.shape[2], k.shape[2])
+    visible = (kpos <= qpos) & (kpos > qpos - params["W"])
+    return {"O": softmax_attention(q, k, v, visible=visible, sink=inputs["SINK"])[0]}
+
+
+def sinks_window_gqa_decode(inputs, params):
+    return _sinks_window_gqa(inputs, params)
+
+
+def sinks_window_gqa_prefill(inputs, params):
+    return _sinks_window_gqa(inputs, params)
