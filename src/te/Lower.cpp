@@ -2,6 +2,7 @@
 // te::Program -> ir::LoopProgram (see Lower.h).
 #include "te/Lower.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -56,7 +57,8 @@ class Lowerer {
  private:
   const Program& p_;
   std::vector<NormalDef> defs_;
-  std::map<std::string, std::string> hoisted_;  // reduction_key -> the hoisted definition
+  std::map<std::string, std::string> hoisted_;         // reduction_key -> the hoisted definition
+  std::map<std::string, std::string> copied_outputs_;  // output -> the reduction it copies
 
   static Expr axis_var(const ir::Axis& a) {
     return ir::make_var(a.name, ir::VarKind::Index, DType::Int);
@@ -141,6 +143,20 @@ class Lowerer {
 
   static DType storage_type(DType t) { return is_int(t) && t != DType::I8 ? DType::I32 : t; }
 
+  // Whether a definition after `def` reads it.
+  bool read_later(const Definition& def) const {
+    bool after = false, read = false;
+    for (const Definition& d : p_.defs) {
+      if (after)
+        ir::visit(d.body, [&](const Expr& x) {
+          read = read || (x->op == Op::Load && x->name == def.name);
+          return !read;
+        });
+      after = after || &d == &def;
+    }
+    return read;
+  }
+
   void normalize(const Definition& def) {
     std::vector<ir::Axis> scope = def.indices;
     int counter = 0;
@@ -149,7 +165,24 @@ class Lowerer {
     d.indices = def.indices;
     d.dtype = def.dtype;
     d.role = def.is_output ? ir::BufferRole::Output : ir::BufferRole::Intermediate;
-    const Expr& body = def.body;
+    // What earlier outputs hold is read from the intermediates they copy (below).
+    const Expr body = ir::mutate(def.body, [&](const Expr& x) {
+      auto it = x->op == Op::Load ? copied_outputs_.find(x->name) : copied_outputs_.end();
+      return it == copied_outputs_.end() ? x : ir::make_load(it->second, x->type, x->args, x->loc);
+    });
+    // An output reduction that later definitions read (a row's maximum, kept for a backward pass
+    // and read by the softmax) is an intermediate reduction, which they read and which fusion
+    // may turn into a running value, and an output that copies it once complete.
+    const bool every_index = std::all_of(
+        def.indices.begin(), def.indices.end(),
+        [&](const ir::Axis& a) { return body->op == Op::Reduce && ir::uses_var(body, a.name); });
+    if (def.is_output && body->op == Op::Reduce && storage_type(body->type) == def.dtype &&
+        every_index && read_later(def)) {
+      d.body = hoist(body, def.name, scope, counter);
+      copied_outputs_[def.name] = d.body->name;
+      defs_.push_back(d);
+      return;
+    }
     if (body->op == Op::Reduce && storage_type(body->type) == def.dtype) {
       d.is_reduction = true;
       d.reducer = body->reducer;
