@@ -92,6 +92,15 @@ Interval bound(const Expr& e, const std::map<std::string, Range>& varying) {
       };
       return Interval{f(a.lo, b.lo), f(a.hi, b.hi), true};
     }
+    case Op::Select: {
+      // Either branch: the hull of both (a split-K chunk's walk that runs one masked tile only
+      // in the first chunk of a row with no live tile).
+      if (e->type != DType::Int) return unknown();
+      Interval a = bound(e->args[1], varying), b = bound(e->args[2], varying);
+      if (!a.ok || !b.ok) return unknown();
+      return Interval{ir::simplify(ir::make_binary(Op::Min, a.lo, b.lo)),
+                      ir::simplify(ir::make_binary(Op::Max, a.hi, b.hi)), true};
+    }
     default: {
       // Anything else is a point when it does not vary.
       bool varies = false;
