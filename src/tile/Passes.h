@@ -45,8 +45,13 @@
 //  12. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//  13. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  14. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//  13. drop_overwritten_stores (passes/OverwrittenStores.cpp)
+//                                              a store that a later store of the same code
+//                                              overwrites whole before anything reads its buffer
+//                                              is dropped (a split-K chunk's partials, set before
+//                                              a walk that may run no tile)
+//  14. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  15. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -74,6 +79,7 @@ void cancel_permutes(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
 void reciprocal_of_broadcast_divisors(TileProgram& p);
 void hoist_invariants(TileProgram& p);
+void drop_overwritten_stores(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);
 

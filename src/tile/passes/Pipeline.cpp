@@ -55,6 +55,7 @@ const std::vector<NamedPass>& passes() {
       {"cse", cse},
       {"reciprocal_of_broadcast_divisors", reciprocal_of_broadcast_divisors},
       {"hoist_invariants", hoist_invariants},
+      {"drop_overwritten_stores", drop_overwritten_stores},
       {"eliminate_dead", eliminate_dead},
       {"pipeline_streams", pipeline_streams},
   };
