@@ -236,6 +236,21 @@ TEST(Emulator, AttentionAtOddSizes) {
   verify({"attention/prefill_windowed.te", {{"S", 48}, {"T", 80}}, {{"W", 16}}});
 }
 
+// A row factor of the scores (cosine attention's reciprocal query norm times its temperature)
+// folded into the softmax's maximum and exponentials: positive, and negative (a negative
+// temperature), where the maximum is taken of the scaled scores. The maximum is an output (a
+// softmax alone would not show a wrong one), and 256 rows of 300 keys reach the kernel's version
+// for whole tiles, where the factor is folded.
+TEST(Emulator, RowFactorFoldedIntoTheSoftmax) {
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (double tau : {0.1, -0.1}) {
+      Case c{"tests/emu/cosine_row_max.te", {{"S", 256}, {"T", 300}}, {{"TAU", tau}}};
+      c.from_root = true;
+      c.arch = arch;
+      verify(c);
+    }
+}
+
 // Split-K chunks of four key tiles skip the tiles a mask kills: each sequence's cache length read
 // from a tensor (drawn in [-1000, 1000]: some sequences empty, some longer than a chunk), and a
 // sliding window, with and without a sink logit. A chunk with no live tile runs none, unless its

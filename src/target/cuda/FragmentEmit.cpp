@@ -340,17 +340,21 @@ auto FragmentWriter::reduce(const TileOp& o, const Val& v) -> void {
   const Val& a = val(o.args[0]);
   int64_t N = a.def->type.shape[1];
   DType t = o.type.dtype;
-  // The maximum (minimum) of x c for a uniform c > 0 is c times that of x, exactly (rounding is
-  // monotone): x c need not be computed for it. A constant c is known positive; otherwise (a
-  // param, like a softcap) the test is made at run time, x c reduced when it fails.
+  // The maximum (minimum) of x c for a c > 0 uniform or constant along the row is c times that
+  // of x, exactly (rounding is monotone): x c need not be computed for it. A constant c is known
+  // positive; otherwise (a param, like a softcap, or a row's factor, like the reciprocal of a
+  // query's norm) the test is made at run time, x c reduced where it fails.
   std::optional<Scaled> sc = scaled(o.args[0]);
   if (t != DType::F32 || (o.reducer != ir::Reducer::Max && o.reducer != ir::Reducer::Min))
     sc.reset();
   std::string positive;  // the run-time test; empty: c is a positive constant
+  std::string scale;     // c in the row's slot
   if (sc) {
+    const Val& c_val = val(sc->scale);
+    scale = c_val.kind == Kind::RowBcast ? val(c_val.row_source).name + "[ks_h]" : c_val.name;
     std::optional<double> c = constant_value(sc->scale);
     if (c && *c <= 0) sc.reset();
-    if (sc && !c) positive = "(" + val(sc->scale).name + " > 0.0f)";
+    if (sc && !c) positive = "(" + scale + " > 0.0f)";
   }
   std::string ty = ctype(t);
   std::string identity = scalar(ir::reducer_identity_expr(o.reducer, t));
@@ -390,7 +394,7 @@ auto FragmentWriter::reduce(const TileOp& o, const Val& v) -> void {
                   t) +
          ";");
   std::string result = "ks_acc";
-  if (sc) result = "ks_acc * " + val(sc->scale).name;
+  if (sc) result = "ks_acc * " + scale;
   if (!positive.empty()) result = positive + " ? " + result + " : ks_acc";
   line(v.name + "[ks_h] = " + result + ";");
   close_slots();
@@ -685,7 +689,7 @@ auto FragmentWriter::exp_of_difference(const TileOp& o, Kind ctx) -> std::option
   std::string x = at(d.args[0], ctx), slope = log2e;
   if (std::optional<Scaled> sc = scaled(d.args[0])) {
     x = at(sc->x, ctx);
-    slope = "(" + val(sc->scale).name + " * " + log2e + ")";
+    slope = "(" + at(sc->scale, ctx) + " * " + log2e + ")";
   }
   return "ex2_approx(fmaf(" + x + ", " + slope + ", -(" + at(d.args[1], ctx) + " * " + log2e +
          ")))";
@@ -698,7 +702,8 @@ auto FragmentWriter::product_of_scales(const TileOp& o, Kind ctx) -> std::option
   int data = o.args[0], factor = o.args[1];
   if (o.op == Op::Mul && val(data).kind == Kind::Uniform) std::swap(data, factor);
   std::optional<Scaled> sc;
-  if (val(factor).kind != Kind::Uniform || val(data).kind != Kind::Frag || !(sc = scaled(data)))
+  if (val(factor).kind != Kind::Uniform || val(data).kind != Kind::Frag || !(sc = scaled(data)) ||
+      val(sc->scale).kind != Kind::Uniform)
     return std::nullopt;
   std::string f = val(factor).name;
   if (o.op == Op::Div) f = "(1.0f / " + f + ")";
@@ -712,7 +717,9 @@ auto FragmentWriter::scaled(int id) const -> std::optional<Scaled> {
   if (d->kind != OpKind::Map || d->is_call || d->op != Op::Mul) return std::nullopt;
   for (int side = 0; side < 2; ++side) {
     int x = d->args[static_cast<size_t>(side)], c = d->args[static_cast<size_t>(1 - side)];
-    if (val(x).kind == Kind::Frag && val(c).kind == Kind::Uniform) return Scaled{x, c};
+    if (val(x).kind == Kind::Frag &&
+        (val(c).kind == Kind::Uniform || val(c).kind == Kind::RowBcast))
+      return Scaled{x, c};
   }
   return std::nullopt;
 }

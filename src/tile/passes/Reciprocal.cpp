@@ -77,32 +77,69 @@ class Rewriter : public OpRewriter {
     return append(std::move(o), out);
   }
 
+  // The reciprocal of factor `f` (a scalar, or a broadcast's source vector), appended to `out`.
+  int reciprocal(const TileOp& f, TileBody& out) {
+    const int source = f.type.shape.empty() ? f.result : f.args[0];
+    const TileType type = def(source)->type;
+    TileOp one;
+    one.kind = OpKind::Full;
+    one.scalar = ir::make_float(1.0, DType::F32);
+    one.type = TileType{DType::F32, {}};
+    int numerator = append(one, out);
+    if (!type.shape.empty()) numerator = append(OpKind::Broadcast, type, {numerator}, out);
+    return append(OpKind::Map, type, {numerator, source}, out, ir::Op::Div);
+  }
+
   // Replaces division `o` by its product with the factors' reciprocals, their operations
-  // appended to `out` in front of it.
+  // appended to `out` in front of it. The factors that vary along the last axis (a key's norm)
+  // come first, each broadcast on its own; those that do not (a row's norm, a scalar
+  // temperature) are multiplied together on their row vector and broadcast once, last: the
+  // product is then the scores times their column factors times one row factor, which the back
+  // ends fold into a softmax's maximum and exponentials as they fold a scalar scale.
   void replace_division(TileOp& o, const std::vector<const TileOp*>& factors, TileBody& out) {
-    int product = o.args[0];
+    const size_t last = o.type.shape.size() - 1;
+    std::vector<const TileOp*> columns, rows, scalars;
     for (const TileOp* f : factors) {
-      // A scalar factor is its own source, an operand of the product as it is.
-      const bool spread_out = !f->type.shape.empty();
-      const int source = spread_out ? f->args[0] : f->result;
-      const TileType type = def(source)->type;
-      const std::vector<int> dims = f->dims;
-      TileOp one;
-      one.kind = OpKind::Full;
-      one.scalar = ir::make_float(1.0, DType::F32);
-      one.type = TileType{DType::F32, {}};
-      int numerator = append(one, out);
-      if (!type.shape.empty()) numerator = append(OpKind::Broadcast, type, {numerator}, out);
-      int factor = append(OpKind::Map, type, {numerator, source}, out, ir::Op::Div);
-      if (spread_out) factor = append(OpKind::Broadcast, o.type, {factor}, out, ir::Op::Add, dims);
-      if (f == factors.back()) {
-        // The last product takes the division's place (and its result id).
-        o.op = ir::Op::Mul;
-        o.args = {product, factor};
-        return;
-      }
-      product = append(OpKind::Map, o.type, {product, factor}, out, ir::Op::Mul);
+      if (f->type.shape.empty())
+        scalars.push_back(f);
+      else if (std::find(f->dims.begin(), f->dims.end(), static_cast<int>(last)) != f->dims.end())
+        columns.push_back(f);
+      else
+        rows.push_back(f);
     }
+    // The row factors share one vector shape and broadcast (else each stays a factor of its own).
+    for (const TileOp* f : rows)
+      if (f->dims != rows.front()->dims ||
+          def(f->args[0])->type.shape != def(rows.front()->args[0])->type.shape) {
+        columns.insert(columns.end(), rows.begin(), rows.end());
+        rows.clear();
+        break;
+      }
+    int product = o.args[0];
+    std::vector<int> finals;  // the last factors' values, each of o's shape or a scalar
+    for (const TileOp* f : columns)
+      finals.push_back(
+          append(OpKind::Broadcast, o.type, {reciprocal(*f, out)}, out, ir::Op::Add, f->dims));
+    int row = -1;  // the row factors and scalars multiplied together
+    const TileType row_type =
+        rows.empty() ? TileType{DType::F32, {}} : def(rows.front()->args[0])->type;
+    for (const TileOp* f : rows)
+      row = row < 0 ? reciprocal(*f, out)
+                    : append(OpKind::Map, row_type, {row, reciprocal(*f, out)}, out, ir::Op::Mul);
+    for (const TileOp* f : scalars) {
+      int r = reciprocal(*f, out);
+      if (!rows.empty()) r = append(OpKind::Broadcast, row_type, {r}, out);
+      row = row < 0 ? r : append(OpKind::Map, row_type, {row, r}, out, ir::Op::Mul);
+    }
+    if (row >= 0)
+      finals.push_back(rows.empty() ? row
+                                    : append(OpKind::Broadcast, o.type, {row}, out, ir::Op::Add,
+                                             rows.front()->dims));
+    for (size_t k = 0; k + 1 < finals.size(); ++k)
+      product = append(OpKind::Map, o.type, {product, finals[k]}, out, ir::Op::Mul);
+    // The last product takes the division's place (and its result id).
+    o.op = ir::Op::Mul;
+    o.args = {product, finals.back()};
   }
 };
 
