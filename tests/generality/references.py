@@ -971,3 +971,10 @@ def sinks_window_gqa_decode(inputs, params):
 
 def sinks_window_gqa_prefill(inputs, params):
     return _sinks_window_gqa(inputs, params)
+
+
+def attention_stats_outputs(inputs, params):
+    q = inputs["Q"]
+    qpos, kpos = positions(q.shape[2], inputs["K"].shape[2])
+    o, m, l = softmax_attention(q, inputs["K"], inputs["V"], visible=kpos <= qpos)
+    return {"O": o, "M": m, "L": l}
