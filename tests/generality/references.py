@@ -978,3 +978,14 @@ def attention_stats_outputs(inputs, params):
     qpos, kpos = positions(q.shape[2], inputs["K"].shape[2])
     o, m, l = softmax_attention(q, inputs["K"], inputs["V"], visible=kpos <= qpos)
     return {"O": o, "M": m, "L": l}
+
+
+def varlen_prefill(inputs, params):
+    q = inputs["Q"]
+    s_len = q.shape[2]
+    n = inputs["LEN"][:, None, None]  # [B, 1, 1]
+    i, j = np.arange(s_len)[None, :, None], np.arange(s_len)[None, None, :]
+    visible = ((j <= i) & (j < n))[:, None]  # [B, 1, S, S]
+    o = softmax_attention(q, inputs["K"], inputs["V"], visible=visible)[0]
+    rows = (np.arange(s_len)[None, :] < inputs["LEN"][:, None])[:, None, :, None]
+    return {"O": np.where(rows, o, 0.0)}
