@@ -318,10 +318,13 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
   // 128 rows would compute one of them and read the keys once for it.
   const ir::Expr row_extent = find_loop(s.program().body, row_loop, "auto").back()->extent;
   if (strip_of_rows_is_wasted(s.program(), tile_loop, row_loop)) {
+    // One row a grid instance: the row loop stays whole, so that rows grouped by what they
+    // share (query heads over a key/value head, group_rows) can still be.
     note("rows are not tiled: what loop '" + tile_loop.var + "' streams is indexed by row loop '" +
          row_loop.var + "' and a third axis, and nothing is shared by the rows");
-    rows = 1;
-  } else if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
+    return 1;
+  }
+  if (row_extent->op == ir::Op::IntImm && row_extent->int_value < rows) {
     const int64_t n = row_extent->int_value;
     rows = n <= 16 ? std::min(n, short_rows)
                    : int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(n)));

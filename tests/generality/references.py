@@ -989,3 +989,8 @@ def varlen_prefill(inputs, params):
     o = softmax_attention(q, inputs["K"], inputs["V"], visible=visible)[0]
     rows = (np.arange(s_len)[None, :] < inputs["LEN"][:, None])[:, None, :, None]
     return {"O": np.where(rows, o, 0.0)}
+
+
+def decode_gqa_no_query_axis(inputs, params):
+    q = inputs["Q"][:, :, None, :]
+    return {"O": softmax_attention(q, inputs["K"], inputs["V"])[0][:, :, 0, :]}
