@@ -1516,11 +1516,26 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // Masks that kill whole tiles: skip those tiles of the rolling update, and of the walk
   // inside a split-K chunk (a chunk whose tiles are all dead keeps the identities its combine
   // takes for a chunk the mask hides; one-tile chunks are combined whole).
+  // Under split-K (few rows: a decode step's queries) a mask of positions and sizes alone (the
+  // causal one) kills key tiles past the last query's position only, which the axis's end already
+  // bounds: its chunks keep their constant walk. One that reads a param or a tensor (a window, a
+  // sequence's cache length) may kill whole chunks.
+  auto worth_skipping = [&](const ir::Expr& value) {
+    if (!split_k) return true;
+    bool reads = false;
+    ir::visit(constant_mask(value)->kept, [&](const ir::Expr& x) {
+      reads = reads || x->op == ir::Op::Load ||
+              (x->op == ir::Op::Var && x->var_kind == ir::VarKind::Param);
+      return !reads;
+    });
+    return reads;
+  };
   if (!split_k || chunked) {
     std::vector<std::string> masked;
     const ir::StmtNode* tl = find_loop(s.program().body, fuse_under, "auto").back();
     for (const ir::StmtNode* b : blocks_under(tl->body))
-      if (b->body && b->body->kind == ir::StmtKind::Store && constant_mask(b->body->value))
+      if (b->body && b->body->kind == ir::StmtKind::Store && constant_mask(b->body->value) &&
+          worth_skipping(b->body->value))
         masked.push_back(b->name);
     for (const std::string& b : masked) {
       try {
