@@ -38,7 +38,7 @@
 //      The split-K choice counts the grid instances, not the rows: the rows of a group (and a
 //      whole row axis that the keys are read without, a prefix shared by a batch) are one.
 //      Tiles that a mask kills are skipped (propagate_mask): by the rolling update's tile loop,
-//      and by the walk inside a split-K chunk.
+//      and by the walk inside a split-K chunk where the mask reads a param or a tensor.
 //   4. With rolling update, the nests that consume the chain's results move into the row loop
 //      around the tile loop (reverse_compute_at), and that loop is distributed over a tile of
 //      rows, so each nest works on rows x tile (the shape the tile IR turns into tile ops). The
