@@ -211,6 +211,12 @@ bool strip_of_rows_is_wasted(const ir::LoopProgram& p, const LoopRef& tile_loop,
   return wide && !pays;
 }
 
+// The rows of a group that spans a whole row axis of `n` rows: up to one warp's 16 the extent,
+// past it the next power of two, at most `max_rows`.
+int64_t whole_group_rows(int64_t n, int64_t max_rows) {
+  return n <= 16 ? n : std::min(ceil_pow2(n), max_rows);
+}
+
 // Step 4 (see AutoSchedule.h): the nests after the fused one that read what it writes join the
 // row loop around the tile loop, and the row loop is distributed over `rows` rows. Consumers that
 // only recompute elementwise values of a row are inlined into what reads them (no row-length
@@ -595,7 +601,7 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
       // the next power of two (a tile of 33 or 48 rows fits no warp layout nor splits its
       // copies evenly over the warps).
       if (whole) {
-        group = group <= 16 ? group : std::min(ceil_pow2(group), max_whole_rows);
+        group = whole_group_rows(group, max_whole_rows);
         divisor = ir::make_int(group);
       }
       RowGroup g{LoopRef{tile_loop.block, iv.binding->name}, divisor, group};
@@ -1447,7 +1453,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       continue;
     try {
       const int64_t n = ir::eval_int(iv.extent, sizes);
-      head_group = std::max(head_group, n <= 16 ? n : std::min(ceil_pow2(n), max_whole_rows));
+      head_group = std::max(head_group, whole_group_rows(n, max_whole_rows));
     } catch (const UserError&) {
       // a size not given: the rows alone decide
     }
