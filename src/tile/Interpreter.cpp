@@ -370,7 +370,9 @@ class Machine {
         const Tile& b = arg(o, 1);
         const int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
         out.v.assign(static_cast<size_t>(n), 0.0);
-        const bool typed = mode_ == ir::InterpMode::Typed;
+        // Integer products are summed exactly (doubles hold the sums of int8 products), floats
+        // in f32 when typed, as the tensor cores accumulate.
+        const bool typed = mode_ == ir::InterpMode::Typed && is_float(o.type.dtype);
         for (int64_t i = 0; i < M; ++i)
           for (int64_t j = 0; j < N; ++j) {
             double acc = 0.0;

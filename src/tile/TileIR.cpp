@@ -427,7 +427,9 @@ class Verifier {
                         o.type.shape[1] == b.shape[1])
             << "dot shapes " << to_string(a) << " x " << to_string(b) << " -> "
             << to_string(o.type);
-        internal_assert(o.type.dtype == DType::F32) << "dot accumulates in f32";
+        internal_assert(o.type.dtype == DType::F32 ||
+                        (is_int(o.type.dtype) && is_int(a.dtype) && is_int(b.dtype)))
+            << "dot accumulates floats in f32, integers in an integer type";
         break;
       }
       case OpKind::Reduce: {

@@ -889,8 +889,12 @@ class NestTranslator {
   }
 
   bool try_dot(const Expr& term, const std::string& k, const std::vector<Expr>& masks, Val* out) {
-    // A dot accumulates floats in f32: an integer sum of products stays a reduction (exact).
-    if (!is_float(term->args[0]->type) || !is_float(term->args[1]->type)) return false;
+    // A dot accumulates floats in f32 and integers in their own type (i32: int8 products summed
+    // exactly, as the integer tensor cores do); a sum of mixed products stays a reduction.
+    const DType ta = term->args[0]->type, tb = term->args[1]->type;
+    const bool integer = is_int(ta) && is_int(tb) && is_int(term->type);
+    if (!integer && (!is_float(ta) || !is_float(tb))) return false;
+    const DType acc = integer ? term->type : DType::F32;
     std::vector<std::string> a_axes = axes_in(term->args[0]), b_axes = axes_in(term->args[1]);
     auto other = [&](const std::vector<std::string>& axes, std::string* o) {
       if (axes.size() != 2 || std::find(axes.begin(), axes.end(), k) == axes.end()) return false;
@@ -907,7 +911,7 @@ class NestTranslator {
     for (const Expr& c : masks)
       if (!within(axes_in(c), a_axes) && !within(axes_in(c), b_axes)) return false;
     Val a = expr(term->args[0]), b = expr(term->args[1]);
-    Val zero = full(ir::make_float(0.0, DType::F32));
+    Val zero = full(integer ? ir::make_int(0) : ir::make_float(0.0, DType::F32));
     for (const Expr& c : masks) {
       std::vector<std::string> used = axes_in(c);
       Val mv = expr(c);
@@ -917,8 +921,8 @@ class NestTranslator {
     TileOp o;
     o.kind = OpKind::Dot;
     o.args = {arrange(a, {m, k}).id, arrange(b, {k, n}).id};
-    o.type = type_of(DType::F32, {m, n});
-    *out = Val{em_.emit(o), {m, n}, DType::F32};
+    o.type = type_of(acc, {m, n});
+    *out = Val{em_.emit(o), {m, n}, acc};
     return true;
   }
 

@@ -251,6 +251,19 @@ TEST(Emulator, RowFactorFoldedIntoTheSoftmax) {
     }
 }
 
+// Integer scores off the tensor cores (int8 queries, i32 keys: tests/lit/tile_integer_dot.te):
+// the element-cyclic writer sums the products exactly in the integer type, at a tail of rows and
+// of keys. (int8 both: tests/generality/int8_scores_attention.te, on the tensor cores.)
+TEST(Emulator, IntegerDotsOffTheTensorCores) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Case c{"tests/lit/tile_integer_dot.te", {{"S", 77}, {"T", 100}}, {}};
+    c.from_root = true;
+    c.arch = arch;
+    c.gaps = {driver::Requirement::TensorCore};
+    verify(c);
+  }
+}
+
 // Split-K chunks of four key tiles skip the tiles a mask kills: each sequence's cache length read
 // from a tensor (drawn in [-1000, 1000]: some sequences empty, some longer than a chunk), and a
 // sliding window, with and without a sink logit. A chunk with no live tile runs none, unless its

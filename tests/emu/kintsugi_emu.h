@@ -95,10 +95,12 @@ struct Mbarrier {
 // gives alike, and each thread's accumulators and (register A) fragment.
 struct WgmmaOp {
   int n = 0;
-  bool bf16 = false, trans_a = false, trans_b = false, a_in_registers = false;
+  // s8: k32 of int8 operands (K-major, from shared memory) into s32 accumulators; otherwise k16
+  // of f16 or bf16 into f32.
+  bool bf16 = false, s8 = false, trans_a = false, trans_b = false, a_in_registers = false;
   uint64_t desc_a = 0, desc_b = 0;
   uint32_t accumulate = 0;
-  float* d[128] = {};
+  void* d[128] = {};  // float, or int32_t for s8
   uint32_t a[128][4] = {};
   unsigned issued = 0;  // threads that issued it
 };
@@ -446,6 +448,37 @@ inline void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t
   for (int i = 0; i < 4; ++i) acc[i] = out[i];
 }
 
+// Signed byte `i` (0: lowest) of a word.
+inline int32_t signed_byte(uint32_t word, unsigned i) {
+  return int32_t(int8_t(uint8_t(word >> (8 * i))));
+}
+
+// mma.m16n8k32.row.col.s32.s8.s8.s32: lane l (g = l / 4, t = l % 4) holds A rows g (a0, a2) and
+// g + 8 (a1, a3) at columns 4t to 4t + 3 (a0, a1) and 4t + 16 to 4t + 19 (a2, a3), B rows 4t to
+// 4t + 3 (b0) and 4t + 16 to 4t + 19 (b1) at column g, the lowest-indexed element in the lowest
+// byte, and D as mma.m16n8k16 does; the sums are exact in 32 bits (wrapping, no saturation).
+inline void mma_m16n8k32_s8(int32_t (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  uint32_t in[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  int32_t out[4];
+  collective(in, 6, [&] {
+    unsigned g = lane() / 4, t = lane() % 4;
+    auto A = [&](unsigned r, unsigned k) {  // A[r][k]
+      unsigned reg = (r >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0);
+      return signed_byte(slot((r % 8) * 4 + (k % 16) / 4)[reg], k % 4);
+    };
+    auto B = [&](unsigned k, unsigned n) {  // B[k][n]
+      return signed_byte(slot(n * 4 + (k % 16) / 4)[4 + (k >= 16 ? 1 : 0)], k % 4);
+    };
+    for (int i = 0; i < 4; ++i) {
+      unsigned r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i % 2);
+      uint32_t sum = uint32_t(acc[i]);
+      for (unsigned k = 0; k < 32; ++k) sum += uint32_t(A(r, k) * B(k, n));
+      out[i] = int32_t(sum);
+    }
+  });
+  for (int i = 0; i < 4; ++i) acc[i] = out[i];
+}
+
 // ldmatrix: lanes 8i .. 8i + 7 give the row addresses of matrix i; lane l receives row l / 4,
 // columns 2 (l % 4) and + 1 of each matrix, or with .trans column l / 4 of rows 2 (l % 4), + 1.
 template <int N>
@@ -680,20 +713,51 @@ inline uint32_t operand_address(uint64_t desc, bool mn_major, unsigned row, unsi
   return at;
 }
 
-inline float operand(uint64_t desc, bool mn_major, unsigned row, unsigned k, bool bf16) {
+// The shared-window address `at` of an operand's `bytes`, checked against the CTA's window.
+inline const uint8_t* operand_bytes(uint32_t at, unsigned bytes) {
   State& s = state();
-  const uint32_t at = operand_address(desc, mn_major, row, k);
-  if (uint64_t(at) + 2 > s.smem_bytes)
+  if (uint64_t(at) + bytes > s.smem_bytes)
     fail("a wgmma operand at shared address " + std::to_string(at) + " outside the CTA's " +
          std::to_string(s.smem_bytes) + " bytes of dynamic shared memory");
+  return s.async_view.data() + at;
+}
+
+inline float operand(uint64_t desc, bool mn_major, unsigned row, unsigned k, bool bf16) {
   uint16_t h;
-  std::memcpy(&h, s.async_view.data() + at, 2);
+  std::memcpy(&h, operand_bytes(operand_address(desc, mn_major, row, k), 2), 2);
   return bf16 ? ks_b2f(h) : ks_h2f(h);
+}
+
+// Element (row, k) of a K-major int8 operand: byte k of the row, within its 16-bit column k / 2
+// (the swizzle moves 16-byte chunks, never the bytes inside one).
+inline int32_t operand_s8(uint64_t desc, unsigned row, unsigned k) {
+  return int32_t(int8_t(*operand_bytes(operand_address(desc, false, row, k / 2) + k % 2, 1)));
+}
+
+// An s8 wgmma for the whole warpgroup: D (64 x N, s32) = A (64 x 32) * B (32 x N) (+ D), sums
+// wrapping in 32 bits.
+inline void wgmma_compute_s8(const WgmmaOp& op) {
+  int32_t A[64][32], B[32][256];
+  for (unsigned r = 0; r < 64; ++r)
+    for (unsigned k = 0; k < 32; ++k) A[r][k] = operand_s8(op.desc_a, r, k);
+  for (unsigned k = 0; k < 32; ++k)
+    for (unsigned n = 0; n < unsigned(op.n); ++n) B[k][n] = operand_s8(op.desc_b, n, k);
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned w = t / 32, g = (t % 32) / 4, q = t % 4;
+    int32_t* d = static_cast<int32_t*>(op.d[t]);
+    for (unsigned i = 0; i < unsigned(op.n) / 2; ++i) {
+      const unsigned r = 16 * w + g + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * q + (i & 1);
+      uint32_t sum = op.accumulate ? uint32_t(d[i]) : 0u;
+      for (unsigned k = 0; k < 32; ++k) sum += uint32_t(A[r][k] * B[k][c]);
+      d[i] = int32_t(sum);
+    }
+  }
 }
 
 // Computes `op` for the whole warpgroup: each thread's accumulators through its pointer.
 inline void wgmma_compute(const WgmmaOp& op) {
   if (op.issued != 128) fail("a wgmma that not every thread of its warpgroup issued");
+  if (op.s8) return wgmma_compute_s8(op);
   float A[64][16], B[16][256];
   for (unsigned r = 0; r < 64; ++r)
     for (unsigned k = 0; k < 16; ++k) {
@@ -712,22 +776,24 @@ inline void wgmma_compute(const WgmmaOp& op) {
     const unsigned w = t / 32, g = (t % 32) / 4, q = t % 4;
     for (unsigned i = 0; i < unsigned(op.n) / 2; ++i) {
       const unsigned r = 16 * w + g + 8 * ((i >> 1) & 1), c = 8 * (i >> 2) + 2 * q + (i & 1);
-      double sum = op.accumulate ? op.d[t][i] : 0.0;
+      float* d = static_cast<float*>(op.d[t]);
+      double sum = op.accumulate ? d[i] : 0.0;
       for (unsigned k = 0; k < 16; ++k) sum += double(A[r][k]) * double(B[k][c]);
-      op.d[t][i] = float(sum);
+      d[i] = float(sum);
     }
   }
 }
 
 // The calling thread's part of a wgmma: the thread's k-th issue joins the warpgroup's k-th op.
-inline void wgmma_issue(const WgmmaOp& given, float* d, const uint32_t* a) {
+inline void wgmma_issue(const WgmmaOp& given, void* d, const uint32_t* a) {
   Warpgroup& wg = warpgroup("wgmma.mma_async");
   Fiber& f = *state().current;
   if (f.wgmma_issued == wg.ops.size()) wg.ops.push_back(given);
   WgmmaOp& op = wg.ops[f.wgmma_issued++];
-  if (op.n != given.n || op.bf16 != given.bf16 || op.trans_a != given.trans_a ||
-      op.trans_b != given.trans_b || op.a_in_registers != given.a_in_registers ||
-      op.desc_a != given.desc_a || op.desc_b != given.desc_b || op.accumulate != given.accumulate)
+  if (op.n != given.n || op.bf16 != given.bf16 || op.s8 != given.s8 ||
+      op.trans_a != given.trans_a || op.trans_b != given.trans_b ||
+      op.a_in_registers != given.a_in_registers || op.desc_a != given.desc_a ||
+      op.desc_b != given.desc_b || op.accumulate != given.accumulate)
     fail("a wgmma whose shape, descriptors or accumulate flag differ across its warpgroup");
   const unsigned t = f.tid % 128;
   op.d[t] = d;

@@ -2,7 +2,8 @@
 // Helpers the tile code generator's C++ uses on top of the CPU prelude: the implementations of
 // single tile operations that the host compiler would not vectorise well on its own.
 //   - ks_dot<M, N, K>: C = A x B on row-major f32 tiles, a register-blocked micro-kernel (4 rows
-//     x up to 4 vectors of columns held in registers across the K loop, one FMA per element).
+//     x up to 4 vectors of columns held in registers across the K loop, one FMA per element);
+//     on integer tiles, exact sums in their type.
 //   - ks_expf: exp without branches or errno, so that a loop over a tile vectorises (Cephes-style
 //     range reduction and polynomial, about 1 ulp; subnormal results down to 2^-149; exact 0,
 //     inf and NaN at the ends); with AVX-512 and GCC, a hand-written vector variant that the
@@ -81,6 +82,18 @@ static inline void ks_dot(const float* __restrict A, const float* __restrict B,
         float a = A[m * K + k];
         for (int n = 0; n < N; ++n) C[m * N + n] = fmaf(a, B[k * N + n], C[m * N + n]);
       }
+    }
+  }
+}
+
+// An integer dot: exact sums in the tiles' integer type.
+template <int M, int N, int K, class T>
+static inline void ks_dot(const T* __restrict A, const T* __restrict B, T* __restrict C) {
+  for (int m = 0; m < M; ++m) {
+    for (int n = 0; n < N; ++n) C[m * N + n] = 0;
+    for (int k = 0; k < K; ++k) {
+      T a = A[m * K + k];
+      for (int n = 0; n < N; ++n) C[m * N + n] += a * B[k * N + n];
     }
   }
 }

@@ -1166,8 +1166,8 @@ class CyclicWriter : public KernelWriter {
         const Value& a = val(o.args[0]);
         const Value& b = val(o.args[1]);
         declare(v);
-        if (a.exact_f16 && b.exact_f16 && a.shape[0] % 16 == 0 && a.shape[1] % 16 == 0 &&
-            b.shape[1] % 8 == 0) {
+        if (v.dtype == DType::F32 && a.exact_f16 && b.exact_f16 && a.shape[0] % 16 == 0 &&
+            a.shape[1] % 16 == 0 && b.shape[1] % 8 == 0) {
           mma_dot(a, b, v);
           return;
         }
@@ -1178,10 +1178,14 @@ class CyclicWriter : public KernelWriter {
         std::vector<std::string> ix = open_elements(v);
         std::string acc = tmp();
         int64_t K = a.shape[1], N = b.shape[1];
-        line("float " + acc + " = 0.0f;");
-        line("for (int ks_r = 0; ks_r < " + std::to_string(K) + "; ++ks_r) " + acc + " = fmaf(" +
-             sa + "[" + ix[0] + " * " + std::to_string(K) + " + ks_r], " + sb + "[ks_r * " +
-             std::to_string(N) + " + " + ix[1] + "], " + acc + ");");
+        std::string x = sa + "[" + ix[0] + " * " + std::to_string(K) + " + ks_r]",
+                    y = sb + "[ks_r * " + std::to_string(N) + " + " + ix[1] + "]";
+        // Floats fused multiply-added in f32; integers summed exactly in their type.
+        const bool integer = is_int(v.dtype);
+        line(std::string(ctype(v.dtype)) + " " + acc + (integer ? " = 0;" : " = 0.0f;"));
+        line("for (int ks_r = 0; ks_r < " + std::to_string(K) + "; ++ks_r) " + acc +
+             (integer ? " += " + x + " * " + y + ";"
+                      : " = fmaf(" + x + ", " + y + ", " + acc + ");"));
         line(v.name + "[ks_i] = " + acc + ";");
         close_elements();
         return;

@@ -15,7 +15,7 @@ namespace kintsugi::cuda::fragment {
 auto FragmentWriter::accumulation(const tile::TileBody& b, size_t first, size_t last)
     -> std::optional<Accumulation> {
   const TileOp& dot = b[first].op;
-  if (val(dot.args[0]).kind != Kind::Frag) return std::nullopt;
+  if (val(dot.args[0]).kind != Kind::Frag || is_int(dot.type.dtype)) return std::nullopt;
   std::map<const TileOp*, size_t> at_index;
   for (size_t i = first + 1; i < last; ++i) at_index[&b[i].op] = i;
   Accumulation acc;
@@ -58,7 +58,7 @@ auto FragmentWriter::dot_region(const tile::TileBody& b, size_t first, size_t la
   const Val& a = val(o.args[0]);
   const Val& bv = val(o.args[1]);
   const SmemTile& bt = tiles_[static_cast<size_t>(bv.tile)];
-  int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+  int64_t K = k_columns(o), N = o.type.shape[1];
   if (bt.computed >= 0) write_computed_tile(bt);
   for (size_t i = first + 1; i < last; ++i) {
     const TileOp& c = b[i].op;
@@ -76,7 +76,7 @@ auto FragmentWriter::dot_region(const tile::TileBody& b, size_t first, size_t la
       needed.insert(c.args.begin(), c.args.end());
     }
   } else {
-    line(frag_decl("float", val(o.result).name, N) + " = {};");
+    line(frag_decl(bt.dtype == DType::I8 ? "int" : "float", val(o.result).name, N) + " = {};");
   }
   const std::string& sum = val(acc ? acc->sum : o.result).name;
   for (size_t i = first + 1; i < last; ++i) {
@@ -181,7 +181,9 @@ auto FragmentWriter::dot_region(const tile::TileBody& b, size_t first, size_t la
     line("ldmatrix_x4_trans(ks_bq, " +
          ldmatrix_address(bv.tile, Access::BTrans, "ks_b", "ks_kk * 16", "2 * ks_np") + ");");
   line("const u32 ks_b0[2] = {ks_bq[0], ks_bq[1]}, ks_b1[2] = {ks_bq[2], ks_bq[3]};");
-  std::string mma = bt.dtype == DType::F16 ? "mma_m16n8k16_f16(" : "mma_m16n8k16_bf16(";
+  std::string mma = bt.dtype == DType::F16    ? "mma_m16n8k16_f16("
+                    : bt.dtype == DType::BF16 ? "mma_m16n8k16_bf16("
+                                              : "mma_m16n8k32_s8(";
   for (int m = 0; m < mblocks_; ++m) {
     line(mma + sum + "[" + mblock("2 * ks_np", m) + "], " + a_name(m) + ", ks_b0);");
     line(mma + sum + "[" + mblock("2 * ks_np + 1", m) + "], " + a_name(m) + ", ks_b1);");
@@ -230,7 +232,7 @@ auto FragmentWriter::a_fragment(const Val& a) -> void {
 auto FragmentWriter::wgmma_shapes(std::string* why) const -> bool {
   for (const TileOp* o : ops_) {
     if (o->kind != OpKind::Dot) continue;
-    const int64_t k = val(o->args[0]).def->type.shape[1], n = o->type.shape[1];
+    const int64_t k = k_columns(*o), n = o->type.shape[1];
     // The device library's widths; a tile's row (K of a K-major operand, M or N of an MN-major
     // one) one 32- or 64-byte swizzle atom or whole 128-byte ones.
     if (n != 32 && n != 64 && n != 128 && n != 192 && n != 256) {
@@ -240,7 +242,7 @@ auto FragmentWriter::wgmma_shapes(std::string* why) const -> bool {
     }
     if (k != 16 && k != 32 && k % 64 != 0) {
       *why = "the dot `" + tile::to_string(*o) + "` sums over " + std::to_string(k) +
-             " elements; wgmma's swizzled operands take 16, 32 or a multiple of 64";
+             " 16-bit columns; wgmma's swizzled operands take 16, 32 or a multiple of 64";
       return false;
     }
   }
@@ -277,14 +279,19 @@ auto FragmentWriter::k_step_offset(const SmemTile& t, bool mn_major) const -> st
 auto FragmentWriter::wgmma_dot(const TileOp& o, const Val& a, const Val& b, const std::string& sum)
     -> void {
   const SmemTile& bt = tiles_[static_cast<size_t>(b.tile)];
-  const int64_t K = a.def->type.shape[1], N = o.type.shape[1];
+  const int64_t K = k_columns(o), N = o.type.shape[1];
   // B[k][n] = tile[n][k] (a transposed view) is K-major; the tile itself, rows of K, MN-major.
   const bool b_mn = !b.transposed;
   const std::string half = std::to_string(N / 2);
-  const std::string fn =
-      "wgmma_m64n" + std::to_string(N) + "k16_" + (bt.dtype == DType::F16 ? "f16" : "bf16");
-  line("float (&ks_d)[" + half + "] = *reinterpret_cast<float (*)[" + half + "]>(&" + sum +
-       "[0][0]);");
+  // An int8 dot is k32 over the same 32 bytes of a row that an f16 one's k16 covers.
+  const bool s8 = bt.dtype == DType::I8;
+  const std::string fn = "wgmma_m64n" + std::to_string(N) +
+                         (s8                       ? "k32_s8"
+                          : bt.dtype == DType::F16 ? "k16_f16"
+                                                   : "k16_bf16");
+  const char* acc = s8 ? "int" : "float";
+  line(std::string(acc) + " (&ks_d)[" + half + "] = *reinterpret_cast<" + acc + " (*)[" + half +
+       "]>(&" + sum + "[0][0]);");
   line("const u64 ks_db = " + descriptor(bt, b_mn, "ks_b", "0") + ";");
   std::string a_operand;
   if (a.kind == Kind::Smem) {
@@ -292,8 +299,11 @@ auto FragmentWriter::wgmma_dot(const TileOp& o, const Val& a, const Val& b, cons
     const SmemTile& at = tiles_[static_cast<size_t>(a.tile)];
     line("const u64 ks_da = " +
          descriptor(at, a.transposed, stage_address(at, "0"), "(ks_warp >> 2) * 64") + ";");
-    a_operand = "_ss<" + std::to_string(a.transposed ? 1 : 0) + ", " + (b_mn ? "1" : "0") +
-                ">(ks_d, ks_da + " + k_step_offset(at, a.transposed);
+    // The integer forms read both operands K-major and take no transposes.
+    a_operand =
+        (s8 ? std::string("(")
+            : "_ss<" + std::to_string(a.transposed ? 1 : 0) + ", " + (b_mn ? "1" : "0") + ">(") +
+        "ks_d, ks_da + " + k_step_offset(at, a.transposed);
   } else {
     a_operand = std::string("_rs<") + (b_mn ? "1" : "0") + ">(ks_d, ks_pa[ks_kk]";
   }

@@ -13,7 +13,7 @@ namespace kintsugi::cuda::fragment {
 auto FragmentWriter::plan() -> bool {
   vals_.assign(static_cast<size_t>(k_.num_values), Val{});
   collect(k_.body, "");
-  if (!has_half_dot()) return false;  // nothing for the tensor cores
+  if (!has_tensor_core_dot()) return false;  // nothing for the tensor cores
   for (const TileOp* o : ops_)
     if (o->kind == OpKind::Dot) {
       int64_t r = o->type.shape[0];
@@ -222,18 +222,17 @@ auto FragmentWriter::last_reader(const TileOp& o) const -> const TileOp* {
   return nested ? nullptr : last;
 }
 
-auto FragmentWriter::has_half_dot() const -> bool {
-  std::vector<std::pair<bool, bool>> exact(static_cast<size_t>(k_.num_values));
-  auto at = [&](int id) -> std::pair<bool, bool>& { return exact[static_cast<size_t>(id)]; };
+auto FragmentWriter::has_tensor_core_dot() const -> bool {
+  constexpr DType kTypes[] = {DType::F16, DType::BF16, DType::I8};
+  std::vector<std::array<bool, 3>> exact(static_cast<size_t>(k_.num_values));
+  auto at = [&](int id) -> std::array<bool, 3>& { return exact[static_cast<size_t>(id)]; };
   bool found = false;
   for (const TileOp* o : ops_) {
-    if (o->kind == OpKind::Dot) {
-      const auto &a = at(o->args[0]), &b = at(o->args[1]);
-      found = found || (a.first && b.first) || (a.second && b.second);
+    for (size_t t = 0; t < 3; ++t) {
+      if (o->kind == OpKind::Dot) found = found || (at(o->args[0])[t] && at(o->args[1])[t]);
+      if (o->result >= 0)
+        at(o->result)[t] = holds_values_of(kTypes[t], *o, [&](int id) { return at(id)[t]; });
     }
-    if (o->result < 0) continue;
-    at(o->result) = {holds_values_of(DType::F16, *o, [&](int id) { return at(id).first; }),
-                     holds_values_of(DType::BF16, *o, [&](int id) { return at(id).second; })};
   }
   return found;
 }
@@ -261,11 +260,22 @@ auto FragmentWriter::feeds_only_dots(int id) const -> bool {
   if (it == users_.end()) return false;
   for (const TileOp* u : it->second) {
     if (u->kind == OpKind::Dot) continue;
-    bool view = (u->kind == OpKind::Cast && u->type.dtype == DType::F32) ||
+    bool view = (u->kind == OpKind::Cast && widens_exactly(*u)) ||
                 (u->kind == OpKind::Permute && u->perm == std::vector<int>{1, 0});
     if (!view || !feeds_only_dots(u->result)) return false;
   }
   return true;
+}
+
+auto FragmentWriter::widens_exactly(const TileOp& o) const -> bool {
+  const DType from = val(o.args[0]).def->type.dtype, to = o.type.dtype;
+  if (from == DType::I8) return is_int(to);
+  return (from == DType::F16 || from == DType::BF16) && to == DType::F32;
+}
+
+auto FragmentWriter::k_columns(const TileOp& dot) const -> int64_t {
+  const int64_t k = val(dot.args[0]).def->type.shape[1];
+  return is_int(dot.type.dtype) ? k / 2 : k;  // an integer dot runs on int8 tiles (plan_dot)
 }
 
 auto FragmentWriter::reaches_b_operand(int id) const -> bool {
@@ -293,10 +303,12 @@ auto FragmentWriter::spread_along_columns(int id) const -> bool {
 }
 
 auto FragmentWriter::stageable(const TileOp& o) const -> bool {
-  if ((o.type.dtype != DType::F16 && o.type.dtype != DType::BF16) || o.type.shape.size() != 2)
+  if ((o.type.dtype != DType::F16 && o.type.dtype != DType::BF16 && o.type.dtype != DType::I8) ||
+      o.type.shape.size() != 2)
     return false;
-  if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 8)) return false;
-  int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1];
+  const int64_t bytes = dtype_bytes(o.type.dtype);
+  if (buffer_dtype(o.buffer) != o.type.dtype || !innermost_chunks(o, 16 / bytes)) return false;
+  int64_t rows = smem_rows(o.type.shape[0]), cols = o.type.shape[1] * bytes / 2;
   // Whole 16-byte chunks a row, an even number of them (ldmatrix reads two), split evenly over
   // the threads.
   int64_t cpr = cols / 8, threads = this->threads();
@@ -314,6 +326,7 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
   v.name = "t" + std::to_string(o.result);
   v.exact_f16 = holds_values_of(DType::F16, o, [&](int id) { return val(id).exact_f16; });
   v.exact_bf16 = holds_values_of(DType::BF16, o, [&](int id) { return val(id).exact_bf16; });
+  v.exact_i8 = holds_values_of(DType::I8, o, [&](int id) { return val(id).exact_i8; });
   auto kind_of = [&](int id) { return val(id).kind; };
   switch (o.kind) {
     case OpKind::Full:
@@ -349,7 +362,7 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
             return true;
           }
           return fail("the dot operand `" + tile::to_string(o) +
-                      "` is not an f16 or bf16 tile of whole 16-byte rows of its buffer's "
+                      "` is not an f16, bf16 or int8 tile of whole 16-byte rows of its buffer's "
                       "innermost dimension (16-row and 16-column multiples)");
         }
         SmemTile t;
@@ -357,7 +370,7 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
         t.dtype = o.type.dtype;
         t.rows = smem_rows(o.type.shape[0]);
         t.live_rows = o.type.shape[0];
-        t.cols = o.type.shape[1];
+        t.cols = o.type.shape[1] * dtype_bytes(o.type.dtype) / 2;
         if (!o.stream_loop.empty() && loop_of_.at(&o) == o.stream_loop) {
           t.stream_loop = o.stream_loop;
         }
@@ -394,7 +407,7 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
       const Val& a = val(o.args[0]);
       if (a.kind == Kind::Smem) {
         v = view_of(a, o, a.transposed);
-        return o.type.dtype == DType::F32;
+        return widens_exactly(o);
       }
       v.kind = a.kind == Kind::RowBcast ? Kind::Frag : a.kind;
       return true;
@@ -477,6 +490,16 @@ auto FragmentWriter::plan_dot(const TileOp& o) -> bool {
   if (K % 16 != 0 || N % 16 != 0)
     return fail("the dot `" + tile::to_string(o) + "` has K = " + std::to_string(K) +
                 " and N = " + std::to_string(N) + ", not multiples of 16");
+  if (is_int(o.type.dtype)) {
+    // The int8 tensor cores (m16n8k32, wgmma k32) read both operands K-major from shared
+    // memory: A as rows of the row tile, B as its rows of N (keys, a transposed view), K a
+    // multiple of 32. Their i32 sums are exact: at most 2^14 K < 2^31 for a tile's K.
+    if (!a.exact_i8 || !b.exact_i8 || a.kind != Kind::Smem || b.kind != Kind::Smem ||
+        a.transposed || !b.transposed || K % 32 != 0)
+      return fail("the integer dot `" + tile::to_string(o) +
+                  "` is not of two int8 tiles loaded from memory with K (a multiple of 32) "
+                  "innermost in both, as the int8 tensor cores read them");
+  }
   if (b.kind != Kind::Smem && !stage_computed_operand(o, 1))
     return fail("the B operand of the dot `" + tile::to_string(o) +
                 "` is neither an f16 or bf16 tile loaded from memory nor an f16 or bf16 tile "
@@ -493,7 +516,8 @@ auto FragmentWriter::plan_dot(const TileOp& o) -> bool {
     t.last_use = &o;
     return true;
   }
-  if (a.kind != Kind::Frag || !(half == DType::F16 ? a.exact_f16 : a.exact_bf16))
+  if (a.kind != Kind::Frag || half == DType::I8 ||
+      !(half == DType::F16 ? a.exact_f16 : a.exact_bf16))
     return fail("the A operand of the dot `" + tile::to_string(o) +
                 "` is computed in registers and not exactly a " + dtype_name(half) +
                 " value (round it with a cast, as " + dtype_name(half) + "(p))");

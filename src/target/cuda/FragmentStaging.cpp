@@ -167,6 +167,10 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   const TileOp& o = *t.load;
   Region reg = open_region(o);
   int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
+  // The buffer's elements: a 16-byte chunk holds 8 of 16 bits or 16 int8.
+  const int64_t per_chunk = 16 / dtype_bytes(t.dtype);
+  const std::string in_chunk = std::to_string(per_chunk),
+                    pointer = t.dtype == DType::I8 ? "const i8*" : "const u16*";
   // Thread q copies chunk (q % cpr) of rows q / cpr, q / cpr + rows_per_pass, ...: one source
   // pointer a thread, advanced by a uniform step, and one 32-bit row test a chunk.
   internal_assert(chunks % threads() == 0)
@@ -190,7 +194,7 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   std::string whole_chunks, chunk_in;
   if (o.bounds_checked[col_dim]) {
     line("const int ks_cl = (int)max(0LL, min(" + std::to_string(cpr) + "LL, (" + ext[col_dim] +
-         " - " + reg.starts[col_dim] + ") / 8));");
+         " - " + reg.starts[col_dim] + ") / " + in_chunk + "));");
     whole_chunks = " && ks_cl == " + std::to_string(cpr);
     chunk_in = " && ks_c < ks_cl";
   }
@@ -209,8 +213,8 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
                      swizzled_chunk(Code("ks_c"), xor_term("ks_r", swizzle_of(t))).text) +
         ")";
     // Rows that follow each other in memory (a key tile of whole heads): chunk g lies 8 g
-    // elements past the tile's first, so that a tile inside the buffer is copied from one
-    // pointer a thread at constant offsets, without a row test or a 64-bit product a chunk.
+    // elements (16 g int8) past the tile's first, so that a tile inside the buffer is copied from
+    // one pointer a thread at constant offsets, without a row test or a 64-bit product a chunk.
     double row = 1;
     for (size_t d = row_dim + 1; d < o.starts.size(); ++d) {
       std::optional<double> e = constant_expr(p_.source.find_buffer(o.buffer)->shape[d]);
@@ -226,17 +230,17 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
       if (tested) {
         line("const bool ks_in = ks_r >= ks_rlo && ks_r < ks_rhi" + chunk_in + ";");
         line("cp_async_cg16(" + dst + ", ks_in ? " + buf + " + (" + origin +
-             ") + ks_r * ks_stride + ks_c * 8 : " + buf + ", ks_in ? 16 : 0);");
+             ") + ks_r * ks_stride + ks_c * " + in_chunk + " : " + buf + ", ks_in ? 16 : 0);");
       } else {
-        line("cp_async_cg16(" + dst + ", ks_src + ks_i * " + std::to_string(threads() * 8) +
+        line("cp_async_cg16(" + dst + ", ks_src + ks_i * " + std::to_string(threads() * per_chunk) +
              ", 16);");
       }
       --indent_;
       line("}");
     };
-    const bool contiguous = row == static_cast<double>(t.cols);
+    const bool contiguous = row == static_cast<double>(t.cols * 2 / dtype_bytes(t.dtype));
     if (contiguous) {
-      line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_tid * 8;");
+      line(pointer + " ks_src = " + buf + " + (" + origin + ") + ks_tid * " + in_chunk + ";");
       line("if (" + whole(t.live_rows) + ") {");
       ++indent_;
       passes_loop(false);
@@ -254,7 +258,8 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   int64_t rows_per_pass = threads() / cpr;
   line("const int ks_r0 = ks_tid / " + std::to_string(cpr) + ", ks_c = ks_tid % " +
        std::to_string(cpr) + ";");
-  line("const u16* ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * 8;");
+  line(pointer + " ks_src = " + buf + " + (" + origin + ") + ks_r0 * ks_stride + ks_c * " +
+       in_chunk + ";");
   // The XOR term of the rows a thread copies repeats with the swizzle period: one destination
   // a thread for each of the passes within a period (a single one when a pass is a period or
   // more), advanced by a compile-time constant. (Each pass's address of its own, which ptxas

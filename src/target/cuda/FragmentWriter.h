@@ -52,6 +52,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -75,8 +76,8 @@ struct Val {
   Kind kind = Kind::None;
   const TileOp* def = nullptr;
   std::string name;
-  // Every element is exactly a number of F16 / of BF16 (a dot of that type may take it).
-  bool exact_f16 = false, exact_bf16 = false;
+  // Every element is exactly a number of F16 / of BF16 / of I8 (a dot of that type may take it).
+  bool exact_f16 = false, exact_bf16 = false, exact_i8 = false;
   int tile = -1;            // Smem: the shared-memory tile
   bool transposed = false;  // Smem: element (a, b) is the tile's element (b, a)
   int row_source = -1;      // RowBcast: the row vector
@@ -91,10 +92,13 @@ struct SmemVector {
 
 struct SmemTile {
   const TileOp* load = nullptr;
-  DType dtype = DType::F16;    // F16 or BF16
-  int64_t rows = 0, cols = 0;  // elements
-  int64_t live_rows = 0;       // rows of the load; the rest (an A tile padded to 16) are zeros
-  std::string stream_loop;     // streamed along this loop (empty: loaded where it stands)
+  DType dtype = DType::F16;  // F16, BF16 or I8
+  // Rows, and columns of 16 bits: elements of F16 and BF16, pairs of I8 elements (an int8 tile
+  // is staged, swizzled and read by ldmatrix as the 16-bit tile of its bytes; the int8 tensor
+  // cores' fragments lie in the same registers as the 16-bit ones, with K twice as long).
+  int64_t rows = 0, cols = 0;
+  int64_t live_rows = 0;    // rows of the load; the rest (an A tile padded to 16) are zeros
+  std::string stream_loop;  // streamed along this loop (empty: loaded where it stands)
   // Streamed tiles: the first one the loop body uses has two stages, its next copy issued at the
   // top of each iteration; each later one has one stage, its next copy issued right after its
   // last use (the dot `last_use`), so that it overlaps the work in between.
@@ -164,9 +168,9 @@ class FragmentWriter : public KernelWriter {
   const std::string& not_warpgroup_mma() const { return not_wgmma_; }
 
  private:
-  // Whether a dot of the kernel has operands that are exactly f16 values, or both bf16 (those
-  // the tensor cores compute exactly as written; a dot of f32 values stays in f32).
-  bool has_half_dot() const;
+  // Whether a dot of the kernel has operands that are exactly f16 values, or both bf16, or both
+  // int8 (those the tensor cores compute exactly as written; a dot of f32 values stays in f32).
+  bool has_tensor_core_dot() const;
 
   bool fail(const std::string& why);
 
@@ -193,9 +197,13 @@ class FragmentWriter : public KernelWriter {
   Val& val(int id) { return vals_[static_cast<size_t>(id)]; }
   const Val& val(int id) const { return vals_[static_cast<size_t>(id)]; }
 
-  // Whether every use of value `id` is a dot operand, through exact casts to f32 and
-  // transposes.
+  // Whether every use of value `id` is a dot operand, through exact widening casts (to f32, an
+  // int8 to a wider integer) and transposes.
   bool feeds_only_dots(int id) const;
+  // Whether cast `o` widens its operand exactly: f16 or bf16 to f32, i8 to a wider integer.
+  bool widens_exactly(const TileOp& o) const;
+  // The dot's K in the 16-bit columns of its shared tiles (SmemTile::cols).
+  int64_t k_columns(const TileOp& dot) const;
 
   // Whether value `id` flows into the B operand of a dot through elementwise operations, casts,
   // broadcasts and transposes only.

@@ -108,12 +108,17 @@ bool holds_values_of(DType half, const tile::TileOp& o,
   switch (o.kind) {
     case tile::OpKind::Load:
       return o.type.dtype == half;
-    case tile::OpKind::Cast:
-      return o.type.dtype == half || (o.type.dtype == DType::F32 && exact(o.args[0]));
-    case tile::OpKind::Full:  // a constant of the type itself (the f16 zero of a masked tail)
+    case tile::OpKind::Cast:  // widened exactly: to f32, or an int8 to a wider integer
       return o.type.dtype == half ||
-             (o.scalar->op == Op::FloatImm &&
-              round_to_dtype(o.scalar->float_value, half) == o.scalar->float_value);
+             ((half == DType::I8 ? is_int(o.type.dtype) : o.type.dtype == DType::F32) &&
+              exact(o.args[0]));
+    case tile::OpKind::Full:  // a constant of the type itself (the f16 zero of a masked tail)
+      if (o.type.dtype == half) return true;
+      if (half == DType::I8)
+        return o.scalar->op == Op::IntImm && o.scalar->int_value >= -128 &&
+               o.scalar->int_value <= 127;
+      return o.scalar->op == Op::FloatImm &&
+             round_to_dtype(o.scalar->float_value, half) == o.scalar->float_value;
     case tile::OpKind::Broadcast:
     case tile::OpKind::Permute:
       return exact(o.args[0]);

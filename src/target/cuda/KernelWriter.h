@@ -37,7 +37,8 @@ std::string combine(ir::Reducer r, DType t, const std::string& acc, const std::s
 
 // Whether every element of o's value is exactly a number of the 16-bit float type `half` (F16 or
 // BF16; then an f32 dot of such values equals a tensor-core dot of that type with f32
-// accumulation), given which of its operands are.
+// accumulation) or of I8 (then an integer dot of such values equals the int8 tensor cores' exact
+// i32 sums, below 2^31), given which of its operands are.
 bool holds_values_of(DType half, const tile::TileOp& o,
                      const std::function<bool(int)>& exact_operand);
 

@@ -4,12 +4,13 @@
 //
 // One call is one instruction executed by the 128 threads of a warpgroup (four consecutive warps,
 // the first a multiple of four): D (64 x N, f32) = A (64 x 16) * B (16 x N) + D, or D = A * B
-// when `accumulate` is 0. A and B are read from shared memory through descriptors (smem_desc.cuh;
-// the _ss forms), or A from registers (the _rs forms); `TransA` / `TransB` 1 read an operand
-// MN-major rather than K-major (register A is K-major). Thread t of the warpgroup (warp w = t / 32,
-// lane l, g = l / 4, q = l % 4) holds D element (16w + g + 8 ((i >> 1) & 1), 8 (i >> 2) + 2q +
-// (i & 1)) in d[i], and in register A a[j] the pair (16w + g + 8 (j & 1), 2q + 8 (j >> 1) and + 1),
-// the first in the low half: each warp's 16 rows as mma.m16n8k16 lays them out.
+// when `accumulate` is 0 (the s8 forms: D s32, K 32, the same bytes of a row as K 16 of 16 bits). A
+// and B are read from shared memory through descriptors (smem_desc.cuh; the _ss forms), or A from
+// registers (the _rs forms); `TransA` / `TransB` 1 read an operand MN-major rather than K-major
+// (register A is K-major). Thread t of the warpgroup (warp w = t / 32, lane l, g = l / 4, q = l %
+// 4) holds D element (16w + g + 8 ((i >> 1) & 1), 8 (i >> 2) + 2q + (i & 1)) in d[i], and in
+// register A a[j] the pair (16w + g + 8 (j & 1), 2q + 8 (j >> 1) and + 1), the first in the low
+// half: each warp's 16 rows as mma.m16n8k16 lays them out.
 //
 // The instruction is asynchronous. wgmma_fence orders earlier accesses to d and a before it;
 // wgmma_commit_group closes the warpgroup's group of instructions issued since the last commit;
@@ -50,23 +51,22 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// The 16 accumulator registers of a 64 x 32 tile: their operand list and constraints.
+// The 16 accumulator registers of a 64 x 32 tile: their operand list, and their operands under
+// constraint C ("+f" for f32 accumulators, "+r" for s32).
 #define KINTSUGI_WGMMA_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
-#define KINTSUGI_WGMMA_D32_OPERANDS(d)                                                            \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15])
+#define KINTSUGI_WGMMA_D32_OPERANDS(d, C)                                                   \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), C(d[8]), C(d[9]), \
+      C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15])
 
 // The 32 accumulator registers of a 64 x 64 tile: their operand list and constraints.
 #define KINTSUGI_WGMMA_D64                                                                      \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define KINTSUGI_WGMMA_D64_OPERANDS(d)                                                            \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
-      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define KINTSUGI_WGMMA_D64_OPERANDS(d, C)                                                       \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), C(d[8]), C(d[9]),     \
+      C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), C(d[16]), C(d[17]), C(d[18]), \
+      C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), C(d[24]), C(d[25]), C(d[26]), C(d[27]), \
+      C(d[28]), C(d[29]), C(d[30]), C(d[31])
 
 // The 64 accumulator registers of a 64 x 128 tile: their operand list and constraints (those
 // of the 64 x 64 tile's, then the rest).
@@ -75,12 +75,11 @@ __device__ __forceinline__ void fence_proxy_async() {
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
   "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
   "%56, %57, %58, %59, %60, %61, %62, %63}"
-#define KINTSUGI_WGMMA_D128_OPERANDS(d)                                                            \
-  KINTSUGI_WGMMA_D64_OPERANDS(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), \
-      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),   \
-      "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),   \
-      "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),   \
-      "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define KINTSUGI_WGMMA_D128_OPERANDS(d, C)                                                       \
+  KINTSUGI_WGMMA_D64_OPERANDS(d, C), C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), \
+      C(d[38]), C(d[39]), C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]),  \
+      C(d[47]), C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]),  \
+      C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
 
 // The 96 accumulator registers of a 64 x 192 tile: their operand list and constraints (those
 // of the 64 x 128 tile's, then the rest).
@@ -91,12 +90,11 @@ __device__ __forceinline__ void fence_proxy_async() {
   "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
   "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
   "%92, %93, %94, %95}"
-#define KINTSUGI_WGMMA_D192_OPERANDS(d)                                                          \
-  KINTSUGI_WGMMA_D128_OPERANDS(d), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),           \
-      "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), \
-      "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), \
-      "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), \
-      "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+#define KINTSUGI_WGMMA_D192_OPERANDS(d, C)                                                        \
+  KINTSUGI_WGMMA_D128_OPERANDS(d, C), C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), \
+      C(d[70]), C(d[71]), C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]),   \
+      C(d[79]), C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87]),   \
+      C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), C(d[94]), C(d[95])
 
 // The 128 accumulator registers of a 64 x 256 tile: their operand list and constraints (those
 // of the 64 x 128 tile's, then the rest).
@@ -109,18 +107,15 @@ __device__ __forceinline__ void fence_proxy_async() {
   "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, " \
   "%109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, "     \
   "%124, %125, %126, %127}"
-#define KINTSUGI_WGMMA_D256_OPERANDS(d)                                                          \
-  KINTSUGI_WGMMA_D128_OPERANDS(d), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),           \
-      "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), \
-      "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), \
-      "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), \
-      "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-      "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),            \
-      "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),        \
-      "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),        \
-      "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),        \
-      "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),        \
-      "+f"(d[126]), "+f"(d[127])
+#define KINTSUGI_WGMMA_D256_OPERANDS(d, C)                                                        \
+  KINTSUGI_WGMMA_D128_OPERANDS(d, C), C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), \
+      C(d[70]), C(d[71]), C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]),   \
+      C(d[79]), C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87]),   \
+      C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), C(d[94]), C(d[95]), C(d[96]),   \
+      C(d[97]), C(d[98]), C(d[99]), C(d[100]), C(d[101]), C(d[102]), C(d[103]), C(d[104]),        \
+      C(d[105]), C(d[106]), C(d[107]), C(d[108]), C(d[109]), C(d[110]), C(d[111]), C(d[112]),     \
+      C(d[113]), C(d[114]), C(d[115]), C(d[116]), C(d[117]), C(d[118]), C(d[119]), C(d[120]),     \
+      C(d[121]), C(d[122]), C(d[123]), C(d[124]), C(d[125]), C(d[126]), C(d[127])
 
 // D (64 x N) = A * B + D (accumulate != 0) or A * B, A and B in shared memory: NAME_ss<TransA,
 // TransB>(d, desc_a, desc_b, accumulate); A in registers: NAME_rs<TransB>(d, a, desc_b,
@@ -132,7 +127,7 @@ __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P                                          \
                  ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE          \
                  " " KINTSUGI_WGMMA_D##N ", " A ", " B ", p, 1, 1, " TA ", " TB ";\n}"          \
-                 : KINTSUGI_WGMMA_D##N##_OPERANDS(d)                                            \
+                 : KINTSUGI_WGMMA_D##N##_OPERANDS(d, "+f")                                      \
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA), "n"(TransB)          \
                  : "memory");                                                                   \
   }                                                                                             \
@@ -143,7 +138,7 @@ __device__ __forceinline__ void fence_proxy_async() {
         "{\n.reg .pred p;\nsetp.ne.b32 p, " RP ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N     \
         "k16.f32." TYPE "." TYPE " " KINTSUGI_WGMMA_D##N ", {" RA0 ", " RA1 ", " RA2 ", " RA3   \
                                                          "}, " RB ", p, 1, 1, " RTB ";\n}"      \
-        : KINTSUGI_WGMMA_D##N##_OPERANDS(d)                                                     \
+        : KINTSUGI_WGMMA_D##N##_OPERANDS(d, "+f")                                               \
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TransB) \
         : "memory");                                                                            \
   }
@@ -170,6 +165,27 @@ KINTSUGI_WGMMA(wgmma_m64n256k16_bf16, 256, "bf16", "%128", "%129", "%130", "%131
                "%129", "%130", "%131", "%132", "%133", "%134")
 
 #undef KINTSUGI_WGMMA
+
+// D (64 x N, s32) = A (64 x 32) * B (32 x N) + D (accumulate != 0) or A * B, s8 operands both
+// K-major in shared memory (the integer forms take no transposes): NAME(d, desc_a, desc_b,
+// accumulate). A, B and P name the descriptor and predicate operands after D's.
+#define KINTSUGI_WGMMA_S8(NAME, N, A, B, P)                                                        \
+  __device__ __forceinline__ void NAME(int(&d)[N / 2], u64 desc_a, u64 desc_b, u32 accumulate) {   \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P                                             \
+                 ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k32.s32.s8.s8 " KINTSUGI_WGMMA_D##N \
+                 ", " A ", " B ", p;\n}"                                                           \
+                 : KINTSUGI_WGMMA_D##N##_OPERANDS(d, "+r")                                         \
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate)                                       \
+                 : "memory");                                                                      \
+  }
+
+KINTSUGI_WGMMA_S8(wgmma_m64n32k32_s8, 32, "%16", "%17", "%18")
+KINTSUGI_WGMMA_S8(wgmma_m64n64k32_s8, 64, "%32", "%33", "%34")
+KINTSUGI_WGMMA_S8(wgmma_m64n128k32_s8, 128, "%64", "%65", "%66")
+KINTSUGI_WGMMA_S8(wgmma_m64n192k32_s8, 192, "%96", "%97", "%98")
+KINTSUGI_WGMMA_S8(wgmma_m64n256k32_s8, 256, "%128", "%129", "%130")
+
+#undef KINTSUGI_WGMMA_S8
 #undef KINTSUGI_WGMMA_D32
 #undef KINTSUGI_WGMMA_D32_OPERANDS
 #undef KINTSUGI_WGMMA_D64

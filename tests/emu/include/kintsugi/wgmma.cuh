@@ -1,5 +1,6 @@
 // \file wgmma.cuh
-// wgmma.mma_async m64nNk16 (shared-memory and register A forms), its fence, commit and wait, and
+// wgmma.mma_async m64nNk16 (shared-memory and register A forms) and m64nNk32 s8 (shared-memory
+// operands), its fence, commit and wait, and
 // fence.proxy.async (kemu::wgmma_*): the product is computed when a wait retires its group, from
 // shared memory as the asynchronous proxy sees it.
 // Emulated for tests/emu (kintsugi_emu.h): the functions of src/target/cuda/device/wgmma.cuh, same
@@ -61,5 +62,24 @@ KINTSUGI_WGMMA(wgmma_m64n192k16_bf16, 192, true)
 KINTSUGI_WGMMA(wgmma_m64n256k16_f16, 256, false)
 KINTSUGI_WGMMA(wgmma_m64n256k16_bf16, 256, true)
 #undef KINTSUGI_WGMMA
+
+// NAME(d, desc_a, desc_b, accumulate): s8 operands, s32 accumulators.
+#define KINTSUGI_WGMMA_S8(NAME, N)                                           \
+  inline void NAME(int(&d)[N / 2], u64 desc_a, u64 desc_b, u32 accumulate) { \
+    ::kemu::WgmmaOp op;                                                      \
+    op.n = N;                                                                \
+    op.s8 = true;                                                            \
+    op.desc_a = desc_a;                                                      \
+    op.desc_b = desc_b;                                                      \
+    op.accumulate = accumulate != 0;                                         \
+    ::kemu::wgmma_issue(op, d, nullptr);                                     \
+  }
+
+KINTSUGI_WGMMA_S8(wgmma_m64n32k32_s8, 32)
+KINTSUGI_WGMMA_S8(wgmma_m64n64k32_s8, 64)
+KINTSUGI_WGMMA_S8(wgmma_m64n128k32_s8, 128)
+KINTSUGI_WGMMA_S8(wgmma_m64n192k32_s8, 192)
+KINTSUGI_WGMMA_S8(wgmma_m64n256k32_s8, 256)
+#undef KINTSUGI_WGMMA_S8
 
 }  // namespace kintsugi::device
