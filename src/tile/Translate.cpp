@@ -50,8 +50,8 @@ bool is_zero(const Expr& e) {
 }
 
 // Whether an integer is at least 0 at every size: literals, sizes, and what minima, maxima, sums,
-// products and divisions make of them (where a skipped tile's mask starts a loop:
-// max(0, min(.., 3))).
+// products, divisions and selects make of them (where a skipped tile's mask starts a loop:
+// max(0, min(.., 3)), or one of two such starts).
 bool provably_nonnegative(const Expr& e) {
   switch (e->op) {
     case Op::IntImm:
@@ -60,6 +60,8 @@ bool provably_nonnegative(const Expr& e) {
       return e->var_kind == ir::VarKind::Dim;
     case Op::Max:
       return provably_nonnegative(e->args[0]) || provably_nonnegative(e->args[1]);
+    case Op::Select:
+      return provably_nonnegative(e->args[1]) && provably_nonnegative(e->args[2]);
     case Op::Min:
     case Op::Add:
     case Op::Mul:
@@ -1043,8 +1045,15 @@ class KernelTranslator {
     em_.set_body(&saved->back().body);
     enclosing_loops_.push_back(loop.var);
     // A loop that starts past 0 runs inside [0, its end): its end bounds it as an extent would.
+    // A walk from a start to an end, `start + range(max(end - start, 0))`, runs below its end
+    // whatever its start (a chunk's walk that skips masked tiles, whose start may lie past the
+    // end: then it runs no iteration).
+    const Expr& x = loop.extent;
     if (is_zero(loop.min))
       serial_[loop.var] = loop.extent;
+    else if (provably_nonnegative(loop.min) && x->op == Op::Max && is_zero(x->args[1]) &&
+             x->args[0]->op == Op::Sub && ir::equal(x->args[0]->args[1], loop.min))
+      serial_[loop.var] = x->args[0]->args[0];
     else if (provably_nonnegative(loop.min))
       serial_[loop.var] = ir::simplify(ir::make_binary(Op::Add, loop.min, loop.extent));
     body();

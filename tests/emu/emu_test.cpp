@@ -286,6 +286,15 @@ TEST(Emulator, SplitKChunksSkipMaskedTiles) {
     window.arch = arch;
     window.gaps = {driver::Requirement::TensorCore};
     verify(window);
+    // Grouped heads with a window: the walk starts past a chunk's first tile and stays inside
+    // the chunk, so the values stay a plain tile for the tensor cores (no warning allowed).
+    Case grouped{"tests/generality/decode_gqa_window.te",
+                 {{"B", 1}, {"H", 16}, {"HK", 2}, {"T", 3000}, {"D", 128}},
+                 {{"W", 300}},
+                 4};
+    grouped.from_root = true;
+    grouped.arch = arch;
+    verify(grouped);
     // A sink logit keeps every row's maximum finite: dead chunks run no tile at all.
     Case sinks{"tests/generality/sinks_window_gqa_decode.te", {{"T", 1000}}, {{"W", 100}}, 4};
     sinks.from_root = true;
