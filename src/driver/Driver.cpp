@@ -448,7 +448,7 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
                            " changes the result (" + report->failure + "); using " + next;
         out.warnings.push_back(text);
         if (split_k && attempt == 0) {
-          auto_options.split_k_below_rows = 0;
+          auto_options.split_k_below_rows = auto_options.split_k_below_instances = 0;
           continue;
         }
         out.shortfalls.push_back({Requirement::Fused, text});

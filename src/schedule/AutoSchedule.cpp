@@ -1458,9 +1458,48 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       // a size not given: the rows alone decide
     }
   }
-  const int64_t instances =
-      innermost > 0 && innermost <= 16 && head_group > 1 ? rows / head_group : rows;
-  bool split_k = known && instances < options.split_k_below_rows;
+  // Rows that share no streamed tile: every row axis longer than 1 picks the row's own keys, and
+  // the keys are read across a third axis (the head dimension of a dot): a decode step written
+  // without a query axis, one head a row. The rolling update runs them one row a grid instance
+  // (strip_of_rows_is_wasted), as it runs a decode step's few queries.
+  bool rows_share = head_group > 1, third_axis = false;
+  for (const ir::IterVar& iv : h.iters) {
+    if (iv.kind != ir::IterKind::Spatial || iv.name == axis || !iv.binding ||
+        iv.binding->op != ir::Op::Var || (found && !found->rows.count(iv.name)))
+      continue;
+    try {
+      rows_share = rows_share ||
+                   (ir::eval_int(iv.extent, sizes) > 1 && shared_along_rows(h, iv.name, axis_loop));
+    } catch (const UserError&) {
+      rows_share = true;  // a size not given: taken as shared
+    }
+  }
+  ir::visit(h.body, [&](const ir::Stmt& st) {
+    ir::visit_exprs(st, [&](const ir::Expr& e) {
+      ir::visit(e, [&](const ir::Expr& x) {
+        if (x->op == ir::Op::Load && ir::uses_var(x, axis))
+          for (const ir::IterVar& iv : h.iters)
+            third_axis = third_axis || (iv.kind != ir::IterKind::Spatial && iv.name != axis &&
+                                        ir::uses_var(x, iv.name));
+        return true;
+      });
+    });
+    return true;
+  });
+  // In a chain whose keys are read across a third axis (a dot), a decode step's few queries (at
+  // most 16) run under the rolling update one group of heads, or one head's queries, a grid
+  // instance, and so do rows that share nothing, each streaming its
+  // whole row of keys: below split_k_below_instances (two an SM) they leave the machine idle,
+  // and split-K fills it (B = 2, H = 64, one query a head: 128 instances read an int8 cache at
+  // 0.57 TB/s on the H100). Longer query axes run strips of 64 or 128 rows, and split-K takes
+  // fewer than split_k_below_rows.
+  const bool few_queries = third_axis && ((innermost > 0 && innermost <= 16) || !rows_share);
+  const int64_t instances = !few_queries                       ? rows
+                            : head_group > 1                   ? rows / head_group
+                            : innermost > 0 && innermost <= 16 ? rows / innermost
+                                                               : rows;
+  bool split_k = known && instances < (few_queries ? options.split_k_below_instances
+                                                   : options.split_k_below_rows);
   // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
   // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
   bool chunked = split_k && options.chunk_tiles > 1;
@@ -1492,9 +1531,15 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       if (found->peers.count(b->name)) peers.push_back(b->name);
     for (auto it = peers.rbegin(); it != peers.rend(); ++it) s.compute_at(*it, fuse_under);
   }
-  note(std::string(split_k ? "split-K" : "rolling update") + ": " +
-       (known ? std::to_string(rows) : std::string("unknown")) +
-       " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");
+  if (few_queries)
+    note(std::string(split_k ? "split-K" : "rolling update") + ": " + std::to_string(rows) +
+         " independent rows, " + std::to_string(instances) +
+         " grid instances under the rolling update (split-K below " +
+         std::to_string(options.split_k_below_instances) + ")");
+  else
+    note(std::string(split_k ? "split-K" : "rolling update") + ": " +
+         (known ? std::to_string(rows) : std::string("unknown")) +
+         " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");
   std::set<std::string> scanned;  // scans of the groups fused before
   for (const ir::StmtNode* b : blocks_under(s.program().body))
     for (const ir::IterVar& iv : b->iters)

@@ -67,8 +67,12 @@ namespace kintsugi::schedule {
 struct AutoScheduleOptions {
   int64_t tile = 64;  // tile of the shared reduction axis (the autotuner will search it)
   // Split-K (chunks of the axis in parallel, then a combine) instead of Rolling Update when the
-  // chain has fewer independent rows than this (decode: one query row per head).
+  // chain has fewer independent rows than split_k_below_rows; or, where the rolling update runs
+  // a decode step's few queries (at most 16: a head's queries, or a group of heads, a grid
+  // instance) or rows that share no key (one row a grid instance), fewer grid instances than
+  // split_k_below_instances (two an SM on the H200's 132). 0 never splits.
   int64_t split_k_below_rows = 128;
+  int64_t split_k_below_instances = 256;
   // Split-K: tiles a chunk walks with the rolling update inside (FlashDecoding); 1: a chunk is
   // one tile. Fewer chunks to combine, a serial loop per chunk. 0 chooses at the run's sizes:
   // from one tile, doubled (up to max_chunk_tiles) while the chunks' partial results weigh more

@@ -724,7 +724,7 @@ class Fuzzer {
     schedule::AutoScheduleOptions small;
     small.tile = r.one_of<int64_t>({2, 4, 8, 16});
     small.row_tile = r.one_of<int64_t>({0, 1, 2, 4});
-    small.split_k_below_rows = r.chance(50) ? 0 : int64_t{1} << 40;
+    small.split_k_below_rows = small.split_k_below_instances = r.chance(50) ? 0 : int64_t{1} << 40;
     small.chunk_tiles = r.one_of<int64_t>({1, 1, 2, 3});
     small.combine_tile_elements = r.one_of<int64_t>({0, 8, 64});
     small.combine_tile_chunks = r.one_of<int64_t>({2, 4});
@@ -1435,7 +1435,7 @@ TEST(chain_fuzz, AugmentedStateOverInfiniteTerms) {
   o.row_tile = 4;
   o.chunk_tiles = 1;
   o.sizes = {{"M", 8}, {"N", 200}};
-  o.split_k_below_rows = 0;  // rolling update; split-K fails the same way
+  o.split_k_below_rows = o.split_k_below_instances = 0;  // rolling update; split-K fails alike
   expect_schedule_matches(R"(
 input X: f32[M, N]
 c0[i, j] = select(j > i || j == 0, X[i, j], -inf)

@@ -15,11 +15,12 @@ using schedule::Schedule;
 namespace {
 
 // Schedules with a small tile so that the shapes below have several tiles and a tail; rows
-// below `split_k_below_rows` (at the source's sizes) get split-K.
+// below `split_k_below_rows` (at the source's sizes), and a decode step's instances below it, get
+// split-K.
 Schedule scheduled(const ir::LoopProgram& p, int64_t split_k_below_rows) {
   schedule::AutoScheduleOptions o;
   o.tile = 4;
-  o.split_k_below_rows = split_k_below_rows;
+  o.split_k_below_rows = o.split_k_below_instances = split_k_below_rows;
   std::vector<std::string> notes;
   Schedule s = schedule::auto_schedule(p, o, &notes);
   for (const std::string& n : notes) EXPECT_EQ(n.find("abandoned"), std::string::npos) << n;
@@ -259,7 +260,7 @@ output O[i, e]: f32 = o[i, e]
   schedule::AutoScheduleOptions o;
   o.tile = 4;
   o.row_tile = 4;
-  o.split_k_below_rows = 0;
+  o.split_k_below_rows = o.split_k_below_instances = 0;
   std::vector<std::string> notes;
   Schedule s = schedule::auto_schedule(p, o, &notes);
   EXPECT_GT(count(s, "rolling_update"), 0) << s.trace().dump(1);

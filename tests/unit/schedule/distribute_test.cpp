@@ -24,7 +24,7 @@ Schedule fused_rows(const ir::LoopProgram& p, const runtime::SizeMap& sizes) {
   o.tile = 4;
   o.row_tile = 0;
   o.sizes = sizes;
-  o.split_k_below_rows = 1;
+  o.split_k_below_rows = o.split_k_below_instances = 1;
   std::vector<std::string> notes;
   nlohmann::json trace = schedule::auto_schedule(p, o, &notes).trace();
   EXPECT_EQ(trace.back().at("primitive"), "compact_buffer");
