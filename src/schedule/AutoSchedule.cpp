@@ -796,6 +796,10 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   if (target == "cuda") o.strip_tile_max = 8192, o.row_producers_in_tile = false;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
   if (target == "cpu") o.column_rows = 1024, o.column_tile = 4;
+  // A CPU's cores are filled by far fewer grid instances than an H200's 132 SMs, and split-K
+  // costs its combine there (decode_causal at B = 2, H = 64, T = 4096 on 2 cores, docs/perf.md:
+  // 15.3 ms under the rolling update, 19.4 under split-K).
+  if (target == "cpu") o.split_k_below_instances = 128;
   return o;
 }
 

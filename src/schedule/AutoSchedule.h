@@ -70,7 +70,7 @@ struct AutoScheduleOptions {
   // chain has fewer independent rows than split_k_below_rows; or, where the rolling update runs
   // a decode step's few queries (at most 16: a head's queries, or a group of heads, a grid
   // instance) or rows that share no key (one row a grid instance), fewer grid instances than
-  // split_k_below_instances (two an SM on the H200's 132). 0 never splits.
+  // split_k_below_instances (two an SM on the H200's 132; 128 on the CPU). 0 never splits.
   int64_t split_k_below_rows = 128;
   int64_t split_k_below_instances = 256;
   // Split-K: tiles a chunk walks with the rolling update inside (FlashDecoding); 1: a chunk is
