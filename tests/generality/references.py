@@ -817,6 +817,18 @@ def int8_scores_attention(inputs, params):
     return {"O": o / p.sum(axis=-1, keepdims=True)}
 
 
+def int8_scores_gqa_causal(inputs, params):
+    """int8_scores_attention with query heads grouped over key/value heads, causal."""
+    q = inputs["Q"].astype(np.int64)
+    heads = q.shape[1]
+    k = expand_heads(inputs["K"].astype(np.int64), heads)
+    s = np.einsum("bhid,bhjd->bhij", q, k).astype(np.float64)
+    s = s * inputs["SQ"][..., :, None] * expand_heads(inputs["SK"], heads)[..., None, :]
+    qi, kj = positions(q.shape[2], k.shape[2])
+    o, _, _ = softmax_attention(inputs["Q"], inputs["K"], inputs["V"], scores=s, visible=kj <= qi)
+    return {"O": o}
+
+
 # ----------------------------------------------------------------------------------------------
 # Serving and training variants: two caches, latent heads, base 2, ignored targets, two axes
 
