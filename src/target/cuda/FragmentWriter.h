@@ -16,15 +16,15 @@
 //   Frag      [R, N] data in the accumulator layout: `T name[N / 8][4]`
 //   Row       [R] data: `T name[2]`, the two rows of the lane
 //   RowBcast  a Row broadcast along the columns: a view of the Row, no storage
-//   Smem      a 2-D f16 or bf16 tile in shared memory (swizzled) whose uses are all dot operands,
-//             through exact casts and a transpose (views of the same shared tile): loaded from
-//             memory, or a B operand computed elementwise from index-computable values and loads
-//             (keys rotated or scaled before the scores), written by the threads element by
-//             element in front of its dot
+//   Smem      a 2-D f16, bf16 or int8 tile in shared memory (swizzled) whose uses are all dot
+//             operands, through exact casts and a transpose (views of the same shared tile):
+//             loaded from memory, or (f16 and bf16) a B operand computed elementwise from
+//             index-computable values and loads (keys rotated or scaled before the scores),
+//             written by the threads element by element in front of its dot
 // A kernel with a value that fits no kind (a permute of data, a reduction across rows, a dot
 // operand computed in registers that is not exact in the type of the other, a shared tile) is
 // left to the element-cyclic writer. A dot runs on the tensor cores of its shared operand's type,
-// f16 or bf16.
+// f16, bf16, or int8 (an integer dot: both operands loaded int8 tiles, K-major).
 //
 // Emission, beyond one loop of slots per operation: a dot and the slot-local operations after it
 // run by 16-column blocks when its accumulator is wide (dot_region); a dot added to a value
