@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -147,7 +148,9 @@ class Bounds {
   // a term in T, K the product of the reduction extents, so it lies in I + K [min(T), max(T)]
   // (each bound widened to include 0) for a sum, and in the hull of I and T for a maximum or a
   // minimum; where every one of at least one step runs, a maximum is at least the largest of
-  // the lowest start and the lowest term (the identity as a start does not widen it).
+  // the lowest start and the lowest term (the identity as a start does not widen it). A sum that
+  // carries a select of itself and literals lies in (I joined with the literals) + K [min(T),
+  // max(T)]: by induction, each step's carry is the previous value or a literal.
   // Loads of the buffer read that range (kFull otherwise: an accumulator read before
   // it is bounded, a term that is not, an extent beyond 64 bits).
   void bound_accumulator(const StmtNode& b) {
@@ -167,7 +170,23 @@ class Bounds {
         if (!equal(x->args[k], body->indices[k])) return false;
       return true;
     };
-    const Expr* term = self(v->args[0]) ? &v->args[1] : (self(v->args[1]) ? &v->args[0] : nullptr);
+    // A sum's carry may also be a select of carries and integer literals (a split-K combine's
+    // repair of a count of maxima resets it to 0 where the running maximum moves): the carry is
+    // then the element read back or one of the literals, whose range joins the start's.
+    std::optional<Range> literals;
+    std::function<bool(const Expr&)> carry = [&](const Expr& x) {
+      if (self(x)) return true;
+      if (x->op == Op::IntImm) {
+        literals = Range{std::min(x->int_value, literals ? literals->lo : x->int_value),
+                         std::max(x->int_value, literals ? literals->hi : x->int_value)};
+        return true;
+      }
+      return x->op == Op::Select && !uses_load_of(x->args[0], body->buffer) && carry(x->args[1]) &&
+             carry(x->args[2]);
+    };
+    auto carried = [&](const Expr& x) { return v->op == Op::Add ? carry(x) : self(x); };
+    const Expr* term =
+        carried(v->args[0]) ? &v->args[1] : (carried(v->args[1]) ? &v->args[0] : nullptr);
     if (!term || uses_load_of(*term, body->buffer)) return;
     I128 steps = 1;
     bool every_step_runs = !b.predicate;  // and at least one
@@ -182,7 +201,8 @@ class Bounds {
     where_ = "the value stored to " + body->buffer;
     const std::optional<Range> start = range(init->value), t = range(*term);
     if (!start || !t) return;
-    I128 lo = start->lo, hi = start->hi;
+    I128 lo = std::min(start->lo, literals ? literals->lo : start->lo),
+         hi = std::max(start->hi, literals ? literals->hi : start->hi);
     if (v->op == Op::Add) {
       lo += steps * std::min<int64_t>(t->lo, 0);
       hi += steps * std::max<int64_t>(t->hi, 0);
