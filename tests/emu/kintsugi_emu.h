@@ -422,61 +422,49 @@ inline float unpack(uint32_t word, int half, bool bf16) {
   return bf16 ? ks_b2f(h) : ks_h2f(h);
 }
 
-// mma.m16n8k16.row.col: lane l (g = l / 4, t = l % 4) holds A rows g, g + 8 at columns
-// 2t, 2t + 1 (a0, a1) and 2t + 8, 2t + 9 (a2, a3), B rows 2t, 2t + 1 (b0) and 2t + 8, 2t + 9 (b1)
-// at column g, and D rows g (d0, d1) and g + 8 (d2, d3) at columns 2t, 2t + 1.
+// mma.m16n8kK.row.col with `per_word` elements a 32-bit register (K = 8 per_word): lane l
+// (g = l / 4, t = l % 4) holds A rows g (a0, a2) and g + 8 (a1, a3) at columns per_word t to
+// per_word t + per_word - 1 (a0, a1) and the same plus K / 2 (a2, a3), B those rows (b0, b1) at
+// column g, the lowest-indexed element in the lowest bits, and D rows g (d0, d1) and g + 8
+// (d2, d3) at columns 2t, 2t + 1. `element(word, e)` reads element e of a word; products are
+// summed in Sum and the result converted to T.
+template <class Sum, class T, class Element>
+inline void mma_m16n8(T (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                      unsigned per_word, Element element) {
+  uint32_t in[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  T out[4];
+  const unsigned K = 8 * per_word, half = K / 2;
+  collective(in, 6, [&] {
+    unsigned g = lane() / 4, t = lane() % 4;
+    auto A = [&](unsigned r, unsigned k) {  // A[r][k]
+      unsigned reg = (r >= 8 ? 1 : 0) + (k >= half ? 2 : 0);
+      return element(slot((r % 8) * 4 + (k % half) / per_word)[reg], k % per_word);
+    };
+    auto B = [&](unsigned k, unsigned n) {  // B[k][n]
+      return element(slot(n * 4 + (k % half) / per_word)[4 + (k >= half ? 1 : 0)], k % per_word);
+    };
+    for (int i = 0; i < 4; ++i) {
+      unsigned r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i % 2);
+      Sum sum = Sum(acc[i]);
+      for (unsigned k = 0; k < K; ++k) sum += Sum(A(r, k)) * Sum(B(k, n));
+      out[i] = T(sum);
+    }
+  });
+  for (int i = 0; i < 4; ++i) acc[i] = out[i];
+}
+
+// mma.m16n8k16.row.col, f16 or bf16 operands, summed in double and rounded to f32 once.
 inline void mma_m16n8k16(float (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
                          bool bf16) {
-  uint32_t in[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-  float out[4];
-  collective(in, 6, [&] {
-    unsigned g = lane() / 4, t = lane() % 4;
-    auto A = [&](unsigned r, unsigned k) {  // A[r][k]
-      unsigned reg = (r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0);
-      return unpack(slot((r % 8) * 4 + (k % 8) / 2)[reg], int(k % 2), bf16);
-    };
-    auto B = [&](unsigned k, unsigned n) {  // B[k][n]
-      return unpack(slot(n * 4 + (k % 8) / 2)[4 + (k >= 8 ? 1 : 0)], int(k % 2), bf16);
-    };
-    for (int i = 0; i < 4; ++i) {
-      unsigned r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i % 2);
-      double sum = acc[i];
-      for (unsigned k = 0; k < 16; ++k) sum += double(A(r, k)) * double(B(k, n));
-      out[i] = float(sum);
-    }
-  });
-  for (int i = 0; i < 4; ++i) acc[i] = out[i];
+  mma_m16n8<double>(acc, a, b, 2,
+                    [&](uint32_t word, unsigned e) { return unpack(word, int(e), bf16); });
 }
 
-// Signed byte `i` (0: lowest) of a word.
-inline int32_t signed_byte(uint32_t word, unsigned i) {
-  return int32_t(int8_t(uint8_t(word >> (8 * i))));
-}
-
-// mma.m16n8k32.row.col.s32.s8.s8.s32: lane l (g = l / 4, t = l % 4) holds A rows g (a0, a2) and
-// g + 8 (a1, a3) at columns 4t to 4t + 3 (a0, a1) and 4t + 16 to 4t + 19 (a2, a3), B rows 4t to
-// 4t + 3 (b0) and 4t + 16 to 4t + 19 (b1) at column g, the lowest-indexed element in the lowest
-// byte, and D as mma.m16n8k16 does; the sums are exact in 32 bits (wrapping, no saturation).
+// mma.m16n8k32.row.col.s32.s8.s8.s32: the sums are exact in 32 bits (wrapping, no saturation).
 inline void mma_m16n8k32_s8(int32_t (&acc)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  uint32_t in[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
-  int32_t out[4];
-  collective(in, 6, [&] {
-    unsigned g = lane() / 4, t = lane() % 4;
-    auto A = [&](unsigned r, unsigned k) {  // A[r][k]
-      unsigned reg = (r >= 8 ? 1 : 0) + (k >= 16 ? 2 : 0);
-      return signed_byte(slot((r % 8) * 4 + (k % 16) / 4)[reg], k % 4);
-    };
-    auto B = [&](unsigned k, unsigned n) {  // B[k][n]
-      return signed_byte(slot(n * 4 + (k % 16) / 4)[4 + (k >= 16 ? 1 : 0)], k % 4);
-    };
-    for (int i = 0; i < 4; ++i) {
-      unsigned r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i % 2);
-      uint32_t sum = uint32_t(acc[i]);
-      for (unsigned k = 0; k < 32; ++k) sum += uint32_t(A(r, k) * B(k, n));
-      out[i] = int32_t(sum);
-    }
+  mma_m16n8<uint32_t>(acc, a, b, 4, [](uint32_t word, unsigned e) {
+    return int32_t(int8_t(uint8_t(word >> (8 * e))));
   });
-  for (int i = 0; i < 4; ++i) acc[i] = out[i];
 }
 
 // ldmatrix: lanes 8i .. 8i + 7 give the row addresses of matrix i; lane l receives row l / 4,
