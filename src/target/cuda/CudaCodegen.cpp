@@ -15,8 +15,9 @@
 // Reductions reduce within a thread and a warp first where the layout keeps what they combine there
 // (reduce_scalar, reduce_innermost, reduce_leading); otherwise, and for broadcast, permute and dot,
 // operands are staged in shared memory between two barriers. A barrier after every store makes the
-// stored elements visible to the loads that follow. Loops are uniform across the CTA (their bounds
-// depend only on grid variables, sizes and params), so barriers and shuffles inside them are safe.
+// stored elements visible to the loads that follow. Loops are uniform across a grid instance's
+// threads (their bounds depend only on grid variables, sizes and params; an instance is a CTA, or
+// a warp whose barrier is __syncwarp), so barriers and shuffles inside them are safe.
 //
 // Invariant established: the generated kernels compute what the tile IR means (TileIR.h): loads
 // past a buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
@@ -105,17 +106,18 @@ int threads_for(const tile::Kernel& k) {
   return t;
 }
 
-// Grid instances per CTA: a kernel of one tile per instance (no loop, no dot) whose largest
-// tile leaves a thread of kThreads fewer than kMinPerThread elements (a row of 128 f16: one
-// each) runs one warp per instance and kThreads / 32 instances a CTA. A CTA per such row spends
-// more on its launch, barriers and latency than on its bytes (the rotated keys of a 16-head,
-// 4096-key attention, 65,536 rows of 128 f16: about 0.05 ms on the H200, where moving their
-// bytes takes about 0.01), and a warp per row synchronises by __syncwarp alone.
+// Grid instances per CTA: a kernel without a dot whose largest tile leaves a thread of kThreads
+// fewer than kMinPerThread elements (a row of 128 f16: one each) runs one warp per instance and
+// kThreads / 32 instances a CTA. A CTA per such row spends more on its launch, barriers and
+// latency than on its bytes (the rotated keys of a 16-head, 4096-key attention, 65,536 rows of
+// 128 f16: about 0.05 ms on the H200, where moving their bytes takes about 0.01), and a warp per
+// row synchronises by __syncwarp alone, so its loops need not be uniform across the CTA: a
+// walk over a group of a param's extent in chunks (the amax of 128 columns of a row) runs in
+// the warp of its group.
 int instances_per_cta_for(const tile::Kernel& k) {
-  bool loop_or_dot = false;
-  for (const tile::TileStmt& s : k.body) loop_or_dot |= s.kind == tile::StmtKind::For;
-  tile::for_each_op(k.body, [&](const TileOp& o) { loop_or_dot |= o.kind == OpKind::Dot; });
-  return !loop_or_dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / 32 : 1;
+  bool dot = false;
+  tile::for_each_op(k.body, [&](const TileOp& o) { dot |= o.kind == OpKind::Dot; });
+  return !dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / 32 : 1;
 }
 
 class CyclicWriter : public KernelWriter {
