@@ -6,12 +6,13 @@ bench/attention_bench.py. tests/gpu/rows_check.sh runs it after Kintsugi's own r
 process tree, and joins the two into one table.
 
     python3 bench/rows_torch.py CASE:M:N ...   (CASE: layernorm, l2norm, rmsnorm_quant, softmax,
-                                                cross_entropy)
+                                                cross_entropy, block_quant_fp8)
 
 Prints one JSON object a case: {"case", "M", "N", "eager_ms", "compile_ms", "copy_ms"}. The
 operators are written here as a PyTorch user would write them, with the examples' dtypes: f16 in
 and out with f32 statistics for the norms, f32 for softmax and cross-entropy, f16 -> i8 with an f32
-scale for rmsnorm_quant.
+scale for rmsnorm_quant, bf16 -> e4m3 with an f32 scale a group of 128 columns for the corpus's
+block_quant_fp8.
 """
 import json
 import sys
@@ -45,6 +46,14 @@ def cross_entropy(x, t):
     return F.cross_entropy(x, t, reduction="none")
 
 
+def block_quant_fp8(x):
+    m, n = x.shape
+    g = x.float().view(m, n // 128, 128)
+    a = g.abs().amax(-1, keepdim=True)
+    q = torch.where(a > 0, g * 448 / a, torch.zeros_like(g)).to(torch.float8_e4m3fn)
+    return a[..., 0] / 448, q.view(m, n)
+
+
 def inputs(case, m, n):
     h = dict(device="cuda", dtype=torch.float16)
     if case == "layernorm":
@@ -58,6 +67,8 @@ def inputs(case, m, n):
     if case == "cross_entropy":
         return [torch.randn(m, n, device="cuda"),
                 torch.randint(0, n, (m,), device="cuda")], 4 * m * n
+    if case == "block_quant_fp8":
+        return [torch.randn(m, n, device="cuda", dtype=torch.bfloat16)], 3 * m * n
     raise SystemExit(f"unknown case {case}")
 
 

@@ -1655,6 +1655,49 @@ bool joins_producer(const ir::LoopProgram& p, const ir::StmtNode& producer, cons
   return extents == producer_extents;
 }
 
+// A map that reads a reduction's result per group of its innermost loop's elements, through
+// `v / E` where E is the extent the reduction reduces over (a quantisation's scale per block of
+// 128 columns, `amax[r, c / G]` of `max[k: G](X[r, g * G + k])`), is cut into whole groups of
+// E and a tail (split_groups): it then reads one value a group, and its groups run over the
+// reduction's grid, so the tile passes make the two one kernel (fuse_kernels) in which X is
+// read once from memory and the map's scale is not gathered element by element.
+void split_maps_by_groups(Schedule& s, const std::function<void(const std::string&)>& note) {
+  std::map<std::string, ir::Expr> reduced_extent;  // a reduction's buffer -> its reduce extent
+  std::vector<std::pair<std::string, ir::Expr>> splits;
+  const ir::LoopProgram& p = s.program();
+  for (const ir::StmtNode* b : blocks_under(p.body)) {
+    std::vector<const ir::IterVar*> reduce;
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind != ir::IterKind::Spatial) reduce.push_back(&iv);
+    if (reduce.size() == 1 && reduce[0]->kind == ir::IterKind::Reduce)
+      for (const std::string& w : block_writes(*b)) reduced_extent[w] = reduce[0]->extent;
+    if (!reduce.empty()) continue;
+    std::vector<const ir::StmtNode*> loops = loops_on(find_block(p.body, b->name, "auto"));
+    if (loops.empty() || loops.back()->body.get() != b) continue;
+    const ir::IterVar* v = nullptr;
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.binding->op == ir::Op::Var && iv.binding->name == loops.back()->var) v = &iv;
+    ir::Expr group;
+    ir::visit(b->body->value, [&](const ir::Expr& e) {
+      if (e->op != ir::Op::Load || group || !reduced_extent.count(e->name) || !v) return !group;
+      for (const ir::Expr& i : e->args)
+        if (i->op == ir::Op::Div && i->args[0]->op == ir::Op::Var && i->args[0]->name == v->name &&
+            ir::equal(i->args[1], reduced_extent.at(e->name)))
+          group = i->args[1];
+      return !group;
+    });
+    if (group) splits.emplace_back(b->name, group);
+  }
+  for (const auto& [b, group] : splits) {
+    std::string var = loops_on(find_block(s.program().body, b, "auto")).back()->var;
+    try {
+      s.split_groups(LoopRef{b, var}, group);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' reads its groups' values element by element: " + e.what());
+    }
+  }
+}
+
 // Step 5 (see AutoSchedule.h): a nest left outside the fused ones that only maps (one block, no
 // reduction: a split-K output, an elementwise output after a combine) and whose innermost loop
 // runs along a fused chain's axis (of an extent in `axes`) is split by `tile` there, so that the
@@ -1726,6 +1769,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
       if (std::any_of(b->iters.begin(), b->iters.end(),
                       [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }))
         for (const ir::IterVar& iv : b->iters) axes.erase(ir::to_string(iv.extent));
+    split_maps_by_groups(unscheduled, note);
     tile_maps(unscheduled, options.map_tile, axes, note);
     return unscheduled;
   }

@@ -55,6 +55,10 @@ class Schedule {
   std::vector<LoopRef> split(const LoopRef& loop, int64_t factor) {
     return split(loop, ir::make_int(factor));
   }
+  // Cuts the innermost loop of a map's nest into whole groups of `factor` (an integer over sizes
+  // and params) and a tail nest of its own; where the map reads `v / factor` it reads the group
+  // (see primitive/SplitGroups.cpp). Returns {groups, within a group}.
+  std::vector<LoopRef> split_groups(const LoopRef& loop, const ir::Expr& factor);
   // Strip-mines a data-parallel loop by `factor` and pushes the inner strip loop into every
   // leaf nest of its body, so that each nest covers `factor` iterations at once (see
   // primitive/Distribute.cpp). Returns {outer, inner}.

@@ -1015,6 +1015,7 @@ class KernelTranslator {
       if (is_leaf_nest(s) && all_tileable(s)) break;
       if (s->extent->op == Op::IntImm && s->body->kind == ir::StmtKind::For && is_leaf_nest(s))
         break;
+      if (walks_a_group(*s)) break;
       em_.kernel()->grid.push_back(GridAxis{s->var, s->extent});
       s = s->body;
     }
@@ -1022,6 +1023,32 @@ class KernelTranslator {
   }
 
  private:
+  // A map's innermost loop over the elements of a group within a dimension, of an extent E the
+  // tiles cannot hold whole (a param): the block stores at `q * E + v` for the loop's v (a map
+  // cut into groups by split_groups, a scale per block of 128 columns). It is walked in chunks
+  // within the group's grid instance (innermost_in_chunks), as the reduction over the same group
+  // is, rather than spread one element an instance.
+  bool walks_a_group(const StmtNode& loop) const {
+    if (!loop.body || loop.body->kind != ir::StmtKind::Block || ctx_.tile_extent(loop.extent) >= 0)
+      return false;
+    const StmtNode& block = *loop.body;
+    if (!block.body || block.body->kind != ir::StmtKind::Store) return false;
+    std::map<std::string, Expr> bindings;
+    for (const ir::IterVar& iv : block.iters) bindings[iv.name] = iv.binding;
+    for (const Expr& index : block.body->indices) {
+      Expr i = ir::simplify(ir::substitute(index, bindings));
+      if (i->op != Op::Add) continue;
+      for (int k = 0; k < 2; ++k) {
+        const Expr& v = i->args[k];
+        const Expr& q = i->args[1 - k];
+        if (v->op == Op::Var && v->name == loop.var && q->op == Op::Mul &&
+            (ir::equal(q->args[1], loop.extent) || ir::equal(q->args[0], loop.extent)))
+          return true;
+      }
+    }
+    return false;
+  }
+
   bool all_tileable(const Stmt& s) const {
     int64_t elements = 1;
     for (const StmtNode* n = s.get(); n->kind == ir::StmtKind::For; n = n->body.get()) {

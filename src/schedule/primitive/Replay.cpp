@@ -9,6 +9,7 @@ namespace kintsugi::schedule {
 const ReplayTable& replay_table() {
   static const ReplayTable table = {
       {"split", replay_split},
+      {"split_groups", replay_split_groups},
       {"distribute", replay_distribute},
       {"reorder", replay_reorder},
       {"fuse", replay_fuse},
@@ -47,7 +48,8 @@ const std::map<ir::Op, std::string>& factor_ops() {
 
 nlohmann::json factor_json(const ir::Expr& factor) {
   if (factor->op == ir::Op::IntImm) return factor->int_value;
-  if (factor->op == ir::Op::Var) return {{"dim", factor->name}};
+  if (factor->op == ir::Op::Var)
+    return {{factor->var_kind == ir::VarKind::Param ? "param" : "dim", factor->name}};
   auto op = factor_ops().find(factor->op);
   internal_assert(op != factor_ops().end() && factor->args.size() == 2)
       << "a split factor is a constant or an integer expression over sizes";
@@ -60,6 +62,8 @@ ir::Expr factor_arg(const nlohmann::json& j) {
   if (j.is_number_integer()) return ir::make_int(j.get<int64_t>());
   if (j.contains("dim"))
     return ir::make_var(j.at("dim").get<std::string>(), ir::VarKind::Dim, DType::Int);
+  if (j.contains("param"))
+    return ir::make_var(j.at("param").get<std::string>(), ir::VarKind::Param, DType::Int);
   std::string name = j.at("op").get<std::string>();
   for (const auto& [op, spelling] : factor_ops())
     if (spelling == name) {

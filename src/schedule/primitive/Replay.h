@@ -19,6 +19,7 @@ const ReplayTable& replay_table();
 
 // Replay entries, one per primitive file.
 void replay_split(Schedule& s, const nlohmann::json& j);
+void replay_split_groups(Schedule& s, const nlohmann::json& j);
 void replay_distribute(Schedule& s, const nlohmann::json& j);
 void replay_reorder(Schedule& s, const nlohmann::json& j);
 void replay_fuse(Schedule& s, const nlohmann::json& j);
@@ -41,8 +42,8 @@ void replay_cache_read(Schedule& s, const nlohmann::json& j);
 void replay_cache_write(Schedule& s, const nlohmann::json& j);
 void replay_compact_buffer(Schedule& s, const nlohmann::json& j);
 
-// A split factor in a trace: a number, or an integer expression over sizes as a tree
-// ({"op": "/", "args": [{"dim": "HQ"}, {"dim": "HK"}]}).
+// A split factor in a trace: a number, or an integer expression over sizes and integer params
+// as a tree ({"op": "/", "args": [{"dim": "HQ"}, {"dim": "HK"}]}, {"param": "G"}).
 nlohmann::json factor_json(const ir::Expr& factor);
 ir::Expr factor_arg(const nlohmann::json& j);
 

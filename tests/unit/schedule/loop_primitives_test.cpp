@@ -53,6 +53,72 @@ TEST(Split, Errors) {
   EXPECT_TRUE(s.trace().empty());  // failed primitives leave no trace
 }
 
+namespace {
+// A scale per group of G columns, read by a map through c / G (and through another divisor).
+const char* kGroupScale = R"(
+sizes M = 3, N = 12
+param G: i32 = 4
+input X: f32[M, N]
+amax[r, g: N / G] = max[k: G](abs(X[r, g * G + k]))
+output Y[r, c]: f32 = X[r, c] / amax[r, c / G] + f32(c / (G + 1))
+)";
+ir::Expr param_g() {
+  return ir::make_var("G", ir::VarKind::Param, DType::Int);
+}
+}  // namespace
+
+TEST(SplitGroups, ReadsTheGroupAtItsOwnIndex) {
+  ir::LoopProgram p = schedtest::lowered(kGroupScale);
+  Schedule s(p);
+  auto loops = s.split_groups(LoopRef{"Y", "c"}, param_g());
+  EXPECT_EQ(loops[0].var, "c0");
+  EXPECT_EQ(loops[1].var, "c1");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("block Y(spatial r:M, spatial c0:N / G, spatial c1:G):\n"
+                      "          Y[r, c0 * G + c1] = X[r, c0 * G + c1] / amax[r, c0] + "
+                      "f32((c0 * G + c1) / (G + 1))"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("for c_tail in range(N - N / G * G):"), std::string::npos) << text;
+  EXPECT_NE(text.find("block Y.tail(spatial r:M, spatial c:N = N / G * G + c_tail):"),
+            std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(),
+                    {{{"M", 3}, {"N", 12}}, {{"M", 1}, {"N", 4}}, {{"M", 2}, {"N", 40}}});
+  // Columns past the last whole group read a scale past the buffer, in the program as given and
+  // in its tail nest alike.
+  runtime::SizeMap sizes = runtime::bind_sizes(p, {{"M", 2}, {"N", 10}});
+  auto inputs = runtime::random_inputs(p, sizes, 3);
+  std::map<std::string, const runtime::Tensor*> in;
+  for (auto& [name, t] : inputs) in[name] = &t;
+  EXPECT_THROW(ir::interpret(p, ir::InterpMode::Exact, in, sizes), UserError);
+  EXPECT_THROW(ir::interpret(s.program(), ir::InterpMode::Exact, in, sizes), UserError);
+  Schedule r = schedule::replay(p, nlohmann::json::parse(s.trace().dump()));
+  EXPECT_EQ(ir::to_string(r.program()), text);
+}
+
+TEST(SplitGroups, Errors) {
+  Schedule s(schedtest::lowered(kGroupScale));
+  auto refused = [&](const LoopRef& loop, const ir::Expr& factor, const std::string& why) {
+    try {
+      s.split_groups(loop, factor);
+      ADD_FAILURE() << "split_groups of loop " << loop.var << " was not refused";
+    } catch (const ScheduleError& e) {
+      EXPECT_EQ(std::string(e.what()), "split_groups: " + why);
+    }
+  };
+  refused(LoopRef{"amax", "k"}, param_g(),
+          "loop 'k' (around block 'amax') holds a reduction, not a map");
+  refused(LoopRef{"Y", "r"}, param_g(),
+          "loop 'r' (around block 'Y') does not directly hold its block");
+  refused(LoopRef{"Y", "c"}, ir::make_int(0),
+          "loop 'c' (around block 'Y') cannot be cut into groups of 0");
+  refused(LoopRef{"Y", "c"}, ir::make_var("r", ir::VarKind::Index, DType::Int),
+          "loop 'c' (around block 'Y') can only be cut by an integer over sizes and params, not "
+          "'r'");
+  EXPECT_TRUE(s.trace().empty());
+}
+
 TEST(Reorder, TiledLoops) {
   ir::LoopProgram p = schedtest::lowered(kRowSum);
   Schedule s(p);
