@@ -205,7 +205,15 @@ std::vector<FusedReduction> fusion_of(const ir::LoopProgram& program, const nloh
     if (e.at("primitive") == "rebase_join")
       for (size_t k = 0; k < e.at("blocks").size(); ++k)
         part_of[e.at("blocks")[k].get<std::string>()] = e.at("parts")[k].get<std::string>();
-  for (const schedule::ReductionChain& c : schedule::find_reduction_chains(program)) {
+  // Reductions whose several axes the schedule merged into one are chains along the merged axis.
+  schedule::Schedule merged(program);
+  for (const nlohmann::json& e : trace)
+    if (e.at("primitive") == "merge_reduce_axes") try {
+        merged.merge_reduce_axes(e.at("block").get<std::string>());
+      } catch (const schedule::ScheduleError&) {
+        // merged in the scheduled program's normal form only: reported as it is
+      }
+  for (const schedule::ReductionChain& c : schedule::find_reduction_chains(merged.program())) {
     FusedReduction f;
     f.name = c.target;
     f.axis = c.axis;
@@ -223,7 +231,7 @@ std::vector<FusedReduction> fusion_of(const ir::LoopProgram& program, const nloh
       unfused.push_back(c.target);
     out.push_back(f);
   }
-  for (const schedule::SeveralAxisChain& c : schedule::several_axis_chains(program))
+  for (const schedule::SeveralAxisChain& c : schedule::several_axis_chains(merged.program()))
     if (!computed_whole(notes, c.target)) unfused.push_back(c.target);
   if (unfused.empty()) return out;
   std::string which = "reduction" + std::string(unfused.size() > 1 ? "s" : "");

@@ -1203,8 +1203,31 @@ AutoScheduleOptions strip_options(const AutoScheduleOptions& given, const ir::Lo
     for (const ir::IterVar& iv : first.iters)
       if (iv.kind == ir::IterKind::Spatial) rows *= ir::eval_int(iv.extent, sizes);
     const int64_t length = ir::eval_int(axis, sizes);
+    // A row read at (r / E, r % E) (two dimensions flattened into one) is read a run of E at a
+    // time where the strip divides E (tile::within_run): doubling stops before it would not.
+    std::vector<int64_t> runs;
+    for (const std::string& m : members) {
+      const ir::StmtNode& b = *find_block(program.body, m, "auto").back();
+      std::set<std::string> reduced;
+      for (const ir::IterVar& iv : b.iters)
+        if (iv.kind != ir::IterKind::Spatial) reduced.insert(iv.name);
+      ir::visit(b.body->value, [&](const ir::Expr& e) {
+        if ((e->op == ir::Op::Div || e->op == ir::Op::Mod) && e->args[0]->op == ir::Op::Var &&
+            reduced.count(e->args[0]->name) && ir::over_sizes(e->args[1]))
+          runs.push_back(ir::eval_int(e->args[1], sizes));
+        return true;
+      });
+    }
+    auto within_runs = [&](int64_t tile) {
+      return std::all_of(runs.begin(), runs.end(), [&](int64_t e) { return e % tile == 0; });
+    };
+    // A strip longer than a run halves (down to 64) until it divides the runs.
+    for (int64_t t = strips.tile; !within_runs(strips.tile) && t > 64;)
+      if (within_runs(t /= 2)) strips.tile = t;
     while (2 * strips.tile <= given.strip_tile_max && 2 * strips.tile <= length &&
-           rows * ((length + 2 * strips.tile - 1) / (2 * strips.tile)) >= given.min_chunk_instances)
+           rows * ((length + 2 * strips.tile - 1) / (2 * strips.tile)) >=
+               given.min_chunk_instances &&
+           (within_runs(2 * strips.tile) || !within_runs(strips.tile)))
       strips.tile *= 2;
   } catch (const UserError&) {
     // A size without a value: the strip tile as given.
@@ -1274,10 +1297,76 @@ bool row_fits_whole(const ir::LoopProgram& program, const std::vector<std::strin
   return true;
 }
 
-// Chains over several reduced axes (SeveralAxisChain) are not fused: fusion follows one axis.
-// Where the row fits the whole-row bound it is noted as a chain left unfused on purpose (each
-// reduction reads the row again, from the caches); past it, as a fusion abandoned (a warning).
-// Returns whether there was any.
+// The row of a chain over several reduced axes whose reduction `target` reads its producers:
+// the product of the target's reduced extents, its length at the sizes decided with (none when a
+// size is not given) and the widest element of the inputs the chain reads.
+struct SeveralAxisRow {
+  ir::Expr extent;
+  std::optional<int64_t> length;
+  int elem_bytes = 1;
+  bool fits_whole(const AutoScheduleOptions& o) const {
+    return length && o.whole_row_bytes > 0 && *length * elem_bytes <= o.whole_row_bytes;
+  }
+};
+
+SeveralAxisRow several_axis_row(const ir::LoopProgram& program, const std::string& target,
+                                const AutoScheduleOptions& options) {
+  const ir::StmtNode& b = *find_block(program.body, target, "auto").back();
+  SeveralAxisRow row;
+  for (const ir::IterVar& iv : b.iters)
+    if (iv.kind != ir::IterKind::Spatial)
+      row.extent = row.extent ? ir::make_binary(ir::Op::Mul, row.extent, iv.extent) : iv.extent;
+  row.extent = ir::simplify(row.extent);
+  std::set<std::string> blocks = producer_closure(program, b);
+  blocks.insert(target);
+  for (const std::string& name : blocks)
+    for (const std::string& r : block_reads(*find_block(program.body, name, "auto").back()))
+      if (const ir::Buffer* in = program.find_buffer(r); in && in->role == ir::BufferRole::Input)
+        row.elem_bytes = std::max(row.elem_bytes, dtype_bytes(in->dtype));
+  try {
+    row.length = ir::eval_int(row.extent, decision_sizes(program, options));
+  } catch (const UserError&) {
+    // a size not given: the row may be of any length
+  }
+  return row;
+}
+
+// A chain over several reduced axes (SeveralAxisChain) whose row does not fit the whole-row
+// bound has its reductions' axes merged into one (merge_reduce_axes), which fusion then follows:
+// a group norm's mean and variance over (c, p) become reductions over c_p, read at
+// (c_p / P, c_p % P). `unflattened` gets the innermost extent of each merge (P), along which the
+// maps over the axes as written (the normalised output over (c, p)) are tiled. A chain whose
+// blocks cannot all be merged is left as it is (note_several_axis_chains says so).
+void merge_several_axis_chains(Schedule& s, const AutoScheduleOptions& options,
+                               std::set<std::string>* unflattened,
+                               const std::function<void(const std::string&)>& note) {
+  for (const SeveralAxisChain& c : several_axis_chains(s.program())) {
+    if (several_axis_row(s.program(), c.target, options).fits_whole(options)) continue;
+    Schedule next = s;
+    std::vector<std::string> blocks = c.producers;
+    blocks.push_back(c.target);
+    try {
+      for (const std::string& b : blocks) {
+        const ir::StmtNode& block = *find_block(next.program().body, b, "auto").back();
+        ir::Expr inner;  // the innermost reduced axis's extent (the iterations follow the loops)
+        int reduced = 0;
+        for (const ir::IterVar& iv : block.iters)
+          if (iv.kind == ir::IterKind::Reduce) inner = iv.extent, ++reduced;
+        if (reduced < 2) continue;  // merged with an earlier chain that shares it
+        next.merge_reduce_axes(b);
+        unflattened->insert(ir::to_string(inner));
+      }
+      s = next;
+    } catch (const ScheduleError& e) {
+      note("the several axes of '" + c.target + "' stay apart: " + e.what());
+    }
+  }
+}
+
+// Chains over several reduced axes (SeveralAxisChain) left after merge_several_axis_chains are
+// not fused: fusion follows one axis. Where the row fits the whole-row bound it is noted as a
+// chain left unfused on purpose (each reduction reads the row again, from the caches); past it,
+// as a fusion abandoned (a warning). Returns whether there was any.
 bool note_several_axis_chains(const ir::LoopProgram& program, const AutoScheduleOptions& options,
                               const std::function<void(const std::string&)>& note) {
   const std::vector<SeveralAxisChain> chains = several_axis_chains(program);
@@ -1290,34 +1379,17 @@ bool note_several_axis_chains(const ir::LoopProgram& program, const AutoSchedule
   }
   for (const std::vector<std::string>& producers : order) {
     const std::vector<const SeveralAxisChain*>& targets = by_producers.at(producers);
-    const ir::StmtNode& b = *find_block(program.body, targets.front()->target, "auto").back();
-    ir::Expr extent;
-    for (const ir::IterVar& iv : b.iters)
-      if (iv.kind != ir::IterKind::Spatial)
-        extent = extent ? ir::make_binary(ir::Op::Mul, extent, iv.extent) : iv.extent;
-    extent = ir::simplify(extent);
+    const SeveralAxisRow row = several_axis_row(program, targets.front()->target, options);
+    const ir::Expr& extent = row.extent;
     std::string axes, names, readers;
     for (const std::string& a : targets.front()->axes) axes += (axes.empty() ? "" : ", ") + a;
     for (const std::string& m : producers) names += "'" + m + "', ";
     for (const SeveralAxisChain* t : targets)
       readers += (readers.empty() ? "'" : ", '") + t->target + "'";
-    int elem_bytes = 1;
-    std::set<std::string> blocks = producer_closure(program, b);
-    blocks.insert(targets.front()->target);
-    for (const std::string& name : blocks)
-      for (const std::string& r : block_reads(*find_block(program.body, name, "auto").back()))
-        if (const ir::Buffer* in = program.find_buffer(r); in && in->role == ir::BufferRole::Input)
-          elem_bytes = std::max(elem_bytes, dtype_bytes(in->dtype));
-    std::optional<int64_t> length;
-    try {
-      length = ir::eval_int(extent, decision_sizes(program, options));
-    } catch (const UserError&) {
-      // a size not given: the row may be of any length
-    }
-    if (length && options.whole_row_bytes > 0 && *length * elem_bytes <= options.whole_row_bytes)
+    if (row.fits_whole(options))
       note(kChainComputedWhole + names + readers + " is not fused: its row over (" + axes +
-           ") fits in one tile (" + ir::to_string(extent) + " = " + std::to_string(*length) +
-           " elements of " + std::to_string(elem_bytes) + " bytes, at most " +
+           ") fits in one tile (" + ir::to_string(extent) + " = " + std::to_string(*row.length) +
+           " elements of " + std::to_string(row.elem_bytes) + " bytes, at most " +
            std::to_string(options.whole_row_bytes) +
            " bytes), so each reduction runs over the whole row, one after another");
     else
@@ -1740,7 +1812,9 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   auto note = [&](const std::string& n) {
     if (notes) notes->push_back(n);
   };
-  const Schedule normal = normal_form(original, note);
+  Schedule normal = normal_form(original, note);
+  std::set<std::string> unflattened;
+  merge_several_axis_chains(normal, options, &unflattened, note);
   // 1. The groups to fuse, each under its own tile loop.
   // A lone row reduction is streamed where the target holds rows whole up to a bound its row
   // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers).
@@ -1789,15 +1863,25 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
         one.chunk_tiles = 1;
         return schedule_chain(original, one, notes, nullptr);
       }
-      note(kFusionAbandoned + std::string(e.what()));
+      std::string merged;
+      for (const nlohmann::json& t : normal.trace())
+        if (t.at("primitive") == "merge_reduce_axes" &&
+            std::count(members.begin(), members.end(), t.at("block").get<std::string>()))
+          merged += (merged.empty() ? "'" : ", '") + t.at("block").get<std::string>() + "'";
+      note(kFusionAbandoned +
+           (merged.empty() ? std::string()
+                           : "the reduced axes of " + merged +
+                                 " were merged into one, and the chain still does not fuse: ") +
+           e.what());
     }
   }
   if (!fused) return unscheduled;
   if (options.map_tile > 0) {
     std::set<std::string> axes;
-    for (const ReductionChain& c : find_reduction_chains(original))
+    for (const ReductionChain& c : find_reduction_chains(normal.program()))
       for (const std::vector<std::string>& g : groups)
         if (std::count(g.begin(), g.end(), c.target)) axes.insert(ir::to_string(c.extent));
+    axes.insert(unflattened.begin(), unflattened.end());
     tile_maps(s, options.map_tile, axes, note);
   }
   try {

@@ -70,6 +70,10 @@ class Schedule {
   void reorder(const std::string& block, const std::vector<std::string>& order);
   // Fuses a loop with the loop directly inside it into one loop; returns the new loop.
   LoopRef fuse(const LoopRef& outer, const std::string& inner);
+  // Merges a reduction's several reduced axes, bound to its innermost loops, into one axis of the
+  // product of their extents, read back as quotients and remainders (see
+  // primitive/MergeReduceAxes.cpp); returns the merged axis's name.
+  std::string merge_reduce_axes(const std::string& block);
   // Binds a data-parallel loop to a grid axis ("grid.x", "grid.y", "grid.z"): it runs in
   // parallel (CTAs on a GPU, threads on the CPU).
   void bind(const LoopRef& loop, const std::string& axis);

@@ -469,7 +469,10 @@ class Machine {
 ir::InterpResult interpret(const TileProgram& program, ir::InterpMode mode,
                            const std::map<std::string, const runtime::Tensor*>& inputs,
                            const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
-  for (const Kernel& k : program.kernels) check_specialised(program.specialised, k.name, sizes);
+  for (const Kernel& k : program.kernels) {
+    check_specialised(program.specialised, k.name, sizes);
+    check_divisible(program.divisible, k.name, sizes);
+  }
   Machine m(program, mode, sizes, params);
   m.record_types();
   m.allocate(inputs);

@@ -50,7 +50,7 @@ void check_divisible(const std::map<std::string, Divisibility>& divisible,
     int64_t value = ir::eval_int(d.extent, sizes);
     if (value % d.divisor != 0)
       arg_error << "kernel " << kernel << " was generated for " << text << " divisible by "
-                << d.divisor << " (vector loads), got " << value
+                << d.divisor << " (vector loads, or tiles within runs of it), got " << value
                 << "; compile it again for these sizes";
   }
 }

@@ -128,9 +128,11 @@ struct Specialisation {
   int64_t value = 0;
 };
 
-// A size expression that is the innermost extent of a buffer in memory, and the largest power of
-// two up to 16 that divides it at the sizes the kernels were generated for: a back end may read
-// and write that dimension in aligned runs of that many elements (vector loads).
+// A size expression and a divisor of it at the sizes the kernels were generated for: the
+// innermost extent of a buffer in memory and the largest power of two up to 16 that divides it (a
+// back end may read and write that dimension in aligned runs of that many elements: vector
+// loads), or a size E that a tile of T positions flattened over two dimensions relies on, read
+// at (r / E, r % E) a run at a time (the translator's within_run): then a multiple of T as well.
 struct Divisibility {
   ir::Expr extent;
   int64_t divisor = 1;
@@ -164,8 +166,8 @@ bool is_register(const TileProgram& p, const std::string& name);
 void check_specialised(const std::map<std::string, Specialisation>& specialised,
                        const std::string& kernel, const std::map<std::string, int64_t>& sizes);
 
-// Throws RuntimeArgError when a size expression that the kernels take to be divisible by a power
-// of two is not at the run's sizes.
+// Throws RuntimeArgError when a size expression that the kernels take to be divisible is not at
+// the run's sizes.
 void check_divisible(const std::map<std::string, Divisibility>& divisible,
                      const std::string& kernel, const std::map<std::string, int64_t>& sizes);
 

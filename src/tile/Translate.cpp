@@ -109,6 +109,8 @@ struct Context {
   std::map<std::string, int64_t> sizes;
   std::set<std::string> specialisable;  // size expressions that may be tile extents, printed
   std::map<std::string, Specialisation>* specialised = nullptr;
+  std::map<std::string, Divisibility>* divisible = nullptr;
+  std::set<std::string> dynamic;           // sizes that change from launch to launch
   std::set<std::string> registers;         // allocated buffers
   int64_t tile_budget = kMaxTileElements;  // elements a leaf nest's tile may materialise
 
@@ -563,7 +565,7 @@ class NestTranslator {
     return -1;
   }
 
-  Val access(const std::string& buffer, const std::vector<Expr>& indices, DType) {
+  Val access(const std::string& buffer, const std::vector<Expr>& indices, DType type) {
     const ir::Buffer* b = ctx_.program->find_buffer(buffer);
     internal_assert(b) << "unknown buffer " << buffer;
     if (ctx_.registers.count(buffer)) {
@@ -574,6 +576,8 @@ class NestTranslator {
       o.type = TileType{b->dtype, register_dims(*b, nullptr)};
       return Val{em_.emit(o), axes, b->dtype};
     }
+    if (std::optional<std::vector<Expr>> runs = within_runs(indices))
+      return access(buffer, *runs, type);
     std::set<std::string> seen;
     for (size_t d = 0; d < indices.size(); ++d) {
       const Expr& i = indices[d];
@@ -648,6 +652,58 @@ class NestTranslator {
     return out;
   }
 
+  // An index (s + x) / E or (s + x) % E, for a tile axis x of extent T from a start s that T
+  // divides, and a size E that T divides: the tile lies within one run of E positions, so the
+  // quotient is s / E over the whole tile and the remainder s % E + x, a squeezed index and a
+  // region's (a position over two dimensions flattened into one, read at (r / W, r % W), in
+  // tiles of r). nullopt for any other index.
+  std::optional<Expr> within_run(const Expr& index) const {
+    const Expr i = ir::simplify(index);
+    if ((i->op != Op::Div && i->op != Op::Mod) || has_load(i)) return std::nullopt;
+    const Expr& e = i->args[0];
+    const Expr& E = i->args[1];
+    const std::vector<std::string> used = axes_in(e);
+    if (used.size() != 1 || !axes_in(E).empty() || !ir::over_sizes(E) || !region_index(e))
+      return std::nullopt;
+    const int64_t T = extent_of(used[0]);
+    const Expr start = ir::simplify(ir::substitute(e, {{used[0], ir::make_int(0)}}));
+    if (T < 2 || !ir::provably_divides(ir::make_int(T), start) || !divides(E, T))
+      return std::nullopt;
+    if (i->op == Op::Div) return ir::simplify(ir::make_binary(Op::Div, start, E));
+    return ir::simplify(
+        ir::make_binary(Op::Add, ir::make_binary(Op::Mod, start, E), int_var(used[0])));
+  }
+
+  // `indices` with each index that lies within a run (within_run) rewritten; nullopt when none.
+  std::optional<std::vector<Expr>> within_runs(const std::vector<Expr>& indices) const {
+    std::vector<Expr> out = indices;
+    bool any = false;
+    for (Expr& i : out)
+      if (std::optional<Expr> r = within_run(i)) i = *r, any = true;
+    if (!any) return std::nullopt;
+    return out;
+  }
+
+  // Whether T divides the size E at every launch: a literal multiple of T, or a size that is one
+  // at the sizes generated for and is not dynamic, which the launch then checks
+  // (TileProgram::divisible).
+  bool divides(const Expr& E, int64_t T) const {
+    if (std::optional<int64_t> c = ir::as_const_int(E)) return *c > 0 && *c % T == 0;
+    for (const std::string& d : ctx_.dynamic)
+      if (ir::uses_var(E, d)) return false;
+    int64_t value = 0;
+    try {
+      value = ir::eval_int(E, ctx_.sizes);
+    } catch (const UserError&) {
+      return false;  // a size not given
+    }
+    if (value <= 0 || value % T != 0) return false;
+    Divisibility& d = (*ctx_.divisible)[ir::to_string(E)];
+    d.extent = E;
+    d.divisor = std::lcm(std::max<int64_t>(d.divisor, 1), T);
+    return true;
+  }
+
   // Whether a buffer index is a region's: a start plus at most one tile axis, read from no
   // buffer.
   bool region_index(const Expr& index) const {
@@ -666,6 +722,10 @@ class NestTranslator {
   bool region_inside(const ir::Buffer& b, size_t d, const DimAccess& a) const {
     const int64_t n = extent_of(a.axis);
     if (is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n) return true;
+    // A run's remainder s % E over a tile that E and s are multiples of (within_run) ends by E.
+    if (a.start->op == Op::Mod && ir::provably_equal(a.start->args[1], b.shape[d]) &&
+        ir::provably_divides(ir::make_int(n), a.start->args[0]) && divides(a.start->args[1], n))
+      return true;
     const auto start = range_of(a.start), extent = range_of(b.shape[d]);
     return start && extent && start->first >= 0 && start->second + n <= extent->first;
   }
@@ -851,7 +911,7 @@ class NestTranslator {
     o.kind = OpKind::Store;
     o.buffer = buffer;
     std::vector<std::string> axes;
-    region(*b, indices, &o, &axes);
+    region(*b, within_runs(indices).value_or(indices), &o, &axes);
     for (const std::string& a : value.axes)
       if (std::find(axes.begin(), axes.end(), a) == axes.end())
         refuse("block '" + block_.name + "' stores a value that varies along tile axis " + a +
@@ -1399,7 +1459,10 @@ void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>&
     }
     if (value <= 0) continue;
     int64_t divisor = std::min<int64_t>(16, value & -value);
-    if (divisor >= 2) out.divisible[text] = Divisibility{extent, divisor};
+    if (divisor < 2) continue;
+    Divisibility& d = out.divisible[text];  // a tile's run may have asked for more already
+    d.extent = extent;
+    d.divisor = std::lcm(std::max<int64_t>(d.divisor, 1), divisor);
   }
 }
 
@@ -1415,6 +1478,8 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   ctx.sizes = sizes;
   ctx.specialisable = specialisable_extents(program);
   ctx.specialised = &out.specialised;
+  ctx.divisible = &out.divisible;
+  ctx.dynamic = dynamic;
   std::vector<Stmt> roots;
   if (program.body->kind == ir::StmtKind::Seq)
     roots = program.body->stmts;

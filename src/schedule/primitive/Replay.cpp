@@ -13,6 +13,7 @@ const ReplayTable& replay_table() {
       {"distribute", replay_distribute},
       {"reorder", replay_reorder},
       {"fuse", replay_fuse},
+      {"merge_reduce_axes", replay_merge_reduce_axes},
       {"bind", replay_bind},
       {"compute_inline", replay_compute_inline},
       {"reverse_compute_inline", replay_reverse_compute_inline},

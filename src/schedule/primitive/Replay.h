@@ -23,6 +23,7 @@ void replay_split_groups(Schedule& s, const nlohmann::json& j);
 void replay_distribute(Schedule& s, const nlohmann::json& j);
 void replay_reorder(Schedule& s, const nlohmann::json& j);
 void replay_fuse(Schedule& s, const nlohmann::json& j);
+void replay_merge_reduce_axes(Schedule& s, const nlohmann::json& j);
 void replay_bind(Schedule& s, const nlohmann::json& j);
 void replay_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_inline(Schedule& s, const nlohmann::json& j);

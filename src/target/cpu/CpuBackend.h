@@ -92,6 +92,7 @@ class CpuKernel {
  private:
   friend std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram&, std::string,
                                                    std::map<std::string, tile::Specialisation>,
+                                                   std::map<std::string, tile::Divisibility>,
                                                    const CompileOptions&);
   CpuKernel() = default;
 
@@ -106,6 +107,7 @@ class CpuKernel {
   Bound bind(const runtime::SizeMap& sizes, const runtime::ParamMap& params) const;
   ir::LoopProgram program_;
   std::map<std::string, tile::Specialisation> specialised_;  // tile extents generated for
+  std::map<std::string, tile::Divisibility> divisible_;      // divisors the tiles rely on
   void* handle_ = nullptr;
   EntryFn entry_ = nullptr;
   bool from_cache_ = false;
@@ -121,12 +123,14 @@ class CpuKernel {
 // build is a RuntimeArgError.
 std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program,
                                    const CompileOptions& options = {});
-// The same for a program in tile form; run() then also checks the specialised dims.
+// The same for a program in tile form; run() then also checks the specialised dims and the
+// divisibility the tiles rely on (TileProgram::divisible).
 std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
                                    const CompileOptions& options = {});
 // Compiles given source for `program` (the two above generate it).
 std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
                                           std::map<std::string, tile::Specialisation> specialised,
+                                          std::map<std::string, tile::Divisibility> divisible,
                                           const CompileOptions& options);
 
 }  // namespace kintsugi::cpu

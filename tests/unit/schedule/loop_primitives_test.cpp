@@ -119,6 +119,66 @@ TEST(SplitGroups, Errors) {
   EXPECT_TRUE(s.trace().empty());
 }
 
+namespace {
+// A mean and a variance over two axes (a group norm's (c, p)).
+const char* kTwoAxisNorm = R"(
+sizes B = 2, C = 3, P = 5
+input X: f32[B, C, P]
+mu[b] = sum[c, p](X[b, c, p]) / f32(C * P)
+output V[b]: f32 = sum[c, p]((X[b, c, p] - mu[b]) * (X[b, c, p] - mu[b]))
+)";
+}  // namespace
+
+TEST(MergeReduceAxes, OneAxisReadAsQuotientAndRemainder) {
+  ir::LoopProgram p = schedtest::lowered(kTwoAxisNorm);
+  Schedule s(p);
+  EXPECT_EQ(s.merge_reduce_axes("mu.sum0"), "c_p");
+  EXPECT_EQ(s.merge_reduce_axes("V"), "c_p_1");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("for c_p in range(C * P):\n"
+                      "      block mu.sum0(spatial b:B, reduce c_p:C * P):"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mu.sum0[b] = mu.sum0[b] + X[b, c_p / P, c_p % P]"), std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(),
+                    {{{"B", 2}, {"C", 3}, {"P", 5}},
+                     {{"B", 1}, {"C", 1}, {"P", 7}},
+                     {{"B", 3}, {"C", 4}, {"P", 1}}});
+  Schedule r = schedule::replay(p, nlohmann::json::parse(s.trace().dump()));
+  EXPECT_EQ(ir::to_string(r.program()), text);
+  // Three axes: the outer ones are quotients, the inner ones remainders.
+  ir::LoopProgram three = schedtest::lowered(R"(
+sizes A = 2, C = 3, P = 5
+input X: f32[A, C, P]
+output S: f32 = sum[a, c, p](X[a, c, p] * f32(a + 1))
+)");
+  Schedule t(three);
+  t.merge_reduce_axes("S");
+  EXPECT_NE(ir::to_string(t.program()).find("X[a_c_p / (C * P), a_c_p / P % C, a_c_p % P]"),
+            std::string::npos)
+      << ir::to_string(t.program());
+  expect_equivalent(three, t.program(),
+                    {{{"A", 2}, {"C", 3}, {"P", 5}}, {{"A", 3}, {"C", 1}, {"P", 2}}});
+}
+
+TEST(MergeReduceAxes, Errors) {
+  Schedule s(schedtest::lowered(kTwoAxisNorm));
+  auto refused = [&](const std::string& block, const std::string& why) {
+    try {
+      s.merge_reduce_axes(block);
+      ADD_FAILURE() << "merge_reduce_axes of block " << block << " was not refused";
+    } catch (const ScheduleError& e) {
+      EXPECT_EQ(std::string(e.what()), "merge_reduce_axes: " + why);
+    }
+  };
+  refused("mu", "block 'mu' does not reduce over several axes");
+  s.reorder("V", {"c", "b", "p"});
+  refused("V",
+          "the reduced axis 'c' of block 'V' is not bound to the loop at its place among the "
+          "innermost loops, from 0 over its extent");
+}
+
 TEST(Reorder, TiledLoops) {
   ir::LoopProgram p = schedtest::lowered(kRowSum);
   Schedule s(p);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "TileTestUtil.h"
+#include "tile/Interpreter.h"
 
 using namespace kintsugi;
 using kintsugi::tile_test::tiled;
@@ -157,8 +158,52 @@ TEST(TileTranslate, InnermostSizesRecordTheirPowerOfTwo) {
     FAIL();
   } catch (const RuntimeArgError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "kernel layernorm was generated for N divisible by 8 (vector loads), got 8196; "
-              "compile it again for these sizes");
+              "kernel layernorm was generated for N divisible by 8 (vector loads, or tiles within "
+              "runs of it), got 8196; compile it again for these sizes");
   }
   EXPECT_TRUE(tiled("norm/layernorm.te", {{"M", 4096}, {"N", 8191}}).divisible.empty());
+}
+
+// A position over two dimensions flattened into one, read at (r / P, r % P) in tiles of r whose
+// extent divides P, is a region a tile (the quotient squeezed, the remainder along the tile);
+// P's divisibility by the tile is recorded, and the tile interpreter, like every back end,
+// refuses a launch where it does not hold.
+TEST(TileTranslate, FlattenedRunsAreRegions) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 2, C = 8, P = 16
+input X: f32[M, C, P]
+output S[m]: f32 = sum[r: C * P](X[m, r / P, r % P])
+)");
+  runtime::SizeMap sizes = {{"M", 3}, {"C", 5}, {"P", 2048}};
+  schedule::AutoScheduleOptions o;
+  o.sizes = sizes;
+  o.whole_row_bytes = 0;
+  tile::TileProgram tp = tile::translate(schedule::auto_schedule(p, o, nullptr).program(), sizes);
+  tile::optimize(tp);
+  int loads = 0, gathers = 0;
+  tile::for_each_op(tp.kernels.at(0).body, [&](const tile::TileOp& op) {
+    if (op.buffer != "X") return;
+    loads += op.kind == tile::OpKind::Load;
+    gathers += op.kind == tile::OpKind::Gather;
+    if (op.kind != tile::OpKind::Load) return;
+    EXPECT_EQ(op.axis_of_dim, (std::vector<int>{-1, -1, 0}));
+    EXPECT_EQ(ir::to_string(op.starts[2]).find("% P"), ir::to_string(op.starts[2]).size() - 3)
+        << ir::to_string(op.starts[2]);
+  });
+  EXPECT_EQ(loads, 1);
+  EXPECT_EQ(gathers, 0);
+  ASSERT_TRUE(tp.divisible.count("P"));
+  const int64_t tile = tp.divisible.at("P").divisor;
+  EXPECT_GE(tile, 64);
+  runtime::SizeMap odd = {{"M", 3}, {"C", 5}, {"P", 2048 + tile / 2}};
+  auto inputs = runtime::random_inputs(p, odd, 1);
+  std::map<std::string, const runtime::Tensor*> in;
+  for (auto& [name, t] : inputs) in[name] = &t;
+  EXPECT_THROW(tile::interpret(tp, ir::InterpMode::Exact, in, odd, {}), RuntimeArgError);
+  // At a size the tile does not divide, the read stays a gather, element by element.
+  runtime::SizeMap other = {{"M", 3}, {"C", 5}, {"P", 1000}};
+  o.sizes = other;
+  tile::TileProgram gathered =
+      tile::translate(schedule::auto_schedule(p, o, nullptr).program(), other);
+  EXPECT_FALSE(gathered.divisible.count("P") && gathered.divisible.at("P").divisor > 16);
 }
