@@ -159,6 +159,34 @@ Expr rebuild(const Linear& l) {
   return out;
 }
 
+// (x / E) * E + x % E = x for floor division and its remainder (a position split into a run and an
+// offset, joined again): in a sum, the two terms with equal coefficients become x.
+void join_quotient_and_remainder(Linear& l) {
+  for (size_t r = 0; r < l.terms.size(); ++r) {
+    const Expr mod = l.terms[r].first;
+    const int64_t k = l.terms[r].second;
+    if (mod->op != Op::Mod || k == 0) continue;
+    const Expr& x = mod->args[0];
+    const Expr& E = mod->args[1];
+    auto is_quotient = [&](const Expr& q) {
+      return q->op == Op::Div && equal(q->args[0], x) && equal(q->args[1], E);
+    };
+    for (size_t q = 0; q < l.terms.size(); ++q) {
+      const Expr& t = l.terms[q].first;
+      const std::optional<int64_t> c = as_const_int(E);
+      const bool joined = (is_quotient(t) && c && l.terms[q].second == k * *c) ||
+                          (t->op == Op::Mul && l.terms[q].second == k &&
+                           ((is_quotient(t->args[0]) && equal(t->args[1], E)) ||
+                            (is_quotient(t->args[1]) && equal(t->args[0], E))));
+      if (!joined) continue;
+      l.terms[q].second = 0;
+      l.terms[r].second = 0;
+      l.add(x, k);
+      break;
+    }
+  }
+}
+
 Expr fold_linear(const Expr& e) {
   Expr f = fold(e);
   if (f->type != DType::Int ||
@@ -166,6 +194,7 @@ Expr fold_linear(const Expr& e) {
     return f;
   Linear l;
   linearize(f, 1, l);
+  join_quotient_and_remainder(l);
   return rebuild(l);
 }
 

@@ -1340,11 +1340,15 @@ SeveralAxisRow several_axis_row(const ir::LoopProgram& program, const std::strin
 void merge_several_axis_chains(Schedule& s, const AutoScheduleOptions& options,
                                std::set<std::string>* unflattened,
                                const std::function<void(const std::string&)>& note) {
+  std::set<std::string> merged_maps;  // by an earlier chain that reads them too
   for (const SeveralAxisChain& c : several_axis_chains(s.program())) {
     if (several_axis_row(s.program(), c.target, options).fits_whole(options)) continue;
     Schedule next = s;
     std::vector<std::string> blocks = c.producers;
     blocks.push_back(c.target);
+    std::vector<ir::Expr> extents;  // of the chain's reduced axes, outermost first
+    for (const ir::IterVar& iv : find_block(s.program().body, c.target, "auto").back()->iters)
+      if (iv.kind == ir::IterKind::Reduce) extents.push_back(iv.extent);
     try {
       for (const std::string& b : blocks) {
         const ir::StmtNode& block = *find_block(next.program().body, b, "auto").back();
@@ -1355,6 +1359,36 @@ void merge_several_axis_chains(Schedule& s, const AutoScheduleOptions& options,
         if (reduced < 2) continue;  // merged with an earlier chain that shares it
         next.merge_reduce_axes(b);
         unflattened->insert(ir::to_string(inner));
+      }
+      // A map over the same axes that the merged reductions read (a softmax's exponentials over
+      // (y, x) between its maximum and its sums) is merged too, its buffer flattened: they then
+      // read it at the merged axis.
+      std::set<std::string> read;
+      for (const std::string& b : blocks)
+        for (const std::string& r : block_reads(*find_block(next.program().body, b, "auto").back()))
+          read.insert(r);
+      std::vector<std::string> maps;
+      for (const ir::StmtNode* m : blocks_under(next.program().body)) {
+        const ir::Buffer* out = m->body && m->body->kind == ir::StmtKind::Store
+                                    ? next.program().find_buffer(m->body->buffer)
+                                    : nullptr;
+        // Over the chain's axes: its innermost iterations have their extents.
+        bool over_axes = m->iters.size() >= extents.size();
+        for (size_t a = 0; over_axes && a < extents.size(); ++a)
+          over_axes = ir::equal(m->iters[m->iters.size() - extents.size() + a].extent, extents[a]);
+        if (out && out->role == ir::BufferRole::Intermediate && read.count(out->name) &&
+            over_axes && !merged_maps.count(m->name) &&
+            std::all_of(m->iters.begin(), m->iters.end(),
+                        [](const ir::IterVar& iv) { return iv.kind == ir::IterKind::Spatial; }))
+          maps.push_back(m->name);
+      }
+      for (const std::string& m : maps) {
+        try {
+          next.merge_map_axes(m, static_cast<int>(c.axes.size()));
+          merged_maps.insert(m);
+        } catch (const ScheduleError& e) {
+          note("the map '" + m + "' between merged reductions keeps its axes: " + e.what());
+        }
       }
       s = next;
     } catch (const ScheduleError& e) {

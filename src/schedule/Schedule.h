@@ -74,6 +74,10 @@ class Schedule {
   // product of their extents, read back as quotients and remainders (see
   // primitive/MergeReduceAxes.cpp); returns the merged axis's name.
   std::string merge_reduce_axes(const std::string& block);
+  // Merges the innermost `count` axes of a map into one and flattens the intermediate buffer it
+  // stores there, every access of it included (see primitive/MergeMapAxes.cpp); returns the
+  // merged axis's name.
+  std::string merge_map_axes(const std::string& block, int count);
   // Binds a data-parallel loop to a grid axis ("grid.x", "grid.y", "grid.z"): it runs in
   // parallel (CTAs on a GPU, threads on the CPU).
   void bind(const LoopRef& loop, const std::string& axis);

@@ -797,6 +797,16 @@ def spatial_soft_argmax(inputs, params):
             "PY": (p * np.arange(h)[None, None, :, None]).sum(axis=(2, 3))}
 
 
+def spatial_soft_argmax_2d(inputs, params):
+    """The same soft-argmax, its softmax taken over the (y, x) axes of each map."""
+    f = inputs["F"]
+    b, c, h, w = f.shape
+    p = np.exp(f - f.max(axis=(2, 3), keepdims=True))
+    p = p / p.sum(axis=(2, 3), keepdims=True)
+    return {"PX": (p * np.arange(w)[None, None, None, :]).sum(axis=(2, 3)),
+            "PY": (p * np.arange(h)[None, None, :, None]).sum(axis=(2, 3))}
+
+
 def block_quant_fp8(inputs, params):
     """Per group of G columns of a row: amax, codes e4m3(x * 448 / amax) (0 where amax is 0)."""
     x, g = inputs["X"], int(params["G"])

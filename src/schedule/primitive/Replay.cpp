@@ -14,6 +14,7 @@ const ReplayTable& replay_table() {
       {"reorder", replay_reorder},
       {"fuse", replay_fuse},
       {"merge_reduce_axes", replay_merge_reduce_axes},
+      {"merge_map_axes", replay_merge_map_axes},
       {"bind", replay_bind},
       {"compute_inline", replay_compute_inline},
       {"reverse_compute_inline", replay_reverse_compute_inline},

@@ -24,6 +24,7 @@ void replay_distribute(Schedule& s, const nlohmann::json& j);
 void replay_reorder(Schedule& s, const nlohmann::json& j);
 void replay_fuse(Schedule& s, const nlohmann::json& j);
 void replay_merge_reduce_axes(Schedule& s, const nlohmann::json& j);
+void replay_merge_map_axes(Schedule& s, const nlohmann::json& j);
 void replay_bind(Schedule& s, const nlohmann::json& j);
 void replay_compute_inline(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_inline(Schedule& s, const nlohmann::json& j);

@@ -107,6 +107,28 @@ TEST(Simplify, DivisionByTheExtentOfARange) {
             "(h0 * (HQ / HK) + h1) / 2");
 }
 
+// A floor quotient times its divisor plus the remainder is the dividend, in any sum, for a
+// symbolic divisor and a literal one; with other coefficients or divisors nothing joins.
+TEST(Simplify, QuotientAndRemainderJoin) {
+  auto dim = [](const char* n) { return ir::make_var(n, ir::VarKind::Dim, DType::Int); };
+  auto idx = [](const char* n) { return ir::make_var(n, ir::VarKind::Index, DType::Int); };
+  using ir::Op;
+  auto bin = [](Op op, ir::Expr a, ir::Expr b) { return ir::make_binary(op, a, b); };
+  ir::Expr r = idx("r"), W = dim("W");
+  ir::Expr joined = bin(Op::Add, bin(Op::Mul, bin(Op::Div, r, W), W), bin(Op::Mod, r, W));
+  EXPECT_EQ(ir::to_string(ir::simplify(joined)), "r");
+  ir::Expr in_sum = bin(Op::Add, bin(Op::Mul, idx("b"), bin(Op::Mul, dim("H"), W)), joined);
+  EXPECT_EQ(ir::to_string(ir::simplify(in_sum)), "b * (H * W) + r");
+  ir::Expr literal = bin(Op::Add, bin(Op::Mul, bin(Op::Div, r, ir::make_int(8)), ir::make_int(8)),
+                         bin(Op::Mod, r, ir::make_int(8)));
+  EXPECT_EQ(ir::to_string(ir::simplify(literal)), "r");
+  ir::Expr other = bin(Op::Add, bin(Op::Mul, bin(Op::Div, r, W), dim("H")), bin(Op::Mod, r, W));
+  EXPECT_EQ(ir::to_string(ir::simplify(other)), "r / W * H + r % W");
+  ir::Expr twice = bin(Op::Add, bin(Op::Mul, bin(Op::Div, r, ir::make_int(8)), ir::make_int(16)),
+                       bin(Op::Mod, r, ir::make_int(8)));
+  EXPECT_EQ(ir::to_string(ir::simplify(twice)), "r / 8 * 16 + r % 8");
+}
+
 // A negated comparison of integers is the complementary comparison; of floats it stays (!(x > 0)
 // holds for NaN, x <= 0 does not).
 TEST(Simplify, NegatedIntegerComparison) {

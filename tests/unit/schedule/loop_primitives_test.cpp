@@ -175,8 +175,49 @@ TEST(MergeReduceAxes, Errors) {
   refused("mu", "block 'mu' does not reduce over several axes");
   s.reorder("V", {"c", "b", "p"});
   refused("V",
-          "the reduced axis 'c' of block 'V' is not bound to the loop at its place among the "
+          "the axis 'c' of block 'V' is not bound to the loop at its place among the "
           "innermost loops, from 0 over its extent");
+}
+
+// A soft-argmax over (y, x): its exponentials, a map between its maximum and its sums, flattened.
+const char* kSoftArgmax = R"(
+sizes B = 2, H = 3, W = 4
+input F: f32[B, H, W]
+m[b] = max[y, x](F[b, y, x])
+e[b, y, x] = exp(F[b, y, x] - m[b])
+l[b] = sum[y, x](e[b, y, x])
+output PX[b]: f32 = sum[y, x](e[b, y, x] * f32(x)) / l[b]
+)";
+
+TEST(MergeMapAxes, TheBufferFlattenedAndReadThere) {
+  ir::LoopProgram p = schedtest::lowered(kSoftArgmax);
+  Schedule s(p);
+  s.merge_reduce_axes("l");
+  EXPECT_EQ(s.merge_map_axes("e", 2), "y_x_1");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("buffer e: f32[B, H * W]"), std::string::npos) << text;
+  EXPECT_NE(text.find("e[b, y_x_1] = exp(F[b, y_x_1 / W, y_x_1 % W] - m[b])"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("l[b] = l[b] + e[b, y_x]"), std::string::npos) << text;   // merged: joined
+  EXPECT_NE(text.find("e[b, y * W + x] * f32(x)"), std::string::npos) << text;  // as written
+  expect_equivalent(p, s.program(),
+                    {{{"B", 2}, {"H", 3}, {"W", 4}},
+                     {{"B", 1}, {"H", 1}, {"W", 5}},
+                     {{"B", 3}, {"H", 6}, {"W", 1}}});
+  Schedule r = schedule::replay(p, nlohmann::json::parse(s.trace().dump()));
+  EXPECT_EQ(ir::to_string(r.program()), text);
+  try {
+    s.merge_map_axes("m", 2);
+    ADD_FAILURE() << "a reduction was merged as a map";
+  } catch (const ScheduleError& e) {
+    EXPECT_EQ(std::string(e.what()), "merge_map_axes: block 'm' reduces: it is not a map");
+  }
+  try {
+    s.merge_map_axes("PX", 2);
+    ADD_FAILURE() << "a map of one axis was merged";
+  } catch (const ScheduleError& e) {
+    EXPECT_EQ(std::string(e.what()), "merge_map_axes: block 'PX' has no 2 axes to merge");
+  }
 }
 
 TEST(Reorder, TiledLoops) {
