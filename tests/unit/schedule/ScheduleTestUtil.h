@@ -1,11 +1,13 @@
 // Helpers for schedule tests: parse a program, and check that a transformation preserved its
 // meaning by running the exact reference interpreter before and after on fresh random inputs,
-// at several sizes (tails included).
+// at several sizes (tails included); check that a trace replays and that a primitive refuses with a
+// given message.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
@@ -61,6 +63,22 @@ inline void expect_equivalent(const ir::LoopProgram& before, const ir::LoopProgr
           << name << " differs after scheduling (seed " << seed - 1 << ")\n"
           << ir::to_string(after);
     }
+  }
+}
+
+// The schedule's trace, replayed on `program`, gives the schedule's program again.
+inline void expect_replays(const ir::LoopProgram& program, const schedule::Schedule& s) {
+  schedule::Schedule r = schedule::replay(program, nlohmann::json::parse(s.trace().dump()));
+  EXPECT_EQ(ir::to_string(r.program()), ir::to_string(s.program()));
+}
+
+// `apply` throws a ScheduleError whose message is `message`.
+inline void expect_refused(const std::function<void()>& apply, const std::string& message) {
+  try {
+    apply();
+    ADD_FAILURE() << "not refused; expected: " << message;
+  } catch (const schedule::ScheduleError& e) {
+    EXPECT_EQ(std::string(e.what()), message);
   }
 }
 

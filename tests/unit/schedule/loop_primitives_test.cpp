@@ -93,19 +93,13 @@ TEST(SplitGroups, ReadsTheGroupAtItsOwnIndex) {
   for (auto& [name, t] : inputs) in[name] = &t;
   EXPECT_THROW(ir::interpret(p, ir::InterpMode::Exact, in, sizes), UserError);
   EXPECT_THROW(ir::interpret(s.program(), ir::InterpMode::Exact, in, sizes), UserError);
-  Schedule r = schedule::replay(p, nlohmann::json::parse(s.trace().dump()));
-  EXPECT_EQ(ir::to_string(r.program()), text);
+  schedtest::expect_replays(p, s);
 }
 
 TEST(SplitGroups, Errors) {
   Schedule s(schedtest::lowered(kGroupScale));
   auto refused = [&](const LoopRef& loop, const ir::Expr& factor, const std::string& why) {
-    try {
-      s.split_groups(loop, factor);
-      ADD_FAILURE() << "split_groups of loop " << loop.var << " was not refused";
-    } catch (const ScheduleError& e) {
-      EXPECT_EQ(std::string(e.what()), "split_groups: " + why);
-    }
+    schedtest::expect_refused([&] { s.split_groups(loop, factor); }, "split_groups: " + why);
   };
   refused(LoopRef{"amax", "k"}, param_g(),
           "loop 'k' (around block 'amax') holds a reduction, not a map");
@@ -145,8 +139,7 @@ TEST(MergeReduceAxes, OneAxisReadAsQuotientAndRemainder) {
                     {{{"B", 2}, {"C", 3}, {"P", 5}},
                      {{"B", 1}, {"C", 1}, {"P", 7}},
                      {{"B", 3}, {"C", 4}, {"P", 1}}});
-  Schedule r = schedule::replay(p, nlohmann::json::parse(s.trace().dump()));
-  EXPECT_EQ(ir::to_string(r.program()), text);
+  schedtest::expect_replays(p, s);
   // Three axes: the outer ones are quotients, the inner ones remainders.
   ir::LoopProgram three = schedtest::lowered(R"(
 sizes A = 2, C = 3, P = 5
@@ -165,12 +158,7 @@ output S: f32 = sum[a, c, p](X[a, c, p] * f32(a + 1))
 TEST(MergeReduceAxes, Errors) {
   Schedule s(schedtest::lowered(kTwoAxisNorm));
   auto refused = [&](const std::string& block, const std::string& why) {
-    try {
-      s.merge_reduce_axes(block);
-      ADD_FAILURE() << "merge_reduce_axes of block " << block << " was not refused";
-    } catch (const ScheduleError& e) {
-      EXPECT_EQ(std::string(e.what()), "merge_reduce_axes: " + why);
-    }
+    schedtest::expect_refused([&] { s.merge_reduce_axes(block); }, "merge_reduce_axes: " + why);
   };
   refused("mu", "block 'mu' does not reduce over several axes");
   s.reorder("V", {"c", "b", "p"});
@@ -204,20 +192,11 @@ TEST(MergeMapAxes, TheBufferFlattenedAndReadThere) {
                     {{{"B", 2}, {"H", 3}, {"W", 4}},
                      {{"B", 1}, {"H", 1}, {"W", 5}},
                      {{"B", 3}, {"H", 6}, {"W", 1}}});
-  Schedule r = schedule::replay(p, nlohmann::json::parse(s.trace().dump()));
-  EXPECT_EQ(ir::to_string(r.program()), text);
-  try {
-    s.merge_map_axes("m", 2);
-    ADD_FAILURE() << "a reduction was merged as a map";
-  } catch (const ScheduleError& e) {
-    EXPECT_EQ(std::string(e.what()), "merge_map_axes: block 'm' reduces: it is not a map");
-  }
-  try {
-    s.merge_map_axes("PX", 2);
-    ADD_FAILURE() << "a map of one axis was merged";
-  } catch (const ScheduleError& e) {
-    EXPECT_EQ(std::string(e.what()), "merge_map_axes: block 'PX' has no 2 axes to merge");
-  }
+  schedtest::expect_replays(p, s);
+  schedtest::expect_refused([&] { s.merge_map_axes("m", 2); },
+                            "merge_map_axes: block 'm' reduces: it is not a map");
+  schedtest::expect_refused([&] { s.merge_map_axes("PX", 2); },
+                            "merge_map_axes: block 'PX' has no 2 axes to merge");
 }
 
 TEST(Reorder, TiledLoops) {
