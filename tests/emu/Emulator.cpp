@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +16,9 @@
 #include <regex>
 #include <sstream>
 
+#include "support/DiskCache.h"
 #include "support/Error.h"
+#include "support/Hash.h"
 #include "target/cpu/CpuPrelude.h"
 
 namespace kintsugi::emu {
@@ -73,24 +76,64 @@ void run_thread(void* c) {
   l->kernel(*l->args, l->err);
 }
 
+// What the compiled emulation of a unit depends on besides the unit's text: the compile command
+// and every emulated device header (tests/emu, with the library's plain C++ ones under
+// src/target/cuda/device), hashed once a process.
+uint64_t emulated_headers_hash(const std::string& command) {
+  static const uint64_t headers = [] {
+    std::vector<fs::path> files;
+    for (const char* dir : {KINTSUGI_EMU_DIR, KINTSUGI_SOURCE_DIR "/src/target/cuda/device"})
+      for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && (e.path().extension() == ".h" || e.path().extension() == ".cuh"))
+          files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    uint64_t h = kFnv1aOffset;
+    for (const fs::path& f : files) {
+      std::string text;
+      internal_assert(disk_cache::read_file(f, &text)) << "cannot read " << f.string();
+      h = fnv1a(text, fnv1a(f.string(), h));
+    }
+    return h;
+  }();
+  return fnv1a(command, headers);
+}
+
 }  // namespace
 
 EmulatedModule::EmulatedModule(const std::string& cuda_source) {
-  char tmpl[] = "/tmp/kintsugi-emu-XXXXXX";
-  internal_assert(mkdtemp(tmpl) != nullptr) << "cannot make a directory under /tmp";
-  fs::path dir = tmpl, cpp = dir / "kernels.cpp", so = dir / "kernels.so";
-  std::ofstream(cpp) << "#include <math.h>\n#include <stdint.h>\n#include <string.h>\nnamespace {\n"
-                     << cpu::kHalfConversions << "}  // namespace\n#include \"kintsugi_emu.h\"\n"
-                     << emulable(cuda_source);
+  std::ostringstream unit;
+  unit << "#include <math.h>\n#include <stdint.h>\n#include <string.h>\nnamespace {\n"
+       << cpu::kHalfConversions << "}  // namespace\n#include \"kintsugi_emu.h\"\n"
+       << emulable(cuda_source);
   // The device headers: the emulated ones (tests/emu/include), which include the library's own
   // where those are plain C++ (found under src/target/cuda).
   // (No _FORTIFY_SOURCE: its checked longjmp may refuse a jump to another fiber's stack.)
-  run_command("c++ -std=c++17 -O1 -w -fPIC -shared -U_FORTIFY_SOURCE -I " KINTSUGI_EMU_DIR
-              " -I " KINTSUGI_EMU_DIR "/include -I " KINTSUGI_SOURCE_DIR "/src/target/cuda -o " +
-              so.string() + " " + cpp.string());
+  const std::string command =
+      "c++ -std=c++17 -O1 -w -fPIC -shared -U_FORTIFY_SOURCE -I " KINTSUGI_EMU_DIR
+      " -I " KINTSUGI_EMU_DIR "/include -I " KINTSUGI_SOURCE_DIR "/src/target/cuda";
+  // The host compile takes most of an emulated test's time, and the tests compile the same units
+  // many times over (sizes are symbolic; the eager-copy pass repeats the main one): a compiled
+  // unit is kept in the build's emulator cache under the hash of all it depends on.
+  const std::string key = hex64(fnv1a(unit.str(), emulated_headers_hash(command)));
+  const fs::path cache = KINTSUGI_EMU_CACHE_DIR, so = cache / ("emu-" + key + ".so"),
+                 meta = cache / ("emu-" + key + ".meta");
+  const char* format = "kintsugi emulated kernels 1";
+  internal_assert(disk_cache::check_dir(cache, true).empty())
+      << "the emulator cache " << cache.string() << ": " << disk_cache::check_dir(cache, true);
+  if (!disk_cache::load_entry(so, meta, format, key)) {
+    char tmpl[] = "/tmp/kintsugi-emu-XXXXXX";
+    internal_assert(mkdtemp(tmpl) != nullptr) << "cannot make a directory under /tmp";
+    fs::path dir = tmpl, cpp = dir / "kernels.cpp", built = dir / "kernels.so";
+    std::ofstream(cpp) << unit.str();
+    run_command(command + " -o " + built.string() + " " + cpp.string());
+    std::string payload;
+    internal_assert(disk_cache::read_file(built, &payload)) << "cannot read " << built.string();
+    fs::remove_all(dir);
+    internal_assert(disk_cache::store_entry(so, meta, format, key, payload))
+        << "cannot store the emulated kernels in " << cache.string();
+  }
   library_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::string why = library_ ? "" : dlerror();
-  fs::remove_all(dir);
   internal_assert(library_ != nullptr) << "dlopen of the emulated kernels failed: " << why;
   launch_ = reinterpret_cast<LaunchFn>(dlsym(library_, "kemu_launch"));
   internal_assert(launch_ != nullptr) << "the emulated kernels have no kemu_launch";
