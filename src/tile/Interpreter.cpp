@@ -469,9 +469,11 @@ class Machine {
 ir::InterpResult interpret(const TileProgram& program, ir::InterpMode mode,
                            const std::map<std::string, const runtime::Tensor*>& inputs,
                            const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
+  runtime::ParamMap every = params;
+  for (const ir::Param& q : program.source.params) every.emplace(q.name, q.value);
   for (const Kernel& k : program.kernels) {
     check_specialised(program.specialised, k.name, sizes);
-    check_divisible(program.divisible, k.name, sizes);
+    check_divisible(program.divisible, k.name, sizes, every);
   }
   Machine m(program, mode, sizes, params);
   m.record_types();

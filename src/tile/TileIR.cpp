@@ -45,13 +45,14 @@ void check_specialised(const std::map<std::string, Specialisation>& specialised,
 }
 
 void check_divisible(const std::map<std::string, Divisibility>& divisible,
-                     const std::string& kernel, const std::map<std::string, int64_t>& sizes) {
+                     const std::string& kernel, const std::map<std::string, int64_t>& sizes,
+                     const std::map<std::string, double>& params) {
   for (const auto& [text, d] : divisible) {
-    int64_t value = ir::eval_int(d.extent, sizes);
+    int64_t value = ir::eval_int(d.extent, sizes, params);
     if (value % d.divisor != 0)
       arg_error << "kernel " << kernel << " was generated for " << text << " divisible by "
                 << d.divisor << " (vector loads, or tiles within runs of it), got " << value
-                << "; compile it again for these sizes";
+                << "; compile it again for these sizes and params";
   }
 }
 

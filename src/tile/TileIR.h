@@ -128,7 +128,8 @@ struct Specialisation {
   int64_t value = 0;
 };
 
-// A size expression and a divisor of it at the sizes the kernels were generated for: the
+// A size expression (or an integer param) and a divisor of it at the sizes (and param values) the
+// kernels were generated for: the
 // innermost extent of a buffer in memory and the largest power of two up to 16 that divides it (a
 // back end may read and write that dimension in aligned runs of that many elements: vector
 // loads), or a size E that a tile of T positions flattened over two dimensions relies on, read
@@ -166,10 +167,11 @@ bool is_register(const TileProgram& p, const std::string& name);
 void check_specialised(const std::map<std::string, Specialisation>& specialised,
                        const std::string& kernel, const std::map<std::string, int64_t>& sizes);
 
-// Throws RuntimeArgError when a size expression that the kernels take to be divisible is not at
-// the run's sizes.
+// Throws RuntimeArgError when a size expression or param that the kernels take to be divisible is
+// not at the run's sizes and param values (`params` holds every param).
 void check_divisible(const std::map<std::string, Divisibility>& divisible,
-                     const std::string& kernel, const std::map<std::string, int64_t>& sizes);
+                     const std::string& kernel, const std::map<std::string, int64_t>& sizes,
+                     const std::map<std::string, double>& params);
 
 std::string to_string(const TileType& t);
 std::string to_string(const TileOp& o);  // one line of the printed form

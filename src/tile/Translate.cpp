@@ -7,6 +7,7 @@
 #include "tile/Translate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <set>
@@ -17,6 +18,7 @@
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "tile/Passes.h"
+#include "tile/passes/Walk.h"
 
 namespace kintsugi::tile {
 
@@ -1439,10 +1441,25 @@ std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   return out;
 }
 
+// The power of two, 2 to 16, that divides `value` (0 where it is odd or not positive).
+int64_t power_of_two_divisor(int64_t value) {
+  int64_t divisor = value > 0 ? std::min<int64_t>(16, value & -value) : 0;
+  return divisor >= 2 ? divisor : 0;
+}
+void require_divisor(TileProgram& out, const std::string& text, const Expr& extent,
+                     int64_t divisor) {
+  Divisibility& d = out.divisible[text];  // a tile's run may have asked for more already
+  d.extent = extent;
+  d.divisor = std::lcm(std::max<int64_t>(d.divisor, 1), divisor);
+}
+
 // TileProgram::divisible: the innermost extent of every buffer in memory that is a size
-// expression of no dynamic size, with the power of two (2 to 16) that divides it at `sizes`.
+// expression of no dynamic size, with the power of two (2 to 16) that divides it at `sizes`; and
+// every integer param that a load or store's start reads (a group's first column, g * G), with
+// the power of two that divides its value (the given one, else the program's), so that a back end
+// may read and write runs starting there in aligned vectors.
 void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>& sizes,
-                         const std::set<std::string>& dynamic) {
+                         const std::set<std::string>& dynamic, const runtime::ParamMap& params) {
   for (const ir::Buffer& b : out.source.buffers) {
     if (b.shape.empty() || b.shape.back()->op == Op::IntImm || is_register(out, b.name)) continue;
     const Expr& extent = b.shape.back();
@@ -1457,19 +1474,32 @@ void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>&
     } catch (const UserError&) {
       continue;  // a size not given
     }
-    if (value <= 0) continue;
-    int64_t divisor = std::min<int64_t>(16, value & -value);
-    if (divisor < 2) continue;
-    Divisibility& d = out.divisible[text];  // a tile's run may have asked for more already
-    d.extent = extent;
-    d.divisor = std::lcm(std::max<int64_t>(d.divisor, 1), divisor);
+    if (int64_t divisor = power_of_two_divisor(value)) require_divisor(out, text, extent, divisor);
+  }
+  std::set<std::string> in_starts;
+  for (const Kernel& k : out.kernels)
+    for_each_op(k.body, [&](const TileOp& o) {
+      if (o.kind != OpKind::Load && o.kind != OpKind::Store) return;
+      for (const Expr& start : o.starts)
+        ir::visit(start, [&](const Expr& x) {
+          if (x->op == Op::Var && x->var_kind == ir::VarKind::Param) in_starts.insert(x->name);
+          return true;
+        });
+    });
+  for (const ir::Param& q : out.source.params) {
+    if (!is_int(q.dtype) || !in_starts.count(q.name)) continue;
+    auto given = params.find(q.name);
+    double value = std::trunc(given != params.end() ? given->second : q.value);
+    if (int64_t divisor = power_of_two_divisor(static_cast<int64_t>(value)))
+      require_divisor(out, q.name, ir::make_var(q.name, ir::VarKind::Param, q.dtype), divisor);
   }
 }
 
 }  // namespace
 
 TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes,
-                      const std::set<std::string>& dynamic, int64_t tile_budget) {
+                      const std::set<std::string>& dynamic, int64_t tile_budget,
+                      const runtime::ParamMap& params) {
   TileProgram out;
   out.source = program;
   Context ctx;
@@ -1493,7 +1523,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     t.stmt(body);
     out.kernels.push_back(std::move(k));
   }
-  record_divisibility(out, sizes, dynamic);
+  record_divisibility(out, sizes, dynamic, params);
   for (const auto& [name, value] : sizes)
     if (!dynamic.count(name)) out.sizes[name] = value;
   verify(out);

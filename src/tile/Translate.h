@@ -30,6 +30,7 @@
 
 #include <set>
 
+#include "runtime/Tensor.h"
 #include "tile/TileIR.h"
 
 namespace kintsugi::tile {
@@ -44,7 +45,10 @@ class NotTileForm : public std::runtime_error {
 // extent that uses one), so that the program runs at any value of them.
 // `tile_budget` > 0: the most elements a tile outside a contraction's operands may materialise
 // (a target's registers); a loop that would take a tile past it is walked in chunks.
+// `params`: the param values the kernels will run with where not the program's own (integer params
+// in a tile's start are recorded in TileProgram::divisible by their values).
 TileProgram translate(const ir::LoopProgram& program, const std::map<std::string, int64_t>& sizes,
-                      const std::set<std::string>& dynamic = {}, int64_t tile_budget = 0);
+                      const std::set<std::string>& dynamic = {}, int64_t tile_budget = 0,
+                      const runtime::ParamMap& params = {});
 
 }  // namespace kintsugi::tile

@@ -356,20 +356,24 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
   }
 }
 
-// Short rows run one warp each, four a CTA (instances_per_cta_for): every norm at rows of 100
-// and 256 columns, with a last CTA of one to three live warps (1, 6 and 39 rows), and the
-// rotated keys and queries of rotary attention (rows of 32 f16 at the corpus's sizes).
-TEST(Emulator, ShortRowsOneWarpEach) {
+// Short rows run on a few lanes of a warp each, several a CTA (instances_per_cta_for): rows of
+// 100 columns on 8 lanes (16 a CTA), of 256 on 16 (8 a CTA), of 40 on 8; every norm, with a last
+// CTA of a few live instances (1, 6 and 39 rows), and the rotated keys and queries of rotary
+// attention (rows of 32 f16 at the corpus's sizes).
+TEST(Emulator, ShortRowsOnFewLanes) {
   std::vector<std::string> warnings;
-  Compiled k = compile({"norm/softmax.te", {{"M", 37}, {"N", 100}}, {}}, &warnings);
-  EXPECT_EQ(cuda::generate_cuda_source(k.tiles, cuda::CudaTarget::parse("sm_80"))
-                .launches.at(0)
-                .instances_per_cta,
-            4);
+  for (auto [n, per_cta] : {std::pair<int64_t, int>{100, 16}, {256, 8}}) {
+    Compiled k = compile({"norm/softmax.te", {{"M", 37}, {"N", n}}, {}}, &warnings);
+    EXPECT_EQ(cuda::generate_cuda_source(k.tiles, cuda::CudaTarget::parse("sm_80"))
+                  .launches.at(0)
+                  .instances_per_cta,
+              per_cta)
+        << n;
+  }
   for (const char* name :
        {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})
     for (int64_t m : {1, 6, 39})
-      for (int64_t n : {100, 256}) verify({name, {{"M", m}, {"N", n}}, {}});
+      for (int64_t n : {40, 100, 256}) verify({name, {{"M", m}, {"N", n}}, {}});
   Case rotary{"tests/generality/rotary_attention.te", {{"H", 3}, {"S", 37}, {"T", 41}}, {}};
   rotary.from_root = true;
   verify(rotary);

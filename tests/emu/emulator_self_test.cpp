@@ -177,15 +177,55 @@ extern "C" __global__ void k(KsArgs, int*) {
       << why;
 }
 
-TEST(EmulatorSelf, PartialMaskShuffleIsRefused) {
-  std::string why = complaint(R"(
+// Half-warps that diverge (one takes more steps) each fold their own lanes under their own
+// member mask: what a warp running two instances of a kernel does.
+TEST(EmulatorSelf, HalfWarpsFoldUnderTheirOwnMasks) {
+  int out[32] = {};
+  EXPECT_EQ(complaint(R"(
+extern "C" __global__ void k(KsArgs a, int*) {
+  const unsigned lanes = 0xffffu << (threadIdx.x & 16);
+  int v = threadIdx.x;
+  for (int step = 0; step < (threadIdx.x < 16 ? 1 : 3); ++step) {
+    for (int m = 8; m > 0; m /= 2) v += __shfl_xor_sync(lanes, v, m);
+    __syncwarp(lanes);
+  }
+  ((int*)a.bufs[0])[threadIdx.x] = v + (__all_sync(lanes, 1) ? 0 : 1000);
+}
+)",
+                      "k", 32, 0, {out}),
+            "");
+  // Lanes 0..15 sum 0..15 once (120); lanes 16..31 sum 16..31 (376), then 16 times that, twice.
+  for (int l = 0; l < 16; ++l) EXPECT_EQ(out[l], 120) << l;
+  for (int l = 16; l < 32; ++l) EXPECT_EQ(out[l], 376 * 16 * 16) << l;
+}
+
+TEST(EmulatorSelf, MasksThatLeaveOutALaneAreRefused) {
+  std::string own = complaint(R"(
 extern "C" __global__ void k(KsArgs, int*) {
   float v = __shfl_xor_sync(0xffffu, 1.0f, 1);
   (void)v;
 }
 )",
                               "k", 32, 0);
-  EXPECT_NE(why.find("partial mask is not emulated"), std::string::npos) << why;
+  EXPECT_NE(own.find("with member mask 65535, which leaves the lane out"), std::string::npos)
+      << own;
+  std::string read = complaint(R"(
+extern "C" __global__ void k(KsArgs, int*) {
+  float v = __shfl_xor_sync(0xffffu << (threadIdx.x & 16), 1.0f, 16);
+  (void)v;
+}
+)",
+                               "k", 32, 0);
+  EXPECT_NE(read.find("reads lane 16, outside its member mask 65535"), std::string::npos) << read;
+  // Lane 5 exits: the other lanes of the mask wait for it forever.
+  std::string exited = complaint(R"(
+extern "C" __global__ void k(KsArgs, int*) {
+  if (threadIdx.x == 5) return;
+  if (threadIdx.x < 8) __syncwarp(0xffu);
+}
+)",
+                                 "k", 32, 0);
+  EXPECT_NE(exited.find("no barrier can complete"), std::string::npos) << exited;
 }
 
 // A 64-bit shuffle (an integer reduction's partials, long long in the generated code) moves

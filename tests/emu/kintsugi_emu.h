@@ -13,11 +13,11 @@
 // variable KINTSUGI_EMU_EAGER_COPIES set they land when issued as well, as they also may: a copy
 // into shared memory that other threads still read before the next barrier then changes what
 // those threads read, since each CTA's threads run one after another between barriers), warp
-// shuffles and
-// votes, __syncthreads, the 32-bit shared window (smem_addr), the conversions with round to
-// nearest even (the CPU back end's exact ones, kHalfConversions, which the translation unit
-// defines before this file). The mma sums in double and rounds once (a tensor core's order is
-// unspecified); ex2.approx and rcp.approx are exact here.
+// shuffles, votes and __syncwarp over a member mask (the lanes of the mask meet; a shuffle may
+// read only a lane of its mask), __syncthreads, the 32-bit shared window (smem_addr), the
+// conversions with round to nearest even (the CPU back end's exact ones, kHalfConversions, which
+// the translation unit defines before this file). The mma sums in double and rounds once (a tensor
+// core's order is unspecified); ex2.approx and rcp.approx are exact here.
 //
 // Hopper (sm_90a): mbarriers with phases and transaction counts (a try_wait that fails yields to
 // the other threads; when every waiting thread spins and nothing else moves, the launch reports
@@ -38,8 +38,9 @@
 //
 // Invariant established: a kernel either runs to completion with every thread reaching every
 // barrier its CTA and warp reach, or the launch reports why not (a barrier some threads never
-// reach, a warp collective with a partial mask, a shared-memory access outside the CTA's dynamic
-// shared memory, a misaligned cp.async) instead of hanging or touching other memory.
+// reach, a warp collective whose mask leaves out its own lane or a lane it reads, or that the
+// lanes of its mask do not all reach with that mask, a shared-memory access outside the CTA's
+// dynamic shared memory, a misaligned cp.async) instead of hanging or touching other memory.
 #pragma once
 
 #include <setjmp.h>
@@ -140,6 +141,7 @@ struct Fiber {
   bool started = false;
   unsigned tid = 0;
   Wait wait = Wait::Runnable;
+  unsigned warp_mask = 0xffffffffu;       // the lanes of the warp collective it waits at
   std::vector<Copy> open;                 // issued, not yet committed
   std::vector<std::vector<Copy>> groups;  // committed, oldest first
   size_t wgmma_issued = 0, wgmma_commits = 0;
@@ -203,8 +205,12 @@ inline uint32_t* slot(unsigned lane_index) {
   return &s.exchange[((s.current->tid / 32) * 32 + lane_index) * 8];
 }
 
-inline void check_full_mask(unsigned mask, const char* what) {
-  if (mask != 0xffffffffu) fail(std::string(what) + " with a partial mask is not emulated");
+// A warp collective's member mask must name the calling lane (a lane that calls with a mask
+// leaving itself out is undefined behaviour on the GPU).
+inline void check_mask(unsigned mask, const char* what) {
+  if (!(mask >> lane() & 1u))
+    fail(std::string(what) + " in lane " + std::to_string(lane()) + " with member mask " +
+         std::to_string(mask) + ", which leaves the lane out");
 }
 
 inline uint32_t shared_offset(uint32_t address, uint32_t bytes, const char* what) {
@@ -322,13 +328,18 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
         }
       if (!s.error.empty()) break;
       bool released = false, all_done = true, cta = true;
-      for (unsigned w = 0; w * 32 < threads; ++w) {
-        bool warp = true;
-        for (unsigned t = w * 32; t < w * 32 + 32 && t < threads; ++t)
-          warp = warp && s.fibers[t].wait == Wait::Warp;
-        if (!warp) continue;
-        for (unsigned t = w * 32; t < w * 32 + 32 && t < threads; ++t)
-          s.fibers[t].wait = Wait::Runnable;
+      // A warp collective completes when every lane of its member mask waits at it.
+      for (unsigned t = 0; t < threads; ++t) {
+        if (s.fibers[t].wait != Wait::Warp) continue;
+        const unsigned mask = s.fibers[t].warp_mask, w = t / 32 * 32;
+        bool met = true;
+        for (unsigned l = 0; l < 32 && met; ++l)
+          if (mask >> l & 1u)
+            met = w + l < threads && s.fibers[w + l].wait == Wait::Warp &&
+                  s.fibers[w + l].warp_mask == mask;
+        if (!met) continue;
+        for (unsigned l = 0; l < 32; ++l)
+          if (mask >> l & 1u) s.fibers[w + l].wait = Wait::Runnable;
         released = true;
       }
       for (unsigned g = 0; g * 128 + 128 <= threads; ++g) {
@@ -392,14 +403,23 @@ inline std::string launch(void (*body)(void*), void* context, unsigned grid, uns
   return s.error;
 }
 
-// One warp collective: every lane writes its operands into its exchange slot, all lanes meet,
-// each reads what it needs (`read`), and all meet again before a slot is written anew.
+// Waits until every lane of `mask` waits at a warp collective with the same mask (the scheduler
+// releases them together; a lane of the mask that exited, or waits with another mask, leaves the
+// CTA without a barrier that can complete, reported as such).
+inline void warp_meet(unsigned mask) {
+  state().current->warp_mask = mask;
+  block_at(Wait::Warp);
+}
+
+// One warp collective of the lanes of `mask`: every lane writes its operands into its exchange
+// slot, the lanes meet, each reads what it needs (`read`), and they meet again before a slot is
+// written anew.
 template <class Read>
-inline void collective(const uint32_t* in, int words, Read read) {
+inline void collective(const uint32_t* in, int words, Read read, unsigned mask = 0xffffffffu) {
   std::memcpy(slot(lane()), in, size_t(words) * 4);
-  block_at(Wait::Warp);
+  warp_meet(mask);
   read();
-  block_at(Wait::Warp);
+  warp_meet(mask);
 }
 
 template <class T>
@@ -842,8 +862,8 @@ inline void __syncthreads() {
   ::kemu::block_at(::kemu::Wait::Cta);
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
-  ::kemu::check_full_mask(mask, "__syncwarp");
-  ::kemu::block_at(::kemu::Wait::Warp);
+  ::kemu::check_mask(mask, "__syncwarp");
+  ::kemu::warp_meet(mask);
 }
 
 // A shuffle of a 32-bit value, or of a 64-bit one (long long, double) as the hardware does it:
@@ -852,12 +872,15 @@ template <class T>
 inline T kemu_shuffle(unsigned mask, T v, unsigned (*source)(unsigned, int), int arg) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32-bit or 64-bit shuffles");
   constexpr int kWords = int(sizeof(T) / 4);
-  ::kemu::check_full_mask(mask, "a shuffle");
+  ::kemu::check_mask(mask, "a shuffle");
   uint32_t in[kWords];
   std::memcpy(in, &v, sizeof(T));
   T out{};
-  ::kemu::collective(
-      in, kWords, [&] { std::memcpy(&out, ::kemu::slot(source(::kemu::lane(), arg)), sizeof(T)); });
+  const unsigned from = source(::kemu::lane(), arg);
+  if (!(mask >> from & 1u))
+    ::kemu::fail("a shuffle in lane " + std::to_string(::kemu::lane()) + " reads lane " +
+                 std::to_string(from) + ", outside its member mask " + std::to_string(mask));
+  ::kemu::collective(in, kWords, [&] { std::memcpy(&out, ::kemu::slot(from), sizeof(T)); }, mask);
   return out;
 }
 template <class T>
@@ -870,18 +893,22 @@ inline T __shfl_sync(unsigned mask, T v, int src_lane, int = 32) {
   return kemu_shuffle<T>(mask, v, [](unsigned, int src) { return unsigned(src) & 31u; }, src_lane);
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
-  ::kemu::check_full_mask(mask, "a vote");
+  ::kemu::check_mask(mask, "a vote");
   uint32_t in[1] = {predicate ? 1u : 0u}, out = 0;
-  ::kemu::collective(in, 1, [&] {
-    for (unsigned l = 0; l < 32; ++l) out |= ::kemu::slot(l)[0] << l;
-  });
+  ::kemu::collective(
+      in, 1,
+      [&] {
+        for (unsigned l = 0; l < 32; ++l)
+          if (mask >> l & 1u) out |= ::kemu::slot(l)[0] << l;
+      },
+      mask);
   return out;
 }
 inline int __any_sync(unsigned mask, int predicate) {
   return __ballot_sync(mask, predicate) != 0;
 }
 inline int __all_sync(unsigned mask, int predicate) {
-  return __ballot_sync(mask, predicate) == 0xffffffffu;
+  return __ballot_sync(mask, predicate) == mask;
 }
 
 inline int atomicCAS(int* address, int compare, int value) {  // fibers: one at a time

@@ -37,8 +37,8 @@ struct KernelLaunch {
   std::string name;
   std::vector<ir::Expr> grid;  // extents of the grid axes
   int threads = kThreads;      // per CTA
-  // Grid instances a CTA runs, one warp each (short rows: KernelWriter::instances_per_cta); the
-  // launch has ceil(instances / instances_per_cta) CTAs.
+  // Grid instances a CTA runs, on lanes of a warp each (short rows:
+  // KernelWriter::instances_per_cta); the launch has ceil(instances / instances_per_cta) CTAs.
   int instances_per_cta = 1;
   int dynamic_shared_bytes = 0;
   // Written by the tensor-core writer (Fragments.h), else by the element-cyclic one; for a kernel

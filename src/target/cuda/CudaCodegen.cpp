@@ -4,7 +4,8 @@
 // below, which is correct for every tile kernel.
 //
 // Layout: an instance of a kernel's grid runs on N threads (threads_for: 128, more for wide
-// tiles; one warp, several instances a CTA, for short rows: instances_per_cta_for). An array-valued
+// tiles; 8 to 32 lanes of a warp, several instances a CTA, for short rows: instances_per_cta_for).
+// An array-valued
 // tile of E elements (row-major order) is cut into chunks of W consecutive elements, W the chunk
 // width of its shape (chunk_width: 8, 4 or 2 when that divides the innermost extent and leaves
 // every thread a chunk, else 1), and the chunks are dealt out cyclically: entry k * W + w of
@@ -17,7 +18,8 @@
 // operands are staged in shared memory between two barriers. A barrier after every store makes the
 // stored elements visible to the loads that follow. Loops are uniform across a grid instance's
 // threads (their bounds depend only on grid variables, sizes and params; an instance is a CTA, or
-// a warp whose barrier is __syncwarp), so barriers and shuffles inside them are safe.
+// lanes of a warp whose barrier and shuffles name those lanes), so barriers and shuffles inside
+// them are safe.
 //
 // Invariant established: the generated kernels compute what the tile IR means (TileIR.h): loads
 // past a buffer's extent read 0, stores write only inside the buffer and where the mask holds, a
@@ -106,18 +108,32 @@ int threads_for(const tile::Kernel& k) {
   return t;
 }
 
+// The lanes of a grid instance of a short kernel (instances_per_cta_for): the fewest, 8 to 32, that
+// leave each at most kMaxPerLane elements of the largest tile. What an instance costs besides its
+// elements (its grid position, bounds and tail checks, the folds of its lanes, its scales) is the
+// same for every lane, so fewer lanes with more elements each do less of it for the same bytes:
+// block quantisation's groups of 128 bf16 columns, one a warp (four elements a lane), issued 450
+// instructions a group and ran at 17 % of the H100's DRAM bandwidth (Nsight Compute, docs/perf.md);
+// on 8 lanes a lane loads two 16-byte vectors, and a warp holds four groups.
+constexpr int64_t kMaxPerLane = 16;
+int lanes_per_instance(const tile::Kernel& k) {
+  int lanes = 8;
+  while (lanes < 32 && largest_tile(k) > lanes * kMaxPerLane) lanes *= 2;
+  return lanes;
+}
+
 // Grid instances per CTA: a kernel without a dot whose largest tile leaves a thread of kThreads
-// fewer than kMinPerThread elements (a row of 128 f16: one each) runs one warp per instance and
-// kThreads / 32 instances a CTA. A CTA per such row spends more on its launch, barriers and
-// latency than on its bytes (the rotated keys of a 16-head, 4096-key attention, 65,536 rows of
-// 128 f16: about 0.05 ms on the H200, where moving their bytes takes about 0.01), and a warp per
-// row synchronises by __syncwarp alone, so its loops need not be uniform across the CTA: a
-// walk over a group of a param's extent in chunks (the amax of 128 columns of a row) runs in
-// the warp of its group.
+// fewer than kMinPerThread elements (a row of 128 f16: one each) runs an instance on a few lanes
+// of a warp (lanes_per_instance) and kThreads / lanes instances a CTA. A CTA per such row spends
+// more on its launch, barriers and latency than on its bytes (the rotated keys of a 16-head,
+// 4096-key attention, 65,536 rows of 128 f16: about 0.05 ms on the H200, where moving their bytes
+// takes about 0.01), and an instance on part of a warp synchronises by __syncwarp over its lanes
+// alone, so its loops need not be uniform across the CTA, nor across the warp: a walk over a
+// group of a param's extent in chunks (the amax of 128 columns of a row) runs on its own lanes.
 int instances_per_cta_for(const tile::Kernel& k) {
   bool dot = false;
   tile::for_each_op(k.body, [&](const TileOp& o) { dot |= o.kind == OpKind::Dot; });
-  return !dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / 32 : 1;
+  return !dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / lanes_per_instance(k) : 1;
 }
 
 class CyclicWriter : public KernelWriter {
@@ -126,7 +142,7 @@ class CyclicWriter : public KernelWriter {
                bool stage_loads)
       : KernelWriter(p, sites),
         instances_(instances_per_cta_for(k)),
-        threads_(instances_ > 1 ? 32 : threads_for(k)),
+        threads_(instances_ > 1 ? kThreads / instances_ : threads_for(k)),
         widest_(widest_chunks(p, k)),
         planned_(!stage_loads) {
     if (instances_ > 1) smem_ = "ks_smem_g";
@@ -171,8 +187,11 @@ class CyclicWriter : public KernelWriter {
   // dots keeps more tiles live (Performer's output kernel at its own sizes: 128 registers and 108
   // bytes spilled a thread, 1864 under the bound), so it is not bounded.
   int min_blocks() const override { return threads_ == kMaxThreads && !has_dot_ ? 2 : 1; }
-  // Synchronises the threads of the instance: its CTA, or its warp.
-  void barrier() { line(instances_ > 1 ? "__syncwarp();" : "__syncthreads();"); }
+  // Synchronises the threads of the instance: its CTA, or its lanes of a warp.
+  void barrier() { line(instances_ == 1 ? "__syncthreads();" : "__syncwarp(" + lanes() + ");"); }
+  // The member mask of the instance's lanes in warp collectives (KernelWriter::write declares
+  // ks_lanes for an instance on part of a warp).
+  std::string lanes() const { return threads_ < 32 ? "ks_lanes" : "0xffffffffu"; }
   // A value named `name` of type `t` in this kernel's layout of its shape.
   Value laid_out(const std::string& name, const tile::TileType& t) const {
     auto it = widest_.find(t.shape);
@@ -876,7 +895,8 @@ class CyclicWriter : public KernelWriter {
   void shuffle_fold(const TileOp& o, const std::string& acc, int64_t from) {
     for (int64_t off = from; off >= 1; off /= 2)
       line(acc + " = " +
-           fold(o, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", " + std::to_string(off) + ")") +
+           fold(o, acc,
+                "__shfl_xor_sync(" + lanes() + ", " + acc + ", " + std::to_string(off) + ")") +
            ";");
   }
   std::string smem_array(const Value& v, int64_t elements) {
@@ -900,7 +920,7 @@ class CyclicWriter : public KernelWriter {
     open_elements(a);
     line(acc + " = " + fold(o, acc, a.name + "[ks_i]") + ";");
     close_elements();
-    shuffle_fold(o, acc, 16);
+    shuffle_fold(o, acc, std::min(16, threads_ / 2));
     const int64_t warps = threads_ / 32;
     if (warps > 1) {
       barrier();
@@ -923,7 +943,7 @@ class CyclicWriter : public KernelWriter {
   // lanes by shuffles, and the group's first lane hands the row's result over in shared memory.
   bool reduce_innermost(const TileOp& o, const Value& a, const Value& v) {
     int64_t C = a.shape.back(), group = C / a.width();
-    if (static_cast<size_t>(o.axis) + 1 != a.shape.size() || group > 32 ||
+    if (static_cast<size_t>(o.axis) + 1 != a.shape.size() || group > std::min(32, threads_) ||
         (group & (group - 1)) != 0)
       return false;
     declare(v);

@@ -312,8 +312,14 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   line("extern __shared__ __align__(" + std::to_string(smem_alignment()) +
        ") unsigned char ks_smem[];");
   if (per_cta > 1) {
-    line("const int ks_tid = threadIdx.x & 31;");
-    line("const unsigned ks_warp = threadIdx.x >> 5;");
+    // An instance on `lanes` lanes of a warp: its thread, its place in the CTA, and (on part of a
+    // warp) the member mask of its lanes.
+    const int lanes = threads();
+    line("const int ks_tid = threadIdx.x & " + std::to_string(lanes - 1) + ";");
+    line("const unsigned ks_instance = threadIdx.x / " + std::to_string(lanes) + "u;");
+    if (lanes < 32)
+      line("const unsigned ks_lanes = 0x" + std::string(static_cast<size_t>(lanes / 4), 'f') +
+           "u << (threadIdx.x & " + std::to_string(32 - lanes) + ");");
   } else {
     line("const int ks_tid = threadIdx.x;");
   }
@@ -349,8 +355,9 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   for (auto it = k.grid.rbegin(); it != k.grid.rend(); ++it) fastest_first.push_back(&*it);
   bool backwards = !k.grid.empty() && work_grows_along(k, k.grid.back().var);
   if (backwards) std::rotate(fastest_first.begin(), fastest_first.begin() + 1, fastest_first.end());
-  line(per_cta > 1 ? "unsigned ks_block = blockIdx.x * " + std::to_string(per_cta) + "u + ks_warp;"
-                   : "unsigned ks_block = blockIdx.x;");
+  line(per_cta > 1
+           ? "unsigned ks_block = blockIdx.x * " + std::to_string(per_cta) + "u + ks_instance;"
+           : "unsigned ks_block = blockIdx.x;");
   for (const tile::GridAxis* axis : fastest_first) {
     std::string ext = tmp();
     line("const unsigned " + ext + " = (unsigned)(" + scalar(axis->extent) + ");");
@@ -361,7 +368,7 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   }
   // What is left of the instance index is nonzero only past the last instance.
   if (per_cta > 1) line("if (ks_block != 0) return;");
-  // The warp's slice of shared memory is known once the body is written: its line goes here.
+  // The instance's slice of shared memory is known once the body is written: its line goes here.
   const std::streamoff slice_at = body_.tellp();
   const std::string slice_indent(static_cast<size_t>(2 * indent_), ' ');
   for (const tile::Register& r : k.registers) declare_register(r);
@@ -374,7 +381,7 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   if (per_cta > 1) {
     const int64_t slice = (smem_bytes_ + 127) / 128 * 128;
     code.insert(static_cast<size_t>(slice_at), slice_indent + "unsigned char* const " + smem_ +
-                                                   " = ks_smem + ks_warp * " +
+                                                   " = ks_smem + ks_instance * " +
                                                    std::to_string(slice) + "u;\n");
     smem_bytes_ = slice * per_cta;
   }
@@ -466,17 +473,24 @@ DType KernelWriter::buffer_dtype(const std::string& name) const {
 
 namespace {
 
-// Whether integer `e` is provably a multiple of `n`: a literal one, a product with one, or a sum
-// of such (a column block's start, d0 * 32).
-bool multiple_of(const ir::Expr& e, int64_t n) {
+// Whether integer `e` is provably a multiple of `n`: a literal one, a size or param the kernels
+// take to be one (TileProgram::divisible, checked at launch: a group's size G in its first column
+// g * G), a product with one, or a sum of such (a column block's start, d0 * 32).
+bool multiple_of(const ir::Expr& e, int64_t n,
+                 const std::map<std::string, tile::Divisibility>& divisible) {
   switch (e->op) {
     case Op::IntImm:
       return e->int_value % n == 0;
+    case Op::Var: {
+      auto d = divisible.find(e->name);
+      return e->var_kind != ir::VarKind::Index && d != divisible.end() &&
+             d->second.divisor % n == 0;
+    }
     case Op::Mul:
-      return multiple_of(e->args[0], n) || multiple_of(e->args[1], n);
+      return multiple_of(e->args[0], n, divisible) || multiple_of(e->args[1], n, divisible);
     case Op::Add:
     case Op::Sub:
-      return multiple_of(e->args[0], n) && multiple_of(e->args[1], n);
+      return multiple_of(e->args[0], n, divisible) && multiple_of(e->args[1], n, divisible);
     default:
       return false;
   }
@@ -488,7 +502,7 @@ bool KernelWriter::innermost_chunks(const tile::TileOp& o, int64_t width) const 
   if (o.type.shape.empty() || o.starts.empty()) return false;
   size_t last = o.starts.size() - 1;
   if (o.axis_of_dim[last] != static_cast<int>(o.type.shape.size()) - 1) return false;
-  if (!multiple_of(o.starts[last], width)) return false;
+  if (!multiple_of(o.starts[last], width, p_.divisible)) return false;
   const ir::Expr& extent = p_.source.find_buffer(o.buffer)->shape[last];
   // A multiple of n that is a multiple of width: n itself, or the power of two that divides it.
   int64_t n = -1;

@@ -59,10 +59,11 @@ class KernelWriter {
   virtual int min_blocks() const { return 1; }  // CTAs an SM is meant to hold at once
   // Bytes the dynamic shared memory's start is aligned to.
   virtual int smem_alignment() const { return 128; }
-  // Grid instances a CTA runs side by side. Above one, an instance is one warp (threads() is 32):
-  // ks_tid is the lane, the instance is blockIdx.x times this plus the warp, ks_smem_g its slice
-  // of shared memory, and a warp past the last instance exits at once. Such a body synchronises
-  // its warp only (__syncwarp), never the CTA.
+  // Grid instances a CTA runs side by side. Above one, an instance is threads() lanes of a warp
+  // (8, 16 or 32): ks_tid is its lane, the instance is blockIdx.x times this plus ks_instance,
+  // ks_smem_g its slice of shared memory, ks_lanes the member mask of its lanes (on part of a
+  // warp), and an instance past the last one exits at once. Such a body synchronises its lanes
+  // only (__syncwarp), never the CTA.
   virtual int instances_per_cta() const { return 1; }
   virtual void declare_register(const tile::Register& r) = 0;
   virtual void body(const tile::TileBody& b) = 0;
@@ -141,7 +142,7 @@ class KernelWriter {
   // error again. (Such a report in the loop kept 64-bit extents and the error pointer live in
   // every iteration: ptxas spilled the prefill kernels at head size 128.)
   std::set<std::string> checked_before_loop_;
-  // The shared memory of the instance: the CTA's, or its warp's slice (instances_per_cta).
+  // The shared memory of the instance: the CTA's, or its slice (instances_per_cta).
   std::string smem_ = "ks_smem";
   // Names of values that hold an integer literal: a division by one is by a compile-time constant.
   std::set<std::string> literal_names_;

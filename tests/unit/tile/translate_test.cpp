@@ -152,16 +152,41 @@ TEST(TileTranslate, InnermostSizesRecordTheirPowerOfTwo) {
   ASSERT_TRUE(tp.divisible.count("N"));
   EXPECT_EQ(tp.divisible.at("N").divisor, 8);
   EXPECT_FALSE(tp.divisible.count("M"));  // no buffer's innermost extent
-  tile::check_divisible(tp.divisible, "layernorm", {{"M", 3}, {"N", 16}});
+  tile::check_divisible(tp.divisible, "layernorm", {{"M", 3}, {"N", 16}}, {});
   try {
-    tile::check_divisible(tp.divisible, "layernorm", {{"M", 4096}, {"N", 8196}});
+    tile::check_divisible(tp.divisible, "layernorm", {{"M", 4096}, {"N", 8196}}, {});
     FAIL();
   } catch (const RuntimeArgError& e) {
     EXPECT_EQ(std::string(e.what()),
               "kernel layernorm was generated for N divisible by 8 (vector loads, or tiles within "
-              "runs of it), got 8196; compile it again for these sizes");
+              "runs of it), got 8196; compile it again for these sizes and params");
   }
   EXPECT_TRUE(tiled("norm/layernorm.te", {{"M", 4096}, {"N", 8191}}).divisible.empty());
+}
+
+// An integer param that a load's start reads (a group's first column, g * G) is recorded with
+// the power of two that divides the value the kernels are translated for (the given one, else
+// the program's), and a launch with a value it does not divide is refused.
+TEST(TileTranslate, ParamsInStartsRecordTheirPowerOfTwo) {
+  ir::LoopProgram p = schedtest::example("../tests/generality/block_quant_fp8.te");
+  runtime::SizeMap sizes = {{"M", 64}, {"N", 7168}};
+  schedule::AutoScheduleOptions o;
+  o.sizes = sizes;
+  std::vector<std::string> notes;
+  const ir::LoopProgram scheduled = schedule::auto_schedule(p, o, &notes).program();
+  tile::TileProgram own = tile::translate(scheduled, sizes);  // G = 128, the program's
+  ASSERT_TRUE(own.divisible.count("G"));
+  EXPECT_EQ(own.divisible.at("G").divisor, 16);
+  EXPECT_EQ(tile::translate(scheduled, sizes, {}, 0, {{"G", 56}}).divisible.at("G").divisor, 8);
+  EXPECT_FALSE(tile::translate(scheduled, sizes, {}, 0, {{"G", 7}}).divisible.count("G"));
+  tile::check_divisible(own.divisible, "block_quant", sizes, {{"G", 256}});
+  try {
+    tile::check_divisible(own.divisible, "block_quant", sizes, {{"G", 56}});
+    FAIL();
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("generated for G divisible by 16"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A position over two dimensions flattened into one, read at (r / P, r % P) in tiles of r whose
