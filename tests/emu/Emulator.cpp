@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 
+#include "kemu_runtime.h"
 #include "support/DiskCache.h"
 #include "support/Error.h"
 #include "support/Hash.h"
@@ -135,8 +136,6 @@ EmulatedModule::EmulatedModule(const std::string& cuda_source) {
   library_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   std::string why = library_ ? "" : dlerror();
   internal_assert(library_ != nullptr) << "dlopen of the emulated kernels failed: " << why;
-  launch_ = reinterpret_cast<LaunchFn>(dlsym(library_, "kemu_launch"));
-  internal_assert(launch_ != nullptr) << "the emulated kernels have no kemu_launch";
 }
 
 EmulatedModule::~EmulatedModule() {
@@ -148,7 +147,7 @@ void EmulatedModule::launch(const std::string& kernel, cuda::KsArgs& args, int* 
   void* entry = dlsym(library_, kernel.c_str());
   internal_assert(entry != nullptr) << "no kernel " << kernel << " in the emulated source";
   LaunchContext c{reinterpret_cast<void (*)(cuda::KsArgs, int*)>(entry), &args, err};
-  if (const char* e = launch_(run_thread, &c, grid, threads, dynamic_shared_bytes))
+  if (const char* e = kemu::launch(run_thread, &c, grid, threads, dynamic_shared_bytes))
     internal_error << "emulated kernel " << kernel << ": " << e;
 }
 

@@ -2,8 +2,9 @@
 // Runs the CUDA kernels Kintsugi generates for a tile program on the CPU (kintsugi_emu.h): the
 // source from generate_cuda_source, its dynamic shared memory bound to the emulated CTA's,
 // compiled by the host compiler against the emulated device headers (include/kintsugi/*.cuh)
-// into a shared object, launched kernel by kernel over its grid as CudaKernel launches it on a
-// GPU (LaunchPlan.h).
+// into a shared object whose calls into the emulator's runtime (kemu_runtime.h) resolve, when it
+// is loaded, to EmulatorRuntime.cpp in this executable, launched kernel by kernel over its grid
+// as CudaKernel launches it on a GPU (LaunchPlan.h).
 //
 // Invariant established: run() computes what the GPU would, instruction by instruction as the
 // emulator models them (kintsugi_emu.h), with the same argument checks, poisoned outputs and
@@ -36,9 +37,7 @@ class EmulatedModule {
               unsigned threads, unsigned dynamic_shared_bytes) const;
 
  private:
-  using LaunchFn = const char* (*)(void (*)(void*), void*, unsigned, unsigned, unsigned);
   void* library_ = nullptr;
-  LaunchFn launch_ = nullptr;
 };
 
 class EmulatedCudaKernel {

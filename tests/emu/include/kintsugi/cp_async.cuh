@@ -18,9 +18,7 @@ inline void cp_async_ca(u32 smem, const void* gmem, u32 src_bytes) {
   ::kemu::cp_async(smem, gmem, Bytes, src_bytes);
 }
 inline void cp_async_commit() {
-  ::kemu::Fiber& f = *::kemu::state().current;
-  f.groups.push_back(std::move(f.open));
-  f.open.clear();
+  ::kemu::cp_async_commit();
 }
 template <int N>
 inline void cp_async_wait_group() {

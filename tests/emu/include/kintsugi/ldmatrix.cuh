@@ -9,22 +9,22 @@
 namespace kintsugi::device {
 
 inline void ldmatrix_x1(u32 (&d)[1], u32 a) {
-  ::kemu::ldmatrix(d, a, false);
+  ::kemu::ldmatrix(d, 1, a, false);
 }
 inline void ldmatrix_x2(u32 (&d)[2], u32 a) {
-  ::kemu::ldmatrix(d, a, false);
+  ::kemu::ldmatrix(d, 2, a, false);
 }
 inline void ldmatrix_x4(u32 (&d)[4], u32 a) {
-  ::kemu::ldmatrix(d, a, false);
+  ::kemu::ldmatrix(d, 4, a, false);
 }
 inline void ldmatrix_x1_trans(u32 (&d)[1], u32 a) {
-  ::kemu::ldmatrix(d, a, true);
+  ::kemu::ldmatrix(d, 1, a, true);
 }
 inline void ldmatrix_x2_trans(u32 (&d)[2], u32 a) {
-  ::kemu::ldmatrix(d, a, true);
+  ::kemu::ldmatrix(d, 2, a, true);
 }
 inline void ldmatrix_x4_trans(u32 (&d)[4], u32 a) {
-  ::kemu::ldmatrix(d, a, true);
+  ::kemu::ldmatrix(d, 4, a, true);
 }
 
 }  // namespace kintsugi::device
