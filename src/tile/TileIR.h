@@ -143,9 +143,11 @@ struct TileProgram {
   ir::LoopProgram source;                             // buffers, dims and params come from here
   std::map<std::string, Specialisation> specialised;  // by the extent's printed form
   std::map<std::string, Divisibility> divisible;      // by the extent's printed form
-  // The sizes the kernels were generated for, dynamic ones left out: a back end may size
-  // resources by them (shared memory for a row's tiles), never assume them in the code.
+  // The sizes (dynamic ones left out) and the values of every param the kernels were generated
+  // for: a back end may size resources by them (shared memory for a row's tiles, threads for a
+  // grid's instances), never assume them in the code.
   std::map<std::string, int64_t> sizes;
+  std::map<std::string, double> params;
   std::vector<Kernel> kernels;  // run in order
   // >= 0: every integer division by a value other than a literal has 32-bit operands at `sizes`
   // with tiles running this far past a loop's end and any param value (ir::divisions_fit_int32),

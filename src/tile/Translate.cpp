@@ -1526,6 +1526,8 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   record_divisibility(out, sizes, dynamic, params);
   for (const auto& [name, value] : sizes)
     if (!dynamic.count(name)) out.sizes[name] = value;
+  out.params = params;
+  for (const ir::Param& q : program.params) out.params.emplace(q.name, q.value);
   verify(out);
   return out;
 }

@@ -18,6 +18,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "Emulator.h"
 #include "driver/Driver.h"
@@ -356,19 +357,37 @@ TEST(Emulator, NormsAtDefaultAndOddSizes) {
   }
 }
 
-// Short rows run on a few lanes of a warp each, several a CTA (instances_per_cta_for): rows of
-// 100 columns on 8 lanes (16 a CTA), of 256 on 16 (8 a CTA), of 40 on 8; every norm, with a last
-// CTA of a few live instances (1, 6 and 39 rows), and the rotated keys and queries of rotary
-// attention (rows of 32 f16 at the corpus's sizes).
+// Short rows run on a few lanes of a warp each, several a CTA (instances_per_cta_for): with rows
+// enough to fill a GPU, rows of 100 columns on 8 lanes (16 a CTA) and of 256 on 16 (8 a CTA), the
+// last CTA holding one live row (8449 rows); with few rows, a warp a row (4 a CTA). Every norm at
+// rows of 40, 100 and 256 columns, with a last CTA of a few live instances (1, 6 and 39 rows), and
+// the rotated keys and queries of rotary attention (rows of 32 f16 at the corpus's sizes).
 TEST(Emulator, ShortRowsOnFewLanes) {
   std::vector<std::string> warnings;
-  for (auto [n, per_cta] : {std::pair<int64_t, int>{100, 16}, {256, 8}}) {
-    Compiled k = compile({"norm/softmax.te", {{"M", 37}, {"N", n}}, {}}, &warnings);
-    EXPECT_EQ(cuda::generate_cuda_source(k.tiles, cuda::CudaTarget::parse("sm_80"))
-                  .launches.at(0)
-                  .instances_per_cta,
-              per_cta)
-        << n;
+  for (auto [m, n, per_cta] :
+       {std::tuple<int64_t, int64_t, int>{8449, 100, 16}, {8449, 256, 8}, {37, 100, 4}}) {
+    Case c{"norm/softmax.te", {{"M", m}, {"N", n}}, {}};
+    EXPECT_EQ(
+        cuda::generate_cuda_source(compile(c, &warnings).tiles, cuda::CudaTarget::parse("sm_80"))
+            .launches.at(0)
+            .instances_per_cta,
+        per_cta)
+        << describe(c);
+    if (m > 1000) verify(c);
+  }
+  verify({"norm/layernorm.te", {{"M", 8449}, {"N", 40}}, {}});
+  // Block quantisation's groups, as many as fill a GPU, each on 8 lanes: its loop over a group's
+  // chunks of 128 columns once (G = 128), twice (256) and with a tail mask (96, 160).
+  for (double g : {128.0, 256.0, 96.0, 160.0}) {
+    Case q{"tests/generality/block_quant_fp8.te", {{"M", 600}, {"N", 3840}}, {{"G", g}}};
+    q.from_root = true;
+    EXPECT_EQ(
+        cuda::generate_cuda_source(compile(q, &warnings).tiles, cuda::CudaTarget::parse("sm_90a"))
+            .launches.at(0)
+            .instances_per_cta,
+        16)
+        << describe(q);
+    verify(q);
   }
   for (const char* name :
        {"norm/softmax.te", "norm/l2norm.te", "norm/rmsnorm_quant.te", "norm/layernorm.te"})

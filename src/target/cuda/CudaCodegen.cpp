@@ -108,15 +108,28 @@ int threads_for(const tile::Kernel& k) {
   return t;
 }
 
-// The lanes of a grid instance of a short kernel (instances_per_cta_for): the fewest, 8 to 32, that
-// leave each at most kMaxPerLane elements of the largest tile. What an instance costs besides its
-// elements (its grid position, bounds and tail checks, the folds of its lanes, its scales) is the
-// same for every lane, so fewer lanes with more elements each do less of it for the same bytes:
-// block quantisation's groups of 128 bf16 columns, one a warp (four elements a lane), issued 450
-// instructions a group and ran at 17 % of the H100's DRAM bandwidth (Nsight Compute, docs/perf.md);
-// on 8 lanes a lane loads two 16-byte vectors, and a warp holds four groups.
+// The lanes of a grid instance of a short kernel (instances_per_cta_for): the fewest, 8 to 32,
+// that leave each at most kMaxPerLane elements of the largest tile, where the grid has at least
+// kFillingInstances instances at the sizes the kernels were generated for; 32 otherwise.
+// What an instance costs besides its elements (its grid position, bounds and tail checks, the
+// folds of its lanes, its scales) is the same for every lane, so fewer lanes with more elements
+// each do less of it for the same bytes: block quantisation's groups of 128 bf16 columns, a warp
+// each (four elements a lane), issued 450 instructions a group and ran at 17 % of the H100's DRAM
+// bandwidth (Nsight Compute, docs/perf.md); on 8 lanes a lane loads two 16-byte vectors, and a
+// warp holds four groups. A grid of fewer instances than fill the GPU's warps (a split-K
+// combine, one instance a row of a decode step) keeps a warp an instance: fewer lanes would only
+// leave it fewer warps to hide its latencies with.
 constexpr int64_t kMaxPerLane = 16;
-int lanes_per_instance(const tile::Kernel& k) {
+constexpr int64_t kFillingInstances = 132 * 64;  // an H100's SMs times the warps each holds
+int lanes_per_instance(const tile::TileProgram& p, const tile::Kernel& k) {
+  int64_t instances = 1;
+  try {
+    for (const tile::GridAxis& axis : k.grid)
+      instances *= ir::eval_int(axis.extent, p.sizes, p.params);
+  } catch (const UserError&) {
+    return 32;  // a dynamic size
+  }
+  if (instances < kFillingInstances) return 32;
   int lanes = 8;
   while (lanes < 32 && largest_tile(k) > lanes * kMaxPerLane) lanes *= 2;
   return lanes;
@@ -130,10 +143,11 @@ int lanes_per_instance(const tile::Kernel& k) {
 // takes about 0.01), and an instance on part of a warp synchronises by __syncwarp over its lanes
 // alone, so its loops need not be uniform across the CTA, nor across the warp: a walk over a
 // group of a param's extent in chunks (the amax of 128 columns of a row) runs on its own lanes.
-int instances_per_cta_for(const tile::Kernel& k) {
+int instances_per_cta_for(const tile::TileProgram& p, const tile::Kernel& k) {
   bool dot = false;
   tile::for_each_op(k.body, [&](const TileOp& o) { dot |= o.kind == OpKind::Dot; });
-  return !dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / lanes_per_instance(k) : 1;
+  return !dot && largest_tile(k) < kThreads * kMinPerThread ? kThreads / lanes_per_instance(p, k)
+                                                            : 1;
 }
 
 class CyclicWriter : public KernelWriter {
@@ -141,7 +155,7 @@ class CyclicWriter : public KernelWriter {
   CyclicWriter(const tile::TileProgram& p, const tile::Kernel& k, std::vector<std::string>& sites,
                bool stage_loads)
       : KernelWriter(p, sites),
-        instances_(instances_per_cta_for(k)),
+        instances_(instances_per_cta_for(p, k)),
         threads_(instances_ > 1 ? kThreads / instances_ : threads_for(k)),
         widest_(widest_chunks(p, k)),
         planned_(!stage_loads) {
