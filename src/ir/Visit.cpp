@@ -65,13 +65,25 @@ bool uses_var(const Expr& e, const std::string& name) {
   return found;
 }
 
-bool over_sizes(const Expr& e) {
+namespace {
+bool integer_over(const Expr& e, bool params) {
   bool ok = e->type == DType::Int;
   visit(e, [&](const Expr& n) {
-    ok = ok && n->op != Op::Load && (n->op != Op::Var || n->var_kind == VarKind::Dim);
+    ok = ok && n->op != Op::Load &&
+         (n->op != Op::Var || n->var_kind == VarKind::Dim ||
+          (params && n->var_kind == VarKind::Param));
     return ok;
   });
   return ok;
+}
+}  // namespace
+
+bool over_sizes(const Expr& e) {
+  return integer_over(e, false);
+}
+
+bool over_sizes_and_params(const Expr& e) {
+  return integer_over(e, true);
 }
 
 void visit(const Stmt& s, const std::function<bool(const Stmt&)>& f) {

@@ -26,6 +26,8 @@ Expr widen_to_f32(const Expr& e);
 bool uses_var(const Expr& e, const std::string& name);
 // True when e is an integer made of literals and dims only (a value fixed for a whole run).
 bool over_sizes(const Expr& e);
+// True when e is an integer made of literals, dims and params only (fixed for a kernel's launch).
+bool over_sizes_and_params(const Expr& e);
 
 // Calls f on every statement, parents first; when f returns false the children are skipped.
 void visit(const Stmt& s, const std::function<bool(const Stmt&)>& f);

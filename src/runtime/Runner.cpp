@@ -445,6 +445,24 @@ int64_t block_iterations(const ir::Stmt& s, const SizeMap& sizes, const ParamMap
 }
 }  // namespace
 
+ParamMap bind_params(const ir::LoopProgram& p, const ParamMap& overrides) {
+  ParamMap params;
+  for (const ir::Param& q : p.params) params[q.name] = q.value;
+  for (const auto& [name, value] : overrides) {
+    auto it = params.find(name);
+    if (it == params.end())
+      arg_error << "--param names '" << name << "', which is not a param of " << p.name;
+    const ir::Param* decl = nullptr;
+    for (const ir::Param& q : p.params)
+      if (q.name == name) decl = &q;
+    if (std::string why = ir::param_value_problem(decl->dtype, value); !why.empty())
+      arg_error << "--param " << name << "=" << ir::param_value_text(value) << ": " << why
+                << " (param '" << name << "' is " << dtype_name(decl->dtype) << ")";
+    it->second = value;
+  }
+  return params;
+}
+
 RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   if (!o.reference_dir.empty() && o.inputs_dir.empty())
     arg_error << "--reference " << o.reference_dir
@@ -457,20 +475,7 @@ RunReport run_program(const ir::LoopProgram& p, const RunOptions& o) {
   r.program = p.name;
   r.target = o.target;
   r.arch = "host";
-  ParamMap params;
-  for (const ir::Param& q : p.params) params[q.name] = q.value;
-  for (const auto& [name, value] : o.params) {
-    auto it = params.find(name);
-    if (it == params.end())
-      arg_error << "--param names '" << name << "', which is not a param of " << p.name;
-    const ir::Param* decl = nullptr;
-    for (const ir::Param& q : p.params)
-      if (q.name == name) decl = &q;
-    if (std::string why = ir::param_value_problem(decl->dtype, value); !why.empty())
-      arg_error << "--param " << name << "=" << ir::param_value_text(value) << ": " << why
-                << " (param '" << name << "' is " << dtype_name(decl->dtype) << ")";
-    it->second = value;
-  }
+  const ParamMap params = bind_params(p, o.params);
   std::map<std::string, Tensor> inputs;
   if (!o.inputs_dir.empty()) {
     SizeMap from_files;

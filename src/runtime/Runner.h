@@ -89,6 +89,10 @@ struct RunReport {
 // Resolves the size of every dim: `overrides` first, then the sizes in the source; validates
 // that each is positive and that every dim has one.
 SizeMap bind_sizes(const ir::LoopProgram& program, const SizeMap& overrides);
+
+// Every param's value: the program's own, replaced by `overrides` (--param). Throws
+// RuntimeArgError for a name that is not a param, or a value its type cannot hold.
+ParamMap bind_params(const ir::LoopProgram& program, const ParamMap& overrides);
 // Seeded random inputs: floats ~ N(0, 1) rounded to the dtype; integers uniform in a small range,
 // except an index tensor (an integer input read as an index of another buffer, a lookup such as
 // X[r, TGT[r]], directly or through a clamp such as max(TGT[r], 0)): uniform over the indices

@@ -472,7 +472,7 @@ ir::InterpResult interpret(const TileProgram& program, ir::InterpMode mode,
   runtime::ParamMap every = params;
   for (const ir::Param& q : program.source.params) every.emplace(q.name, q.value);
   for (const Kernel& k : program.kernels) {
-    check_specialised(program.specialised, k.name, sizes);
+    check_specialised(program.specialised, k.name, sizes, every);
     check_divisible(program.divisible, k.name, sizes, every);
   }
   Machine m(program, mode, sizes, params);

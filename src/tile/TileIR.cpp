@@ -35,12 +35,14 @@ bool is_register(const TileProgram& p, const std::string& name) {
 }
 
 void check_specialised(const std::map<std::string, Specialisation>& specialised,
-                       const std::string& kernel, const std::map<std::string, int64_t>& sizes) {
+                       const std::string& kernel, const std::map<std::string, int64_t>& sizes,
+                       const std::map<std::string, double>& params) {
   for (const auto& [text, sp] : specialised) {
-    int64_t value = ir::eval_int(sp.extent, sizes);
+    int64_t value = ir::eval_int(sp.extent, sizes, params);
     if (value != sp.value)
       arg_error << "kernel " << kernel << " was generated for " << text << " = " << sp.value
-                << " (a tile extent), got " << value << "; compile it again for these sizes";
+                << " (a tile extent), got " << value << "; compile it again for these "
+                << (ir::over_sizes(sp.extent) ? "sizes" : "sizes and params");
   }
 }
 

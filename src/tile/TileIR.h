@@ -164,10 +164,12 @@ void prove_int32_divisions(TileProgram& p);
 // program, which translation turns into a register of its kernel. A pass may have dropped the
 // register since (nothing read it); it is still no buffer in memory.
 bool is_register(const TileProgram& p, const std::string& name);
-// Throws RuntimeArgError when a size expression specialised as a tile extent takes another value
-// at the run's sizes (`sizes` holds every dim).
+// Throws RuntimeArgError when a size expression specialised as a tile extent (over dims and integer
+// params) takes another value at the run's sizes and params (`sizes` holds every dim, `params`
+// every param).
 void check_specialised(const std::map<std::string, Specialisation>& specialised,
-                       const std::string& kernel, const std::map<std::string, int64_t>& sizes);
+                       const std::string& kernel, const std::map<std::string, int64_t>& sizes,
+                       const std::map<std::string, double>& params);
 
 // Throws RuntimeArgError when a size expression or param that the kernels take to be divisible is
 // not at the run's sizes and param values (`params` holds every param).

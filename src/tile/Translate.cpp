@@ -109,6 +109,7 @@ bool has_load(const Expr& e) {
 struct Context {
   const ir::LoopProgram* program = nullptr;
   std::map<std::string, int64_t> sizes;
+  runtime::ParamMap params;             // every param's value (the given one, else the program's)
   std::set<std::string> specialisable;  // size expressions that may be tile extents, printed
   std::map<std::string, Specialisation>* specialised = nullptr;
   std::map<std::string, Divisibility>* divisible = nullptr;
@@ -123,7 +124,7 @@ struct Context {
     if (!specialisable.count(text)) return -1;
     int64_t value = 0;
     try {
-      value = ir::eval_int(e, sizes);
+      value = ir::eval_int(e, sizes, params);
     } catch (const UserError&) {
       return -1;  // a size not given
     }
@@ -277,8 +278,8 @@ class NestTranslator {
       case Op::IntImm:
         return Range{e->int_value, e->int_value};
       case Op::Var: {
-        if (e->var_kind == ir::VarKind::Dim) {
-          int64_t v = ctx_.tile_extent(e);
+        if (e->var_kind != ir::VarKind::Index) {
+          int64_t v = e->var_kind == ir::VarKind::Dim ? ctx_.tile_extent(e) : specialised_value(e);
           if (v < 0) return std::nullopt;
           return Range{v, v};
         }
@@ -718,12 +719,55 @@ class NestTranslator {
     return ir::provably_equal(idx, ir::make_binary(Op::Add, start, int_var(used[0])));
   }
 
+  // Whether `offset` is g * R for a grid index g over extent / R groups: a group of R positions
+  // from there ends by (extent / R) * R, within the extent.
+  bool whole_groups(const Expr& offset, const Expr& r, const Expr& extent) const {
+    if (offset->op != Op::Mul) return false;
+    for (int k = 0; k < 2; ++k) {
+      const Expr& g = offset->args[k];
+      if (g->op != Op::Var || !ir::provably_equal(offset->args[1 - k], r)) continue;
+      for (const GridAxis& a : em_.kernel()->grid)
+        if (a.var == g->name && ir::provably_equal(a.extent, ir::make_binary(Op::Div, extent, r)))
+          return true;
+    }
+    return false;
+  }
+
+  // The value of a literal or of an extent already specialised, else -1.
+  int64_t specialised_value(const Expr& e) const {
+    if (e->op == Op::IntImm) return e->int_value;
+    auto sp = ctx_.specialised->find(ir::to_string(e));
+    return sp != ctx_.specialised->end() ? sp->second.value : -1;
+  }
+
+  // Whether a region of n positions from `start` lies within one group of a specialised extent R:
+  // start = g * R + o for a grid index g over extent / R groups (whole_groups) and 0 <= o with
+  // o + n <= R (a group of G columns read whole, g * G, or in chunks, g * G + k_outer * 1024).
+  bool within_group(const Expr& start, int64_t n, const Expr& extent) const {
+    std::vector<std::pair<Expr, Expr>> splits;  // (g * R, o)
+    if (start->op == Op::Mul) splits.push_back({start, ir::make_int(0)});
+    if (start->op == Op::Add)
+      for (int k = 0; k < 2; ++k) splits.push_back({start->args[k], start->args[1 - k]});
+    for (const auto& [group, offset] : splits) {
+      if (group->op != Op::Mul) continue;
+      for (const Expr& r : group->args) {
+        const int64_t size = specialised_value(r);
+        const auto o = range_of(offset);
+        if (size >= n && o && o->first >= 0 && o->second + n <= size &&
+            whole_groups(group, r, extent))
+          return true;
+      }
+    }
+    return false;
+  }
+
   // Whether a region along tile axis a.axis stays inside dimension `d` of the buffer, needing no
-  // check: it starts at 0 and spans a specialised dimension exactly, or the grid's ranges keep
-  // it inside.
+  // check: it starts at 0 and spans a specialised dimension exactly, it lies within a group of a
+  // specialised extent (within_group), or the grid's ranges keep it inside.
   bool region_inside(const ir::Buffer& b, size_t d, const DimAccess& a) const {
     const int64_t n = extent_of(a.axis);
     if (is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n) return true;
+    if (within_group(a.start, n, b.shape[d])) return true;
     // A run's remainder s % E over a tile that E and s are multiples of (within_run) ends by E.
     if (a.start->op == Op::Mod && ir::provably_equal(a.start->args[1], b.shape[d]) &&
         ir::provably_divides(ir::make_int(n), a.start->args[0]) && divides(a.start->args[1], n))
@@ -749,24 +793,12 @@ class NestTranslator {
     // o is g * R for a grid index g over extent / R groups (a group of R columns, g * G + k for
     // k < G: at most (extent / R) * R).
     const Expr idx = ir::simplify(index);
-    auto groups_of = [&](const Expr& offset, const Expr& r) {
-      if (offset->op != Op::Mul) return false;
-      for (int k = 0; k < 2; ++k) {
-        const Expr& g = offset->args[k];
-        if (g->op != Op::Var || !ir::provably_equal(offset->args[1 - k], r)) continue;
-        for (const GridAxis& a : em_.kernel()->grid)
-          if (a.var == g->name &&
-              ir::provably_equal(a.extent, ir::make_binary(Op::Div, b.shape[d], r)))
-            return true;
-      }
-      return false;
-    };
     return std::none_of(live_.begin(), live_.end(), [&](const Expr& c) {
       if (c->op != Op::Lt) return false;
       const Expr offset = ir::simplify(ir::make_binary(Op::Sub, idx, c->args[0]));
       return axes_in(offset).empty() &&
              (ir::provably_equal(ir::make_binary(Op::Add, offset, c->args[1]), b.shape[d]) ||
-              groups_of(offset, c->args[1]));
+              whole_groups(offset, c->args[1], b.shape[d]));
     });
   }
 
@@ -1226,7 +1258,7 @@ class KernelTranslator {
   }
 
   // A leaf nest with no tile axis whose innermost loop runs over an extent the tiles cannot hold
-  // whole (not a specialisable size: a param G, N / G, H * W) would run one element a step: that
+  // whole (not a specialisable size: N / G, H * W) would run one element a step: that
   // loop is split as within_budget splits, its inner part a tile axis of up to kLeafChunk
   // elements (a power of two, no more than the extent at the sizes generated for), the tail
   // masked by the block's predicate.
@@ -1241,9 +1273,7 @@ class KernelTranslator {
       return s;
     int64_t chunk = kLeafChunk;
     try {
-      runtime::ParamMap params;
-      for (const ir::Param& q : ctx_.program->params) params[q.name] = q.value;
-      const int64_t e = ir::eval_int(l.extent, ctx_.sizes, params);
+      const int64_t e = ir::eval_int(l.extent, ctx_.sizes, ctx_.params);
       while (chunk > 2 && chunk / 2 >= e) chunk /= 2;
     } catch (const UserError&) {
       // a size not given: chunks of kLeafChunk
@@ -1416,7 +1446,8 @@ std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   };
   walk(p.body, false);
   ir::visit(p.body, [&](const Stmt& s) {
-    if (s->kind != ir::StmtKind::For || ir::as_const_int(s->extent) || !ir::over_sizes(s->extent))
+    if (s->kind != ir::StmtKind::For || ir::as_const_int(s->extent) ||
+        !ir::over_sizes_and_params(s->extent))
       return true;
     Expr v = int_var(s->var);
     for (const StmtNode* b : schedule::blocks_under(s->body)) {
@@ -1487,7 +1518,7 @@ void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>&
         });
     });
   for (const ir::Param& q : out.source.params) {
-    if (!is_int(q.dtype) || !in_starts.count(q.name)) continue;
+    if (!is_int(q.dtype) || !in_starts.count(q.name) || out.specialised.count(q.name)) continue;
     auto given = params.find(q.name);
     double value = std::trunc(given != params.end() ? given->second : q.value);
     if (int64_t divisor = power_of_two_divisor(static_cast<int64_t>(value)))
@@ -1506,6 +1537,8 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   if (tile_budget > 0) ctx.tile_budget = std::min(tile_budget, kMaxTileElements);
   ctx.program = &out.source;
   ctx.sizes = sizes;
+  for (const ir::Param& q : program.params) ctx.params[q.name] = q.value;
+  for (const auto& [name, value] : params) ctx.params[name] = value;
   ctx.specialisable = specialisable_extents(program);
   ctx.specialised = &out.specialised;
   ctx.divisible = &out.divisible;

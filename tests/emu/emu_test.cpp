@@ -376,16 +376,18 @@ TEST(Emulator, ShortRowsOnFewLanes) {
     if (m > 1000) verify(c);
   }
   verify({"norm/layernorm.te", {{"M", 8449}, {"N", 40}}, {}});
-  // Block quantisation's groups, as many as fill a GPU, each on 8 lanes: its loop over a group's
-  // chunks of 128 columns once (G = 128), twice (256) and with a tail mask (96, 160).
-  for (double g : {128.0, 256.0, 96.0, 160.0}) {
+  // Block quantisation's groups, as many as fill a GPU, each a tile of G columns (the param's
+  // value): on 8 lanes for G = 128 and 96 (16 a CTA; 96 in 12 chunks of 8 on 8 lanes), on 16 for
+  // 256 and 160 (8 a CTA; 160 in 20 chunks); and G = 1920, a tile for a CTA of its own.
+  for (auto [g, per_cta] :
+       {std::pair<double, int>{128.0, 16}, {256.0, 8}, {96.0, 16}, {160.0, 8}, {1920.0, 1}}) {
     Case q{"tests/generality/block_quant_fp8.te", {{"M", 600}, {"N", 3840}}, {{"G", g}}};
     q.from_root = true;
     EXPECT_EQ(
         cuda::generate_cuda_source(compile(q, &warnings).tiles, cuda::CudaTarget::parse("sm_90a"))
             .launches.at(0)
             .instances_per_cta,
-        16)
+        per_cta)
         << describe(q);
     verify(q);
   }

@@ -148,9 +148,11 @@ void print_warnings(const std::vector<std::string>& warnings) {
 // What `kintsugi lower` schedules with.
 struct LowerOptions {
   std::string schedule, target, arch;
-  runtime::SizeMap sizes;   // what the auto-scheduler decides with (split-K or rolling update,
-                            // tile extents)
-  int64_t chunk_tiles = 0;  // split-K chunks of that many key tiles (0: chosen)
+  runtime::SizeMap sizes;    // what the auto-scheduler decides with (split-K or rolling update,
+                             // tile extents)
+  runtime::ParamMap params;  // param values (the program's own where absent): a param extent is a
+                             // tile extent at its value
+  int64_t chunk_tiles = 0;   // split-K chunks of that many key tiles (0: chosen)
   int64_t row_tile = 0, reduce_tile = 0;  // schedule tiles (0: the target's)
   int64_t whole_row_bytes = -1;  // rows up to this many bytes computed whole (-1: the target's)
   bool validate = true;
@@ -164,6 +166,7 @@ driver::Scheduled apply_schedule(const ir::LoopProgram& lp, const LowerOptions& 
   o.target = driver::Target::parse(l.target, l.arch);
   o.schedule = l.schedule;
   o.sizes = l.sizes;
+  o.params = l.params;
   o.chunk_tiles = l.chunk_tiles;
   o.row_tile = l.row_tile;
   o.reduce_tile = l.reduce_tile;
@@ -201,6 +204,7 @@ int cmd_lower(const std::string& file, const std::string& print, LowerOptions l,
   const driver::Target target = driver::Target::parse(l.target, l.arch);
   ir::LoopProgram lp = te::lower(p);
   l.sizes = runtime::bind_sizes(lp, shape);
+  l.params = runtime::bind_params(lp, l.params);
   // The scheduled program, and the code path of every kernel (generated, not compiled) when the
   // printed form or --require needs it: their warnings go to stderr.
   std::optional<driver::Scheduled> s;
@@ -373,6 +377,7 @@ int main(int argc, char** argv) {
   lower->add_option("--target", target, "cpu|cuda");
   lower->add_option("--arch", arch, "sm_80|sm_90a");
   lower->add_option("--shape", shape, "N=V,... sizes the schedule and tile extents are chosen for");
+  lower->add_option("--param", param_arg, "NAME=V,... param overrides");
   lower->add_option("--chunk-tiles", chunk_tiles,
                     "auto|N: key tiles a split-K chunk walks with the rolling update");
   lower->add_option("--whole-row-bytes", whole_row_bytes, whole_row_help);
@@ -441,6 +446,7 @@ int main(int argc, char** argv) {
       l.whole_row_bytes = parse_whole_row_bytes(whole_row_bytes);
       l.validate = !no_validate;
       l.require = parse_require_arg(require);
+      l.params = parse_param_arg(param_arg);
       return cmd_lower(file, print, l, parse_shape_arg(shape));
     }
     if (*run) {

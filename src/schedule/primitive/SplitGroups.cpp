@@ -34,13 +34,7 @@ std::vector<LoopRef> Schedule::split_groups(const LoopRef& loop, const ir::Expr&
   auto refuse = [&](const std::string& why) {
     throw ScheduleError(P, "loop '" + loop.var + "' (around block '" + loop.block + "') " + why);
   };
-  bool integer_over_sizes = factor->type == DType::Int;
-  ir::visit(factor, [&](const ir::Expr& n) {
-    integer_over_sizes = integer_over_sizes && n->op != Op::Load &&
-                         (n->op != Op::Var || n->var_kind != ir::VarKind::Index);
-    return integer_over_sizes;
-  });
-  if (!integer_over_sizes)
+  if (!ir::over_sizes_and_params(factor))
     refuse("can only be cut by an integer over sizes and params, not '" + ir::to_string(factor) +
            "'");
   if (auto c = ir::as_const_int(factor); c && *c <= 0)

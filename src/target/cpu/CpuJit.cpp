@@ -363,7 +363,6 @@ CpuKernel::Bound CpuKernel::bind(const runtime::SizeMap& sizes,
     b.dims[d] = v;
     b.size_vec.push_back(v);
   }
-  tile::check_specialised(specialised_, p.name, b.dims);
   for (const ir::Param& prm : p.params) {
     double v = prm.value;
     if (auto it = params.find(prm.name); it != params.end()) v = it->second;
@@ -377,6 +376,7 @@ CpuKernel::Bound CpuKernel::bind(const runtime::SizeMap& sizes,
     b.params[prm.name] = v;
     b.param_vec.push_back(v);
   }
+  tile::check_specialised(specialised_, p.name, b.dims, b.params);
   tile::check_divisible(divisible_, p.name, b.dims, b.params);
   proven_.check(p, b.dims, b.params, p.name);
   return b;

@@ -205,9 +205,10 @@ int KernelWriter::site(const std::string& text) {
 }
 
 std::string KernelWriter::scalar(const Expr& e) {
-  // A size the kernels are specialised for is a constant (the launch checks it): the head size
-  // folds into strides, the group size HQ / HK into the group's first row.
-  if ((e->op == Op::Var && e->var_kind == ir::VarKind::Dim) || e->op == Op::Div)
+  // A size or param the kernels are specialised for is a constant (the launch checks it): the head
+  // size folds into strides, the group size HQ / HK into the group's first row, a quantisation
+  // group's size G into its first column.
+  if ((e->op == Op::Var && e->var_kind != ir::VarKind::Index) || e->op == Op::Div)
     if (auto sp = p_.specialised.find(ir::to_string(e)); sp != p_.specialised.end())
       return "(" + std::to_string(sp->second.value) + "LL)";
   switch (e->op) {
@@ -474,23 +475,25 @@ DType KernelWriter::buffer_dtype(const std::string& name) const {
 namespace {
 
 // Whether integer `e` is provably a multiple of `n`: a literal one, a size or param the kernels
-// take to be one (TileProgram::divisible, checked at launch: a group's size G in its first column
-// g * G), a product with one, or a sum of such (a column block's start, d0 * 32).
-bool multiple_of(const ir::Expr& e, int64_t n,
-                 const std::map<std::string, tile::Divisibility>& divisible) {
+// take to be one or are specialised to one (TileProgram::divisible and ::specialised, checked at
+// launch: a group's size G in its first column g * G), a product with one, or a sum of such (a
+// column block's start, d0 * 32).
+bool multiple_of(const ir::Expr& e, int64_t n, const tile::TileProgram& p) {
   switch (e->op) {
     case Op::IntImm:
       return e->int_value % n == 0;
     case Op::Var: {
-      auto d = divisible.find(e->name);
-      return e->var_kind != ir::VarKind::Index && d != divisible.end() &&
-             d->second.divisor % n == 0;
+      if (e->var_kind == ir::VarKind::Index) return false;
+      auto d = p.divisible.find(e->name);
+      auto sp = p.specialised.find(e->name);
+      return (d != p.divisible.end() && d->second.divisor % n == 0) ||
+             (sp != p.specialised.end() && sp->second.value % n == 0);
     }
     case Op::Mul:
-      return multiple_of(e->args[0], n, divisible) || multiple_of(e->args[1], n, divisible);
+      return multiple_of(e->args[0], n, p) || multiple_of(e->args[1], n, p);
     case Op::Add:
     case Op::Sub:
-      return multiple_of(e->args[0], n, divisible) && multiple_of(e->args[1], n, divisible);
+      return multiple_of(e->args[0], n, p) && multiple_of(e->args[1], n, p);
     default:
       return false;
   }
@@ -502,7 +505,7 @@ bool KernelWriter::innermost_chunks(const tile::TileOp& o, int64_t width) const 
   if (o.type.shape.empty() || o.starts.empty()) return false;
   size_t last = o.starts.size() - 1;
   if (o.axis_of_dim[last] != static_cast<int>(o.type.shape.size()) - 1) return false;
-  if (!multiple_of(o.starts[last], width, p_.divisible)) return false;
+  if (!multiple_of(o.starts[last], width, p_)) return false;
   const ir::Expr& extent = p_.source.find_buffer(o.buffer)->shape[last];
   // A multiple of n that is a multiple of width: n itself, or the power of two that divides it.
   int64_t n = -1;

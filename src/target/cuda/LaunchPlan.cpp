@@ -30,7 +30,6 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
     if (it == sizes.end()) arg_error << "kernel " << p.name << ": no value for size " << p.dims[d];
     l.args.sizes[d] = it->second;
   }
-  tile::check_specialised(program.specialised, p.name, sizes);
   runtime::ParamMap values;
   for (size_t q = 0; q < p.params.size(); ++q) {
     auto it = params.find(p.params[q].name);
@@ -42,6 +41,7 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
     l.args.params[q] = v;
     values[p.params[q].name] = v;
   }
+  tile::check_specialised(program.specialised, p.name, sizes, values);
   tile::check_divisible(program.divisible, p.name, sizes, values);
   proven.check(p, sizes, values, p.name, program.int32_division_overrun);
   size_t index = 0;

@@ -70,14 +70,14 @@ TEST(TileTranslate, GroupedQueryDecodeReadsEachKeyTileOnceForTheGroup) {
   runtime::SizeMap other = sizes;
   other["HK"] = 4;
   try {
-    tile::check_specialised(tp.specialised, "decode_gqa", other);
+    tile::check_specialised(tp.specialised, "decode_gqa", other, {});
     FAIL();
   } catch (const RuntimeArgError& e) {
     EXPECT_EQ(std::string(e.what()),
               "kernel decode_gqa was generated for HQ / HK = 4 (a tile extent), got 2; compile it "
               "again for these sizes");
   }
-  tile::check_specialised(tp.specialised, "decode_gqa", sizes);
+  tile::check_specialised(tp.specialised, "decode_gqa", sizes, {});
   // At head_dim 128 the combine runs over blocks of 32 columns, the maximum and the sum
   // recomputed in each: one kernel, whose blocks the specialised D = 128 keeps untailed.
   sizes["D"] = 128;
@@ -168,24 +168,63 @@ TEST(TileTranslate, InnermostSizesRecordTheirPowerOfTwo) {
 // the power of two that divides the value the kernels are translated for (the given one, else
 // the program's), and a launch with a value it does not divide is refused.
 TEST(TileTranslate, ParamsInStartsRecordTheirPowerOfTwo) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+sizes M = 4, N = 256
+param OFF: i32 = 64
+input X: f32[M, N]
+output Y[r, c: N - OFF]: f32 = X[r, c + OFF] * 2.0
+)");
+  runtime::SizeMap sizes = {{"M", 4}, {"N", 256}};
+  schedule::AutoScheduleOptions o;
+  o.sizes = sizes;
+  const ir::LoopProgram scheduled = schedule::auto_schedule(p, o, nullptr).program();
+  tile::TileProgram own = tile::translate(scheduled, sizes);  // OFF = 64, the program's
+  ASSERT_TRUE(own.divisible.count("OFF"));
+  EXPECT_EQ(own.divisible.at("OFF").divisor, 16);
+  EXPECT_EQ(tile::translate(scheduled, sizes, {}, 0, {{"OFF", 56}}).divisible.at("OFF").divisor, 8);
+  EXPECT_FALSE(tile::translate(scheduled, sizes, {}, 0, {{"OFF", 7}}).divisible.count("OFF"));
+  tile::check_divisible(own.divisible, "shifted", sizes, {{"OFF", 32}});
+  try {
+    tile::check_divisible(own.divisible, "shifted", sizes, {{"OFF", 56}});
+    FAIL();
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("generated for OFF divisible by 16"), std::string::npos)
+        << e.what();
+  }
+}
+
+// An integer param that a whole reduction runs over (a quantisation group's G columns) is a tile
+// extent at its value, as a head size is: the group is one tile, read once for its maximum and its
+// codes, with no loop and no tail mask; a launch with another value is refused.
+TEST(TileTranslate, ParamExtentsAreSpecialised) {
   ir::LoopProgram p = schedtest::example("../tests/generality/block_quant_fp8.te");
   runtime::SizeMap sizes = {{"M", 64}, {"N", 7168}};
   schedule::AutoScheduleOptions o;
   o.sizes = sizes;
-  std::vector<std::string> notes;
-  const ir::LoopProgram scheduled = schedule::auto_schedule(p, o, &notes).program();
+  const ir::LoopProgram scheduled = schedule::auto_schedule(p, o, nullptr).program();
   tile::TileProgram own = tile::translate(scheduled, sizes);  // G = 128, the program's
-  ASSERT_TRUE(own.divisible.count("G"));
-  EXPECT_EQ(own.divisible.at("G").divisor, 16);
-  EXPECT_EQ(tile::translate(scheduled, sizes, {}, 0, {{"G", 56}}).divisible.at("G").divisor, 8);
-  EXPECT_FALSE(tile::translate(scheduled, sizes, {}, 0, {{"G", 7}}).divisible.count("G"));
-  tile::check_divisible(own.divisible, "block_quant", sizes, {{"G", 256}});
+  tile::optimize(own);
+  EXPECT_EQ(own.specialised.at("G").value, 128);
+  EXPECT_FALSE(own.divisible.count("G"));
+  const tile::Kernel& k = own.kernels.at(0);
+  int loads = 0;
+  for (const tile::TileStmt& s : k.body) EXPECT_NE(s.kind, tile::StmtKind::For);
+  tile::for_each_op(k.body, [&](const tile::TileOp& op) {
+    if (op.kind != tile::OpKind::Load) return;
+    ++loads;
+    EXPECT_EQ(op.type.shape, (std::vector<int64_t>{128}));
+    EXPECT_EQ(op.bounds_checked, (std::vector<bool>{false, false}));
+  });
+  EXPECT_EQ(loads, 1);
+  EXPECT_EQ(tile::translate(scheduled, sizes, {}, 0, {{"G", 56}}).specialised.at("G").value, 56);
+  tile::check_specialised(own.specialised, "block_quant", sizes, {{"G", 128}});
   try {
-    tile::check_divisible(own.divisible, "block_quant", sizes, {{"G", 56}});
+    tile::check_specialised(own.specialised, "block_quant", sizes, {{"G", 256}});
     FAIL();
   } catch (const RuntimeArgError& e) {
-    EXPECT_NE(std::string(e.what()).find("generated for G divisible by 16"), std::string::npos)
-        << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              "kernel block_quant was generated for G = 128 (a tile extent), got 256; compile it "
+              "again for these sizes and params");
   }
 }
 
