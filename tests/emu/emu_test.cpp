@@ -10,8 +10,10 @@
 #include <random>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -447,6 +449,31 @@ TEST(Emulator, SaturatingCasts) {
        {runtime::SizeMap{}, runtime::SizeMap{{"M", 130}, {"N", 4100}}}) {
     Case c{"tests/emu/saturating_casts.te", sizes, {}};
     c.from_root = true;
+    verify(c);
+  }
+}
+
+// Stores to fp8 round as the interpreter does, bit for bit: floats across the whole range (every
+// 262147th bit pattern), ties, subnormals, infinities and NaN, on sm_80 (codes in software) and
+// sm_90a (e4m3 pairs by one instruction).
+TEST(Emulator, Fp8StoresRoundAsTheInterpreter) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    Case c{"tests/emu/fp8_stores.te", {}, {}};
+    c.from_root = true;
+    c.arch = arch;
+    c.tolerance = 1e-300;
+    c.adjust_inputs = [](std::map<std::string, runtime::Tensor>& in) {
+      runtime::Tensor& x = in.at("X");
+      const std::vector<float> specials = {464.0f,   465.0f,    448.0f,   61440.0f, 61439.0f,
+                                           1.0625f,  1.1875f,   0x1p-10f, 0x3p-11f, 0x1p-17f,
+                                           INFINITY, -INFINITY, NAN,      -NAN,     -0.0f};
+      for (int64_t k = 0; k < x.numel(); ++k) {
+        uint32_t bits = static_cast<uint32_t>(k * 262147u);
+        float f;
+        std::memcpy(&f, &bits, 4);
+        x.set(k, k % 97 < static_cast<int64_t>(specials.size()) ? specials[k % 97] : f);
+      }
+    };
     verify(c);
   }
 }

@@ -502,12 +502,14 @@ class CyclicWriter : public KernelWriter {
   void store_chunks(const TileOp& o, const Region& reg, const Value& shape_of) {
     const std::string& buf = buffer_ids_.at(o.buffer);
     std::string vt = vector_type(o), w = std::to_string(shape_of.width());
-    auto element_of = [&](int id) {
+    // Element ks_c + k of the chunk of value `id`.
+    auto element_of = [&](int id, int k = 0) {
       const Value& e = val(id);
+      const std::string c = k ? "ks_c + " + std::to_string(k) : "ks_c";
       if (e.scalar()) return e.name;
       if (auto mask = tail_limits_.find(id); mask != tail_limits_.end())
-        return below_limit(e.shape, mask->second, "(ks_e + ks_c)");
-      return e.name + "[ks_i + ks_c]";
+        return below_limit(e.shape, mask->second, "(ks_e + " + c + ")");
+      return e.name + "[ks_i + " + c + "]";
     };
     std::string offset, inside;
     std::vector<std::string> ix = open_elements(shape_of, true);
@@ -526,8 +528,13 @@ class CyclicWriter : public KernelWriter {
     ++indent_;
     line(storage(buffer_dtype(o.buffer)) + " ks_raw[" + w + "];");
     line("#pragma unroll");
-    line("for (int ks_c = 0; ks_c < " + w +
-         "; ++ks_c) ks_raw[ks_c] = " + store_value(o.buffer, element_of(o.args[0])) + ";");
+    if (buffer_dtype(o.buffer) == DType::F8E4M3 && shape_of.width() % 2 == 0)
+      // e4m3 codes converted a pair at a time (one instruction where the target has it)
+      line("for (int ks_c = 0; ks_c < " + w + "; ks_c += 2) ((u16*)ks_raw)[ks_c / 2] = " +
+           "ks_f2e4m3x2(" + element_of(o.args[0]) + ", " + element_of(o.args[0], 1) + ");");
+    else
+      line("for (int ks_c = 0; ks_c < " + w +
+           "; ++ks_c) ks_raw[ks_c] = " + store_value(o.buffer, element_of(o.args[0])) + ";");
     for (int64_t k = 0; k < std::max<int64_t>(1, chunk_bytes(o) / 16); ++k)
       line("((" + vt + "*)(" + buf + " + " + offset + "))[" + std::to_string(k) + "] = ((const " +
            vt + "*)ks_raw)[" + std::to_string(k) + "];");

@@ -145,11 +145,19 @@ std::string program_preamble(const tile::TileProgram& p, const CudaTarget& targe
   // e5m2 conversion saturates where the IR's overflows to inf, so that one stays in software.
   src << "#define KS_FP8_FN __device__ __forceinline__\n#define KS_FBITS __float_as_uint\n"
          "#define KS_BITSF __uint_as_float\n";
+  // ks_f2e4m3x2: the codes of a pair {lo, hi}, lo in the low byte.
   if (target.fp8_conversions())
     src << "KS_FP8_FN unsigned char ks_f2e4m3(float f) {\n"
-           "  return f != f ? 0x7f : (unsigned char)pack_e4m3x2(f, 0.0f);\n}\n";
+           "  return f != f ? 0x7f : (unsigned char)pack_e4m3x2(f, 0.0f);\n}\n"
+           "KS_FP8_FN u16 ks_f2e4m3x2(float lo, float hi) {\n"
+           "  u16 d = pack_e4m3x2(lo, hi);\n"
+           "  if (lo != lo) d = (u16)((d & 0xff00u) | 0x7fu);\n"
+           "  if (hi != hi) d = (u16)((d & 0xffu) | 0x7f00u);\n"
+           "  return d;\n}\n";
   else
-    src << target::kFp8ToE4m3;
+    src << target::kFp8ToE4m3
+        << "KS_FP8_FN u16 ks_f2e4m3x2(float lo, float hi) {\n"
+           "  return (u16)(ks_f2e4m3(lo) | (ks_f2e4m3(hi) << 8));\n}\n";
   src << target::kFp8Conversions << "\n";
   src << "__device__ __forceinline__ void ks_fail(int* err, int site) { atomicCAS(err, 0, site + "
          "1); }\n";
