@@ -41,6 +41,11 @@ constexpr double kExactTolerance = 1e-6;
 // check_set).
 constexpr double kRoundingOrderSlack = 4.0;
 
+// Whether an extent is a dim itself (not a param, whose value the instance keeps).
+bool is_dim(const ir::Expr& e) {
+  return e->op == ir::Op::Var && e->var_kind == ir::VarKind::Dim;
+}
+
 // The dim of the fused axis and of its rows: as the options name them (the schedule's first split),
 // else guessed: the extent of an axis that two or more reductions reduce over (a chain the
 // auto-scheduler fuses), and the innermost row dim of those reductions (the one with the fewest
@@ -55,7 +60,7 @@ void fused_dims(const ir::LoopProgram& p, const ValidationOptions& o, std::set<s
   std::map<std::string, std::vector<const ir::StmtNode*>> reducers;  // axis dim -> blocks
   for (const ir::StmtNode* b : schedule::blocks_under(p.body))
     for (const ir::IterVar& iv : b->iters)
-      if (iv.kind != ir::IterKind::Spatial && iv.extent->op == ir::Op::Var)
+      if (iv.kind != ir::IterKind::Spatial && is_dim(iv.extent))
         reducers[iv.extent->name].push_back(b);
   const ir::StmtNode* narrowest = nullptr;
   auto spatial = [](const ir::StmtNode* b) {
@@ -70,8 +75,7 @@ void fused_dims(const ir::LoopProgram& p, const ValidationOptions& o, std::set<s
   }
   if (!narrowest) return;
   for (const ir::IterVar& iv : narrowest->iters)
-    if (iv.kind == ir::IterKind::Spatial && iv.extent->op == ir::Op::Var &&
-        !axis->count(iv.extent->name)) {
+    if (iv.kind == ir::IterKind::Spatial && is_dim(iv.extent) && !axis->count(iv.extent->name)) {
       rows->clear();
       rows->insert(iv.extent->name);
     }
