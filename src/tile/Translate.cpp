@@ -761,13 +761,32 @@ class NestTranslator {
     return false;
   }
 
+  // Whether a window of n positions from grid index j ends within `extent`: j runs over E
+  // positions, so the window ends by E - 1 + n, provably at most the extent once the specialised
+  // sizes and params are their values (a sliding window of W over N - W + 1 positions).
+  bool window_inside(const Expr& start, int64_t n, const Expr& extent) const {
+    if (start->op != Op::Var) return false;
+    for (const GridAxis& g : em_.kernel()->grid) {
+      if (g.var != start->name) continue;
+      std::map<std::string, Expr> values;
+      for (const auto& [text, sp] : *ctx_.specialised)
+        if (sp.extent->op == Op::Var) values[text] = ir::make_int(sp.value);
+      const Expr end = ir::make_binary(Op::Add, g.extent, ir::make_int(n - 1));
+      const std::optional<int64_t> room = ir::as_const_int(
+          ir::simplify(ir::substitute(ir::make_binary(Op::Sub, extent, end), values)));
+      return room && *room >= 0;
+    }
+    return false;
+  }
+
   // Whether a region along tile axis a.axis stays inside dimension `d` of the buffer, needing no
   // check: it starts at 0 and spans a specialised dimension exactly, it lies within a group of a
-  // specialised extent (within_group), or the grid's ranges keep it inside.
+  // specialised extent (within_group) or is a window that its grid index keeps inside
+  // (window_inside), or the grid's ranges keep it inside.
   bool region_inside(const ir::Buffer& b, size_t d, const DimAccess& a) const {
     const int64_t n = extent_of(a.axis);
     if (is_zero(a.start) && ctx_.tile_extent(b.shape[d]) == n) return true;
-    if (within_group(a.start, n, b.shape[d])) return true;
+    if (within_group(a.start, n, b.shape[d]) || window_inside(a.start, n, b.shape[d])) return true;
     // A run's remainder s % E over a tile that E and s are multiples of (within_run) ends by E.
     if (a.start->op == Op::Mod && ir::provably_equal(a.start->args[1], b.shape[d]) &&
         ir::provably_divides(ir::make_int(n), a.start->args[0]) && divides(a.start->args[1], n))

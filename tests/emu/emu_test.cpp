@@ -478,6 +478,26 @@ TEST(Emulator, Fp8StoresRoundAsTheInterpreter) {
   }
 }
 
+// Reductions over a param's extent, at several values of the param (each a kernel of its own):
+// sliding windows of W columns, one column to more than a warp's 32 (window_sums.te), and a
+// softmax in groups of G columns (group_softmax.te), on sm_80 and sm_90a.
+TEST(Emulator, ParamExtents) {
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    for (double w : {24.0, 1.0, 100.0}) {
+      Case c{"tests/emu/window_sums.te", {{"M", 3}, {"N", 301}}, {{"W", w}}};
+      c.from_root = true;
+      c.arch = arch;
+      verify(c);
+    }
+    for (double g : {96.0, 128.0}) {
+      Case c{"tests/emu/group_softmax.te", {{"M", 5}, {"N", 384}}, {{"G", g}}};
+      c.from_root = true;
+      c.arch = arch;
+      verify(c);
+    }
+  }
+}
+
 // Integer division by a param in 32 bits where the operands fit, in 64 where they do not: every
 // sign of divisor and dividend, a divisor of -1, dividends beyond 2^31 (|O| * 2^20).
 TEST(Emulator, DivisionsByParams) {
