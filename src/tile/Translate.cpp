@@ -128,6 +128,7 @@ struct Context {
     } catch (const UserError&) {
       return -1;  // a size not given
     }
+    if (value < 1) return -1;  // an empty extent (a param's value): a loop that never runs
     (*specialised)[text] = Specialisation{e, value};
     return value;
   }

@@ -479,11 +479,11 @@ TEST(Emulator, Fp8StoresRoundAsTheInterpreter) {
 }
 
 // Reductions over a param's extent, at several values of the param (each a kernel of its own):
-// sliding windows of W columns, one column to more than a warp's 32 (window_sums.te), and a
+// sliding windows of W columns, none, one, and more than a warp's 32 (window_sums.te), and a
 // softmax in groups of G columns (group_softmax.te), on sm_80 and sm_90a.
 TEST(Emulator, ParamExtents) {
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    for (double w : {24.0, 1.0, 100.0}) {
+    for (double w : {24.0, 1.0, 100.0, 0.0}) {
       Case c{"tests/emu/window_sums.te", {{"M", 3}, {"N", 301}}, {{"W", w}}};
       c.from_root = true;
       c.arch = arch;
