@@ -1288,10 +1288,11 @@ class CyclicWriter : public KernelWriter {
   int64_t scratch_ = 0;  // shared memory below this holds the staged slots
 };
 
-// A sum over one axis of the product of two broadcast tiles that each lack an axis the other
-// has, with two or more axes left: a matrix product that translation did not make a dot (its
-// rows or columns span more than one axis, such as the heads of a group and a strip of queries),
-// computed element by element. Why not on the tensor cores, or empty when the kernel has none.
+// A sum over one axis of elementwise terms of two broadcast tiles that each lack an axis the
+// other has, with two or more axes left: a matrix product that translation did not make a dot
+// (its rows or columns span more than one axis, such as the heads of a group and a strip of
+// queries), or a distance between rows and columns (sum[d]((q - k)^2)), computed element by
+// element. Why not on the tensor cores, or empty when the kernel has none.
 std::string elementwise_matrix_product(const tile::Kernel& k) {
   std::map<int, const tile::TileOp*> defs;
   tile::for_each_op(k.body, [&](const tile::TileOp& o) { defs[o.result] = &o; });
@@ -1309,25 +1310,33 @@ std::string elementwise_matrix_product(const tile::Kernel& k) {
         added.insert(static_cast<int>(a));
     return added;
   };
+  // The axes each broadcast among the operands of the elementwise terms under `id` adds.
+  std::function<void(int, std::vector<std::set<int>>&)> broadcast_leaves =
+      [&](int id, std::vector<std::set<int>>& out) {
+        const tile::TileOp* d = def(id);
+        if (d && d->kind == tile::OpKind::Map && !d->is_call) {
+          for (int a : d->args) broadcast_leaves(a, out);
+          return;
+        }
+        if (std::set<int> added = added_axes(id); !added.empty()) out.push_back(added);
+      };
   std::string why;
   tile::for_each_op(k.body, [&](const tile::TileOp& o) {
     if (!why.empty() || o.kind != tile::OpKind::Reduce || o.reducer != ir::Reducer::Sum ||
         o.type.shape.size() < 2)
       return;
-    const tile::TileOp* product = def(o.args[0]);
-    if (product && product->kind == tile::OpKind::Map && product->op == ir::Op::Select &&
-        product->args.size() == 3)
-      product = def(product->args[1]);  // a masked product
-    if (!product || product->kind != tile::OpKind::Map || product->is_call ||
-        product->op != ir::Op::Mul || product->args.size() != 2)
-      return;
-    std::set<int> a = added_axes(product->args[0]), b = added_axes(product->args[1]);
-    if (a.empty() || b.empty() || a.count(o.axis) || b.count(o.axis)) return;
-    for (int x : a)
-      if (b.count(x)) return;
-    why = "the sum `" + tile::to_string(o) +
-          "` is a matrix product of tiles whose rows or columns span more than one axis, "
-          "computed element by element";
+    std::vector<std::set<int>> leaves;
+    broadcast_leaves(o.args[0], leaves);
+    for (size_t i = 0; i < leaves.size() && why.empty(); ++i)
+      for (size_t j = i + 1; j < leaves.size() && why.empty(); ++j) {
+        const std::set<int>&a = leaves[i], &b = leaves[j];
+        if (a.count(o.axis) || b.count(o.axis) ||
+            std::any_of(a.begin(), a.end(), [&](int x) { return b.count(x) > 0; }))
+          continue;
+        why = "the sum `" + tile::to_string(o) +
+              "` combines tiles whose rows and columns span different axes (a matrix product, "
+              "or a distance between rows and columns), computed element by element";
+      }
   });
   return why;
 }
