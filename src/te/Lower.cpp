@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "ir/Printer.h"
 #include "ir/Visit.h"
@@ -81,10 +82,70 @@ class Lowerer {
     return ir::make_reduce(r, a->axes, ir::make_binary(e->op, a->args[0], other, e->loc), a->loc);
   }
 
+  // sum[d]((a - b)^2), a squared distance between a row operand and a column operand (each reads
+  // an index the other does not, both read every reduced axis, and they read different tensors:
+  // queries and keys in L2 attention), is max(sum[d](a^2) - 2 sum[d](a b) + sum[d](b^2), 0), the
+  // same value in exact arithmetic: a row vector, a column vector and a matrix product, which the
+  // tensor cores run, where the distances of a tile of rows and columns would be computed element
+  // by element. As in PyTorch's cdist for more than 25 rows, the expansion trades the relative
+  // precision of distances much shorter than the vectors for that speed, and the clamp keeps a
+  // rounded difference from going negative (a square root of it from NaN). A difference whose
+  // operands do not separate so (x - mean in a variance, distances within one tensor) is kept.
+  static Expr expand_distance(const Expr& e) {
+    if (e->op != Op::Reduce || e->reducer != ir::Reducer::Sum || !is_float(e->type)) return e;
+    const Expr& t = e->args[0];
+    Expr diff;
+    if (t->op == Op::Mul && ir::equal(t->args[0], t->args[1])) diff = t->args[0];
+    if (t->op == Op::Call && t->fn == ir::MathFn::Pow && t->args[1]->op == Op::FloatImm &&
+        t->args[1]->float_value == 2.0)
+      diff = t->args[0];
+    if (!diff || diff->op != Op::Sub) return e;
+    const Expr &a = diff->args[0], &b = diff->args[1];
+    auto indices = [&](const Expr& x) {
+      std::set<std::string> out;
+      ir::visit(x, [&](const Expr& v) {
+        if (v->op == Op::Var && v->var_kind == ir::VarKind::Index) out.insert(v->name);
+        return true;
+      });
+      return out;
+    };
+    auto tensors = [&](const Expr& x) {
+      std::set<std::string> out;
+      ir::visit(x, [&](const Expr& v) {
+        if (v->op == Op::Load) out.insert(v->name);
+        return true;
+      });
+      return out;
+    };
+    const std::set<std::string> ta = tensors(a), tb = tensors(b);
+    if (ta.empty() || tb.empty() ||
+        std::any_of(ta.begin(), ta.end(), [&](const std::string& x) { return tb.count(x) > 0; }))
+      return e;
+    const std::set<std::string> ia = indices(a), ib = indices(b);
+    auto has_own = [&](const std::set<std::string>& x, const std::set<std::string>& y) {
+      return std::any_of(x.begin(), x.end(), [&](const std::string& v) {
+        return !y.count(v) && std::none_of(e->axes.begin(), e->axes.end(),
+                                           [&](const ir::Axis& r) { return r.name == v; });
+      });
+    };
+    for (const ir::Axis& r : e->axes)
+      if (!ia.count(r.name) || !ib.count(r.name)) return e;
+    if (!has_own(ia, ib) || !has_own(ib, ia)) return e;
+    auto sum = [&](const Expr& x, const Expr& y) {
+      return ir::make_reduce(ir::Reducer::Sum, e->axes, ir::make_binary(Op::Mul, x, y, t->loc),
+                             e->loc);
+    };
+    const Expr cross =
+        ir::make_binary(Op::Mul, ir::make_float(2.0, e->type, e->loc), sum(a, b), e->loc);
+    const Expr expanded = ir::make_binary(
+        Op::Add, ir::make_binary(Op::Sub, sum(a, a), cross, e->loc), sum(b, b), e->loc);
+    return ir::make_binary(Op::Max, expanded, ir::make_float(0.0, e->type, e->loc), e->loc);
+  }
+
   // Replaces every Reduce inside e by a load of a hoisted definition. `scope` holds the
   // indices visible at e (definition indices, then enclosing reduction axes).
   Expr hoist(const Expr& e0, const std::string& owner, std::vector<ir::Axis>& scope, int& counter) {
-    const Expr e = merge_joined_reductions(e0);
+    const Expr e = expand_distance(merge_joined_reductions(e0));
     if (e->op != Op::Reduce) {
       if (e->args.empty()) return e;
       std::vector<Expr> args;
@@ -166,10 +227,10 @@ class Lowerer {
     d.dtype = def.dtype;
     d.role = def.is_output ? ir::BufferRole::Output : ir::BufferRole::Intermediate;
     // What earlier outputs hold is read from the intermediates they copy (below).
-    const Expr body = ir::mutate(def.body, [&](const Expr& x) {
+    const Expr body = expand_distance(ir::mutate(def.body, [&](const Expr& x) {
       auto it = x->op == Op::Load ? copied_outputs_.find(x->name) : copied_outputs_.end();
       return it == copied_outputs_.end() ? x : ir::make_load(it->second, x->type, x->args, x->loc);
-    });
+    }));
     // An output reduction that later definitions read (a row's maximum, kept for a backward pass
     // and read by the softmax) is an intermediate reduction, which they read and which fusion
     // may turn into a running value, and an output that copies it once complete.

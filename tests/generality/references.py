@@ -172,6 +172,13 @@ def cosine_attention(inputs, params):
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
+def l2_distance_attention(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    diff = q[:, :, :, None, :] - k[:, :, None, :, :]
+    scores = -(diff * diff).sum(-1) / np.sqrt(q.shape[-1])
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
 def gated_output_attention(inputs, params):
     s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
     i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
