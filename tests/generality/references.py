@@ -173,9 +173,12 @@ def cosine_attention(inputs, params):
 
 
 def l2_distance_attention(inputs, params):
+    # |q - k|^2 in float64 through the norms: the difference tensor [B, H, S, T, D] would not fit
+    # at the benchmark's sizes, and float64 keeps the cancellation far below the tolerance.
     q, k = inputs["Q"], inputs["K"]
-    diff = q[:, :, :, None, :] - k[:, :, None, :, :]
-    scores = -(diff * diff).sum(-1) / np.sqrt(q.shape[-1])
+    qq = (q * q).sum(-1)[..., :, None]
+    kk = (k * k).sum(-1)[..., None, :]
+    scores = -(qq - 2 * (q @ k.swapaxes(-1, -2)) + kk) / np.sqrt(q.shape[-1])
     return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
 
 
