@@ -431,6 +431,7 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
     auto_options.rolling_tile = 128;
   }
   auto_options.sizes = o.sizes;
+  auto_options.params = o.params;
   auto_options.chunk_tiles = o.chunk_tiles;
   if (o.row_tile > 0) auto_options.row_tile = o.row_tile;
   if (o.reduce_tile > 0) auto_options.tile = o.reduce_tile, auto_options.rolling_tile = 0;

@@ -1125,6 +1125,14 @@ const std::map<std::string, int64_t>& decision_sizes(const ir::LoopProgram& prog
   return options.sizes.empty() ? program.size_hints : options.sizes;
 }
 
+// The params' values decided with: the options', else the program's own.
+std::map<std::string, double> decision_params(const ir::LoopProgram& program,
+                                              const AutoScheduleOptions& options) {
+  std::map<std::string, double> out = options.params;
+  for (const ir::Param& q : program.params) out.emplace(q.name, q.value);
+  return out;
+}
+
 // Whether a group is a row reduction: no block of the chain (`members`) or of its producers
 // (`closure`) reduces along an axis other than the chain's, of extent `axis`, and no member has
 // more rows than the first: softmax and norms, not attention, whose scores reduce along the head
@@ -1255,7 +1263,7 @@ std::optional<RowSize> row_size(const ir::LoopProgram& program,
   if (!row_reduction(program, blocks, members, row.extent)) return std::nullopt;
   const std::map<std::string, int64_t>& sizes = decision_sizes(program, options);
   try {
-    row.length = ir::eval_int(row.extent, sizes);
+    row.length = ir::eval_int(row.extent, sizes, decision_params(program, options));
   } catch (const UserError&) {
     return std::nullopt;
   }
@@ -1324,7 +1332,8 @@ SeveralAxisRow several_axis_row(const ir::LoopProgram& program, const std::strin
       if (const ir::Buffer* in = program.find_buffer(r); in && in->role == ir::BufferRole::Input)
         row.elem_bytes = std::max(row.elem_bytes, dtype_bytes(in->dtype));
   try {
-    row.length = ir::eval_int(row.extent, decision_sizes(program, options));
+    row.length = ir::eval_int(row.extent, decision_sizes(program, options),
+                              decision_params(program, options));
   } catch (const UserError&) {
     // a size not given: the row may be of any length
   }
@@ -1851,11 +1860,14 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   merge_several_axis_chains(normal, options, &unflattened, note);
   // 1. The groups to fuse, each under its own tile loop.
   // A lone row reduction is streamed where the target holds rows whole up to a bound its row
-  // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers).
+  // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers). (Not
+  // one over a param's extent, a group of G columns: translation walks a long group in chunks
+  // within the target's tile budget, and the maps that read the group's result join its kernel,
+  // split_groups, which a streamed reduction's would not.)
   auto streamed_alone = [&](const std::string& reduction) {
     if (options.whole_row_bytes <= 0) return false;
     std::optional<RowSize> row = row_size(normal.program(), {reduction}, options);
-    return row && row->bytes() > options.whole_row_bytes;
+    return row && ir::over_sizes(row->extent) && row->bytes() > options.whole_row_bytes;
   };
   std::vector<std::vector<std::string>> groups =
       fusion_groups(normal.program(), note, streamed_alone);

@@ -153,6 +153,9 @@ struct AutoScheduleOptions {
   int64_t combine_columns = 32;
   // Sizes to decide with (the run's sizes; the source's `sizes` line when empty).
   std::map<std::string, int64_t> sizes;
+  // The params' values (the given ones, else the program's): a row over a param's extent (a group
+  // of G columns) is measured at its value when deciding whether it is held whole.
+  std::map<std::string, double> params;
 };
 
 // How the note of a chain whose fusion failed starts (the driver reports it as a warning).
