@@ -101,27 +101,21 @@ class Lowerer {
       diff = t->args[0];
     if (!diff || diff->op != Op::Sub) return e;
     const Expr &a = diff->args[0], &b = diff->args[1];
-    auto indices = [&](const Expr& x) {
+    // The names of x's index variables (`loads` false) or of the tensors it reads (true).
+    auto names = [](const Expr& x, bool loads) {
       std::set<std::string> out;
       ir::visit(x, [&](const Expr& v) {
-        if (v->op == Op::Var && v->var_kind == ir::VarKind::Index) out.insert(v->name);
+        if (loads ? v->op == Op::Load : v->op == Op::Var && v->var_kind == ir::VarKind::Index)
+          out.insert(v->name);
         return true;
       });
       return out;
     };
-    auto tensors = [&](const Expr& x) {
-      std::set<std::string> out;
-      ir::visit(x, [&](const Expr& v) {
-        if (v->op == Op::Load) out.insert(v->name);
-        return true;
-      });
-      return out;
-    };
-    const std::set<std::string> ta = tensors(a), tb = tensors(b);
+    const std::set<std::string> ta = names(a, true), tb = names(b, true);
     if (ta.empty() || tb.empty() ||
         std::any_of(ta.begin(), ta.end(), [&](const std::string& x) { return tb.count(x) > 0; }))
       return e;
-    const std::set<std::string> ia = indices(a), ib = indices(b);
+    const std::set<std::string> ia = names(a, false), ib = names(b, false);
     auto has_own = [&](const std::set<std::string>& x, const std::set<std::string>& y) {
       return std::any_of(x.begin(), x.end(), [&](const std::string& v) {
         return !y.count(v) && std::none_of(e->axes.begin(), e->axes.end(),

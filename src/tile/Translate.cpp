@@ -751,12 +751,11 @@ class NestTranslator {
       for (int k = 0; k < 2; ++k) splits.push_back({start->args[k], start->args[1 - k]});
     for (const auto& [group, offset] : splits) {
       if (group->op != Op::Mul) continue;
+      const auto o = range_of(offset);
+      if (!o || o->first < 0) continue;
       for (const Expr& r : group->args) {
         const int64_t size = specialised_value(r);
-        const auto o = range_of(offset);
-        if (size >= n && o && o->first >= 0 && o->second + n <= size &&
-            whole_groups(group, r, extent))
-          return true;
+        if (size >= n && o->second + n <= size && whole_groups(group, r, extent)) return true;
       }
     }
     return false;
@@ -1507,8 +1506,8 @@ void require_divisor(TileProgram& out, const std::string& text, const Expr& exte
 // TileProgram::divisible: the innermost extent of every buffer in memory that is a size
 // expression of no dynamic size, with the power of two (2 to 16) that divides it at `sizes`; and
 // every integer param that a load or store's start reads (a group's first column, g * G), with
-// the power of two that divides its value (the given one, else the program's), so that a back end
-// may read and write runs starting there in aligned vectors.
+// the power of two that divides its value (`params` holds every param's: the given one, else the
+// program's), so that a back end may read and write runs starting there in aligned vectors.
 void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>& sizes,
                          const std::set<std::string>& dynamic, const runtime::ParamMap& params) {
   for (const ir::Buffer& b : out.source.buffers) {
@@ -1539,8 +1538,7 @@ void record_divisibility(TileProgram& out, const std::map<std::string, int64_t>&
     });
   for (const ir::Param& q : out.source.params) {
     if (!is_int(q.dtype) || !in_starts.count(q.name) || out.specialised.count(q.name)) continue;
-    auto given = params.find(q.name);
-    double value = std::trunc(given != params.end() ? given->second : q.value);
+    const double value = std::trunc(params.at(q.name));
     if (int64_t divisor = power_of_two_divisor(static_cast<int64_t>(value)))
       require_divisor(out, q.name, ir::make_var(q.name, ir::VarKind::Param, q.dtype), divisor);
   }
@@ -1557,8 +1555,8 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   if (tile_budget > 0) ctx.tile_budget = std::min(tile_budget, kMaxTileElements);
   ctx.program = &out.source;
   ctx.sizes = sizes;
-  for (const ir::Param& q : program.params) ctx.params[q.name] = q.value;
-  for (const auto& [name, value] : params) ctx.params[name] = value;
+  ctx.params = params;
+  for (const ir::Param& q : program.params) ctx.params.emplace(q.name, q.value);
   ctx.specialisable = specialisable_extents(program);
   ctx.specialised = &out.specialised;
   ctx.divisible = &out.divisible;
@@ -1576,11 +1574,10 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
     t.stmt(body);
     out.kernels.push_back(std::move(k));
   }
-  record_divisibility(out, sizes, dynamic, params);
+  record_divisibility(out, sizes, dynamic, ctx.params);
   for (const auto& [name, value] : sizes)
     if (!dynamic.count(name)) out.sizes[name] = value;
-  out.params = params;
-  for (const ir::Param& q : program.params) out.params.emplace(q.name, q.value);
+  out.params = ctx.params;
   verify(out);
   return out;
 }
