@@ -1026,3 +1026,20 @@ def varlen_prefill(inputs, params):
 def decode_gqa_no_query_axis(inputs, params):
     q = inputs["Q"][:, :, None, :]
     return {"O": softmax_attention(q, inputs["K"], inputs["V"])[0][:, :, 0, :]}
+
+
+def causal_additive_mask(inputs, params):
+    q, k = inputs["Q"], inputs["K"]
+    s_len, t_len = q.shape[2], k.shape[2]
+    # torch.triu of -inf above the bottom-right-aligned diagonal, added to the scores
+    additive = np.triu(np.full((s_len, t_len), -np.inf), k=t_len - s_len + 1)
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1]) + additive
+    return {"O": softmax_attention(q, k, inputs["V"], scores=scores)[0]}
+
+
+def sigmoid_attention_mask_product(inputs, params):
+    q, k, v = inputs["Q"], inputs["K"], inputs["V"]
+    s_len, t_len = q.shape[2], k.shape[2]
+    weights = np.tril(np.ones((s_len, t_len)), k=t_len - s_len)
+    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - np.log(t_len)
+    return {"O": np.einsum("bhij,bhjd->bhid", f16(sigmoid(scores) * weights), v)}

@@ -71,13 +71,48 @@ std::optional<double> masked_term_nonfinite(const ir::Expr& term) {
   return first_trial(term, nullptr, [](double v) { return !std::isfinite(v); });
 }
 
+namespace {
+
+// select(c, a, b) with constant a and b where one of them is `neutral`: the mask whose kept
+// elements take `neutral` (the other branch is the masked constant).
+std::optional<ConstantMask> neutral_select(const ir::Expr& sel, double neutral) {
+  if (sel->op != ir::Op::Select || sel->args[1]->op != ir::Op::FloatImm ||
+      sel->args[2]->op != ir::Op::FloatImm)
+    return std::nullopt;
+  if (sel->args[2]->float_value == neutral)
+    return ConstantMask{ir::simplify(ir::make_unary(ir::Op::Not, sel->args[0])),
+                        sel->args[1]->float_value};
+  if (sel->args[1]->float_value == neutral)
+    return ConstantMask{sel->args[0], sel->args[2]->float_value};
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ConstantMask> constant_mask(const ir::Expr& value) {
-  if (!value || value->op != ir::Op::Select) return std::nullopt;
-  if (value->args[2]->op == ir::Op::FloatImm)
-    return ConstantMask{value->args[0], value->args[2]->float_value};
-  if (value->args[1]->op == ir::Op::FloatImm)
-    return ConstantMask{ir::simplify(ir::make_unary(ir::Op::Not, value->args[0])),
-                        value->args[1]->float_value};
+  if (!value) return std::nullopt;
+  if (value->op == ir::Op::Select) {
+    if (value->args[2]->op == ir::Op::FloatImm)
+      return ConstantMask{value->args[0], value->args[2]->float_value};
+    if (value->args[1]->op == ir::Op::FloatImm)
+      return ConstantMask{ir::simplify(ir::make_unary(ir::Op::Not, value->args[0])),
+                          value->args[1]->float_value};
+    return std::nullopt;
+  }
+  // A mask applied by arithmetic: v + select(c, -inf, 0) (an additive mask, as PyTorch's
+  // attn_mask), v - select(c, inf, 0), v * select(c, 0, 1). On a finite v the masked elements
+  // are the absorbing constant whatever v is, and the kept ones are v.
+  const bool additive = value->op == ir::Op::Add || value->op == ir::Op::Sub;
+  if (!additive && value->op != ir::Op::Mul) return std::nullopt;
+  const double neutral = additive ? 0.0 : 1.0;
+  for (int side : {1, 0}) {
+    if (side == 0 && value->op == ir::Op::Sub) continue;  // -inf - v is not a mask of v
+    std::optional<ConstantMask> m = neutral_select(value->args[static_cast<size_t>(side)], neutral);
+    if (!m) continue;
+    if (additive ? !std::isinf(m->masked) : m->masked != 0.0) return std::nullopt;
+    if (value->op == ir::Op::Sub) m->masked = -m->masked;
+    return m;
+  }
   return std::nullopt;
 }
 

@@ -13,8 +13,10 @@
 namespace kintsugi::schedule {
 
 // The mask a block's stored value applies, select(cond, v, K) or select(cond, K, v) with a
-// constant K: the condition under which v is kept (!cond for the second form, simplified) and K;
-// nullopt for any other value.
+// constant K, or the same applied by arithmetic (v + select(cond, -inf, 0), v - select(cond, inf,
+// 0), v * select(cond, 0, 1), which give K wherever v is finite): the condition under which v is
+// kept (!cond for the forms that name the masked branch first, simplified) and K; nullopt for
+// any other value.
 struct ConstantMask {
   ir::Expr kept;
   double masked;

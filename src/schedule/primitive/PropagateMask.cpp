@@ -1,7 +1,8 @@
 // \file PropagateMask.cpp
 // propagate_mask(block, loop): skips the iterations of a tile loop in which a mask makes a whole
 // tile dead. `block` (under `loop`) computes select(cond, v, K) with a constant K (or
-// select(cond, K, v), which keeps v where !cond holds); cond narrows
+// select(cond, K, v), which keeps v where !cond holds; or the mask applied by arithmetic, as
+// v + select(cond, -inf, 0): constant_mask); cond narrows
 // the loop to a range of tiles that holds every live element: comparisons that bound the tiled
 // axis variable linearly (a <= U or a >= L: the causal j <= i + T - S, the window
 // i + T - S - j < W) and |e| < c (the bidirectional window |i - j| < W), intersected under &&
