@@ -1872,13 +1872,13 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   std::vector<std::vector<std::string>> groups =
       fusion_groups(normal.program(), note, streamed_alone);
   const bool several_axes = note_several_axis_chains(normal.program(), options, note);
-  if (groups.empty()) {
-    if (!several_axes)
-      note("no reduction reads another reduction over the same axis: nothing to fuse");
-    // A map along an axis that no reduction runs over or along (an elementwise program, a
-    // dequantisation that reads a scale per group of columns) gets no tile of it from the tile
-    // IR, which holds only reduced axes whole: it is walked in tiles of map_tile, one element a
-    // grid instance else. (A map along a reduction's rows, a scale per row, joins its kernel.)
+  // The program with no chain fused: a map along an axis that no reduction runs over or along
+  // (an elementwise program, a dequantisation that reads a scale per group of columns, a
+  // softmax's outputs per group) gets no tile of it from the tile IR, which holds only reduced
+  // axes whole: it is cut into the groups it reads values of, and walked in tiles of map_tile,
+  // one element a grid instance else. (A map along a reduction's rows, a scale per row, joins
+  // its kernel.)
+  auto unfused = [&] {
     std::set<std::string> axes;
     for (const ir::StmtNode* b : blocks_under(original.body)) {
       std::vector<const ir::StmtNode*> loops = loops_on(find_block(original.body, b->name, "auto"));
@@ -1892,6 +1892,11 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     split_maps_by_groups(unscheduled, note);
     tile_maps(unscheduled, options.map_tile, axes, note);
     return unscheduled;
+  };
+  if (groups.empty()) {
+    if (!several_axes)
+      note("no reduction reads another reduction over the same axis: nothing to fuse");
+    return unfused();
   }
   Schedule s = normal;
   bool fused = false;
@@ -1921,7 +1926,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
            e.what());
     }
   }
-  if (!fused) return unscheduled;
+  if (!fused) return unfused();
   if (options.map_tile > 0) {
     std::set<std::string> axes;
     for (const ReductionChain& c : find_reduction_chains(normal.program()))

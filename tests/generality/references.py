@@ -1043,3 +1043,9 @@ def sigmoid_attention_mask_product(inputs, params):
     weights = np.tril(np.ones((s_len, t_len)), k=t_len - s_len)
     scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - np.log(t_len)
     return {"O": np.einsum("bhij,bhjd->bhid", f16(sigmoid(scores) * weights), v)}
+
+
+def softmax_groups(inputs, params):
+    x, g = inputs["X"], int(params["G"])
+    m, n = x.shape
+    return {"P": softmax_rows(x.reshape(m, n // g, g)).reshape(m, n)}

@@ -59,14 +59,15 @@ def _known_gap(variant, warning):
 def _materialised(variant):
     """Intermediate buffers of the scheduled loop program, accessed in global memory, whose dims
     no single input or output spans (the S x T matrix of unfused attention). Split-K partials
-    (NAME.rf, one value a chunk and row) are part of a fused schedule."""
+    (NAME.rf, one value a chunk and row) are part of a fused schedule; a dim N / G (a value a
+    group of G columns) counts as its N."""
     proc = subprocess.run([str(kintsugi_binary()), "lower", str(variant.path), "--print",
                            "scheduled", "--whole-row-bytes", "0"], capture_output=True, text=True,
                           timeout=600, check=True)
     head, _, body = proc.stdout.partition("body:")
 
     def dims(text):
-        return {d.strip() for d in text.split(",")}
+        return {d.split(" / ")[0].strip() for d in text.split(",")}
 
     spans = [dims(d) for d in re.findall(r"^\s+(?:input|output) \S+: \w+\[([^\]]*)\]", head,
                                          re.M)]
