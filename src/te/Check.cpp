@@ -70,6 +70,9 @@ struct AxisInfo {
   Expr extent;
   SourceLoc from;         // where the extent was learned
   std::string from_what;  // "dimension 2 of K"
+  // Given explicitly (`k: K`): a direct use then reads part of a dimension (the first K columns)
+  // or all of it, checked at run time as any index expression is, and does not define the extent.
+  bool declared = false;
 };
 
 class Checker {
@@ -226,7 +229,9 @@ class Checker {
     if (axis.from.valid()) prev << " at line " << axis.from.line << ":" << axis.from.col;
     user_error_at(loc) << "inconsistent extents for index '" << axis.name << "': it indexes "
                        << what << " of extent " << ir::to_string(extent) << ", but ranges over "
-                       << ir::to_string(axis.extent) << " (" << prev.str() << ")";
+                       << ir::to_string(axis.extent) << " (" << prev.str()
+                       << "); to read part of a dimension, give the index its extent explicitly (`"
+                       << axis.name << ": " << ir::to_string(axis.extent) << "`)";
   }
 
   // Upper bounds that hold where an expression is evaluated: inside the branch of a select
@@ -297,7 +302,7 @@ class Checker {
                 << "index '" << a->name
                 << "' is not bound here: it is neither an index of the definition nor an "
                 << "axis of an enclosing reduction";
-          if (!guarded_below(a->name, shape[k]))
+          if (!axis->declared && !guarded_below(a->name, shape[k]))
             learn_extent(*axis, shape[k], a->loc,
                          "dimension " + std::to_string(k) + " of '" + e->name + "'");
         }
@@ -310,6 +315,7 @@ class Checker {
       for (const ir::Axis& a : e->axes) {
         AxisInfo info{a.name, nullptr, a.loc, "its declaration"};
         if (a.extent) info.extent = check_shape_expr(a.extent, "reduction axis '" + a.name + "'");
+        info.declared = a.extent != nullptr;
         scope_.push_back(info);
       }
       Expr body = infer(e->args[0]);
@@ -353,6 +359,7 @@ class Checker {
     for (ir::Axis& a : d.indices) {
       AxisInfo info{a.name, nullptr, a.loc, "its declaration"};
       if (a.extent) info.extent = check_shape_expr(a.extent, "index '" + a.name + "'");
+      info.declared = a.extent != nullptr;
       scope_.push_back(info);
     }
     Expr body = infer(d.body);

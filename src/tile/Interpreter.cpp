@@ -474,6 +474,7 @@ ir::InterpResult interpret(const TileProgram& program, ir::InterpMode mode,
   for (const Kernel& k : program.kernels) {
     check_specialised(program.specialised, k.name, sizes, every);
     check_divisible(program.divisible, k.name, sizes, every);
+    check_bounded(program.bounded, k.name, sizes, every);
   }
   Machine m(program, mode, sizes, params);
   m.record_types();

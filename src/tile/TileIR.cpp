@@ -58,6 +58,19 @@ void check_divisible(const std::map<std::string, Divisibility>& divisible,
   }
 }
 
+void check_bounded(const std::map<std::string, PartBound>& bounded, const std::string& kernel,
+                   const std::map<std::string, int64_t>& sizes,
+                   const std::map<std::string, double>& params) {
+  for (const auto& [text, b] : bounded) {
+    int64_t part = ir::eval_int(b.part, sizes, params),
+            whole = ir::eval_int(b.whole, sizes, params);
+    if (part > whole)
+      arg_error << "kernel " << kernel << ": index out of bounds: " << b.buffer << " dimension "
+                << b.dim << " is read up to index " << ir::to_string(b.part)
+                << " - 1 = " << part - 1 << ", not in [0, " << whole << ")";
+  }
+}
+
 namespace {
 int64_t largest_extent(const TileBody& body) {
   int64_t n = 1;
@@ -247,6 +260,7 @@ std::string to_string(const TileProgram& p) {
     os << ")";
   }
   for (const auto& [text, d] : p.divisible) os << " (" << text << " % " << d.divisor << " == 0)";
+  for (const auto& [text, b] : p.bounded) os << " (" << text << ")";
   if (p.int32_division_overrun >= 0) os << " (32-bit divisions)";
   os << "\n";
   Printer printer(os);

@@ -139,10 +139,22 @@ struct Divisibility {
   int64_t divisor = 1;
 };
 
+// A part of a dimension that the tiles read as a region inside the buffer: `part <= whole` at the
+// sizes and params of a launch (the first L of a key cache's TMAX positions, read by an index
+// given the extent L). The region is read without a test an element wherever the block computes
+// (beyond the whole dimension it reads 0, as a tail does), so a launch where the part is longer
+// than the dimension is refused before it runs, as an index out of bounds.
+struct PartBound {
+  ir::Expr part, whole;
+  std::string buffer;  // a buffer read so, and its dimension (for the message)
+  size_t dim = 0;
+};
+
 struct TileProgram {
   ir::LoopProgram source;                             // buffers, dims and params come from here
   std::map<std::string, Specialisation> specialised;  // by the extent's printed form
   std::map<std::string, Divisibility> divisible;      // by the extent's printed form
+  std::map<std::string, PartBound> bounded;           // by "part <= whole" printed
   // The sizes (dynamic ones left out) and the values of every param the kernels were generated
   // for: a back end may size resources by them (shared memory for a row's tiles, threads for a
   // grid's instances), never assume them in the code.
@@ -176,6 +188,12 @@ void check_specialised(const std::map<std::string, Specialisation>& specialised,
 void check_divisible(const std::map<std::string, Divisibility>& divisible,
                      const std::string& kernel, const std::map<std::string, int64_t>& sizes,
                      const std::map<std::string, double>& params);
+
+// Throws RuntimeArgError when a part of a dimension the kernels read as a region (PartBound) is
+// longer than the dimension at the run's sizes and param values (`params` holds every param).
+void check_bounded(const std::map<std::string, PartBound>& bounded, const std::string& kernel,
+                   const std::map<std::string, int64_t>& sizes,
+                   const std::map<std::string, double>& params);
 
 std::string to_string(const TileType& t);
 std::string to_string(const TileOp& o);  // one line of the printed form

@@ -113,6 +113,7 @@ struct Context {
   std::set<std::string> specialisable;  // size expressions that may be tile extents, printed
   std::map<std::string, Specialisation>* specialised = nullptr;
   std::map<std::string, Divisibility>* divisible = nullptr;
+  std::map<std::string, PartBound>* bounded = nullptr;
   std::set<std::string> dynamic;           // sizes that change from launch to launch
   std::set<std::string> registers;         // allocated buffers
   int64_t tile_budget = kMaxTileElements;  // elements a leaf nest's tile may materialise
@@ -811,14 +812,29 @@ class NestTranslator {
     // where o + R is the dimension's extent (a table read at i + T - S for rows i < S), or where
     // o is g * R for a grid index g over extent / R groups (a group of R columns, g * G + k for
     // k < G: at most (extent / R) * R).
+    // Else, where o + R is a size expression (the first L of a cache's TMAX positions, read by
+    // an index given the extent L), it bounds the index at launch: the kernels assume
+    // o + R <= extent (TileProgram::bounded), which every launch checks.
     const Expr idx = ir::simplify(index);
-    return std::none_of(live_.begin(), live_.end(), [&](const Expr& c) {
-      if (c->op != Op::Lt) return false;
+    for (const Expr& c : live_) {
+      if (c->op != Op::Lt) continue;
       const Expr offset = ir::simplify(ir::make_binary(Op::Sub, idx, c->args[0]));
-      return axes_in(offset).empty() &&
-             (ir::provably_equal(ir::make_binary(Op::Add, offset, c->args[1]), b.shape[d]) ||
-              whole_groups(offset, c->args[1], b.shape[d]));
-    });
+      if (!axes_in(offset).empty()) continue;
+      const Expr end = ir::simplify(ir::make_binary(Op::Add, offset, c->args[1]));
+      if (ir::provably_equal(end, b.shape[d]) || whole_groups(offset, c->args[1], b.shape[d]))
+        return false;
+      // (Not where it always passes the end, X[i, j + 1] for j < N: that read stays a gather,
+      // whose failure names the first index outside.)
+      std::optional<int64_t> past =
+          ir::as_const_int(ir::simplify(ir::make_binary(Op::Sub, end, b.shape[d])));
+      if (ir::over_sizes_and_params(end) && ir::over_sizes_and_params(b.shape[d]) &&
+          !(past && *past > 0)) {
+        const std::string text = ir::to_string(end) + " <= " + ir::to_string(b.shape[d]);
+        ctx_.bounded->emplace(text, PartBound{end, b.shape[d], b.name, d});
+        return false;
+      }
+    }
+    return true;
   }
 
   // Whether a select branch being translated is taken under an integer inequality over a
@@ -1560,6 +1576,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   ctx.specialisable = specialisable_extents(program);
   ctx.specialised = &out.specialised;
   ctx.divisible = &out.divisible;
+  ctx.bounded = &out.bounded;
   ctx.dynamic = dynamic;
   std::vector<Stmt> roots;
   if (program.body->kind == ir::StmtKind::Seq)

@@ -1049,3 +1049,11 @@ def softmax_groups(inputs, params):
     x, g = inputs["X"], int(params["G"])
     m, n = x.shape
     return {"P": softmax_rows(x.reshape(m, n // g, g)).reshape(m, n)}
+
+
+def static_cache_attention(inputs, params):
+    q, filled = inputs["Q"], int(params["L"])
+    k, v = inputs["K"][:, :, :filled], inputs["V"][:, :, :filled]
+    qpos, kpos = positions(q.shape[2], filled)
+    o = softmax_attention(q, k, v, visible=kpos <= qpos)[0]
+    return {"O": o}

@@ -93,6 +93,7 @@ class CpuKernel {
   friend std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram&, std::string,
                                                    std::map<std::string, tile::Specialisation>,
                                                    std::map<std::string, tile::Divisibility>,
+                                                   std::map<std::string, tile::PartBound>,
                                                    const CompileOptions&);
   CpuKernel() = default;
 
@@ -108,6 +109,7 @@ class CpuKernel {
   ir::LoopProgram program_;
   std::map<std::string, tile::Specialisation> specialised_;  // tile extents generated for
   std::map<std::string, tile::Divisibility> divisible_;      // divisors the tiles rely on
+  std::map<std::string, tile::PartBound> bounded_;           // parts of dimensions read as regions
   void* handle_ = nullptr;
   EntryFn entry_ = nullptr;
   bool from_cache_ = false;
@@ -123,14 +125,16 @@ class CpuKernel {
 // build is a RuntimeArgError.
 std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program,
                                    const CompileOptions& options = {});
-// The same for a program in tile form; run() then also checks the specialised dims and the
-// divisibility the tiles rely on (TileProgram::divisible).
+// The same for a program in tile form; run() then also checks the specialised dims, the
+// divisibility the tiles rely on (TileProgram::divisible) and the parts of dimensions they read
+// as regions (TileProgram::bounded).
 std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
                                    const CompileOptions& options = {});
 // Compiles given source for `program` (the two above generate it).
 std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
                                           std::map<std::string, tile::Specialisation> specialised,
                                           std::map<std::string, tile::Divisibility> divisible,
+                                          std::map<std::string, tile::PartBound> bounded,
                                           const CompileOptions& options);
 
 }  // namespace kintsugi::cpu

@@ -378,6 +378,7 @@ CpuKernel::Bound CpuKernel::bind(const runtime::SizeMap& sizes,
   }
   tile::check_specialised(specialised_, p.name, b.dims, b.params);
   tile::check_divisible(divisible_, p.name, b.dims, b.params);
+  tile::check_bounded(bounded_, p.name, b.dims, b.params);
   proven_.check(p, b.dims, b.params, p.name);
   return b;
 }
@@ -445,24 +446,26 @@ void CpuKernel::run_in_place(const std::vector<runtime::TensorRef>& args,
 }
 
 std::shared_ptr<CpuKernel> compile(const ir::LoopProgram& program, const CompileOptions& options) {
-  return compile_source(program, generate_source(program), {}, {}, options);
+  return compile_source(program, generate_source(program), {}, {}, {}, options);
 }
 
 std::shared_ptr<CpuKernel> compile(const tile::TileProgram& program,
                                    const CompileOptions& options) {
   return compile_source(program.source, generate_tile_source(program), program.specialised,
-                        program.divisible, options);
+                        program.divisible, program.bounded, options);
 }
 
 std::shared_ptr<CpuKernel> compile_source(const ir::LoopProgram& program, std::string source,
                                           std::map<std::string, tile::Specialisation> specialised,
                                           std::map<std::string, tile::Divisibility> divisible,
+                                          std::map<std::string, tile::PartBound> bounded,
                                           const CompileOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<CpuKernel> k(new CpuKernel());
   k->program_ = program;
   k->specialised_ = std::move(specialised);
   k->divisible_ = std::move(divisible);
+  k->bounded_ = std::move(bounded);
   k->source_ = std::move(source);
   std::optional<std::string> cache = disk_cache::resolve_dir(options.cache_dir, "CPU back end");
   // The build (the compiler's output and its temporary files) happens in a private directory:

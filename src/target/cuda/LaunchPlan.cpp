@@ -43,6 +43,7 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
   }
   tile::check_specialised(program.specialised, p.name, sizes, values);
   tile::check_divisible(program.divisible, p.name, sizes, values);
+  tile::check_bounded(program.bounded, p.name, sizes, values);
   proven.check(p, sizes, values, p.name, program.int32_division_overrun);
   size_t index = 0;
   for (size_t k = 0; k < p.buffers.size(); ++k) {

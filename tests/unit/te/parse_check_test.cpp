@@ -80,6 +80,28 @@ TEST(Checker, RejectsInconsistentExtents) {
   EXPECT_NE(e.find("inconsistent extents for index 'i'"), std::string::npos) << e;
 }
 
+TEST(Checker, DeclaredExtentReadsPartOfADimension) {
+  // An index given its extent reads the first K columns of a row of N; a definition's index
+  // given its extent, the first L rows.
+  te::Program p = checked(R"(
+sizes M = 4, N = 8
+param L: i32 = 2
+param K: i32 = 3
+input X: f32[M, N]
+output y[i]: f32 = sum[k: K](X[i, k])
+output z[r: L, j]: f32 = X[r, j]
+)");
+  EXPECT_EQ(ir::to_string(p.defs[0].body), "sum[k: K](X[i, k])");
+  EXPECT_EQ(ir::to_string(p.defs[1].indices[0].extent), "L");
+  EXPECT_EQ(ir::to_string(p.defs[1].indices[1].extent), "N");
+  // Inferred uses still have to agree, and the error says how to read part of a dimension.
+  std::string e =
+      error_of("input X: f32[M, N]\ninput W: f32[K]\noutput y[i]: f32 = sum[k](X[i, k] * W[k])\n");
+  EXPECT_NE(e.find("to read part of a dimension, give the index its extent explicitly (`k: N`)"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Lower, HoistsNestedReductions) {
   te::Program p = checked(R"(
 input X: f32[M, N]
