@@ -824,6 +824,30 @@ TEST(Emulator, MaskTensorsHideWholeRows) {
   }
 }
 
+// Attention over the first L positions of a key/value cache of TMAX whose unfilled positions hold
+// NaN (memory never written): the program never reads them, so neither may the kernels. The
+// value tiles are staged with their rows past L zero-filled (a NaN there times a weight of 0
+// would be NaN); keys past L are masked after the dot. Prefill and decode (split-K), the limit
+// inside a tile and on its edge, mma.sync and wgmma.
+TEST(Emulator, UnfilledCachePositionsAreNeverRead) {
+  for (const std::string arch : {"sm_80", "sm_90a"})
+    for (auto [s, filled] : {std::pair<int64_t, int64_t>{70, 130}, {1, 257}, {16, 128}}) {
+      Case c{"tests/generality/static_cache_attention.te",
+             {{"B", 1}, {"H", 2}, {"S", s}, {"TMAX", 300}, {"D", 64}},
+             {{"L", static_cast<double>(filled)}}};
+      c.from_root = true;
+      c.arch = arch;
+      c.adjust_inputs = [filled](std::map<std::string, runtime::Tensor>& in) {
+        for (const char* name : {"K", "V"}) {
+          runtime::Tensor& t = in.at(name);
+          for (int64_t k = 0; k < t.numel(); ++k)
+            if ((k / 64) % 300 >= filled) t.set(k, std::numeric_limits<double>::quiet_NaN());
+        }
+      };
+      verify(c);
+    }
+}
+
 // Every key scores the same (Q and K constant): each row's maximum is reached in its first key
 // tile and never grows after it (the rescale factor of every later tile is exactly 1), and the
 // output is the mean of V over the visible keys.

@@ -261,10 +261,29 @@ auto FragmentWriter::feeds_only_dots(int id) const -> bool {
   for (const TileOp* u : it->second) {
     if (u->kind == OpKind::Dot) continue;
     bool view = (u->kind == OpKind::Cast && widens_exactly(*u)) ||
-                (u->kind == OpKind::Permute && u->perm == std::vector<int>{1, 0});
+                (u->kind == OpKind::Permute && u->perm == std::vector<int>{1, 0}) ||
+                (u->args.size() == 3 && u->args[1] == id && row_limited(*u));
     if (!view || !feeds_only_dots(u->result)) return false;
   }
   return true;
+}
+
+auto FragmentWriter::row_limited(const TileOp& o) const
+    -> std::optional<std::pair<ir::Expr, ir::Expr>> {
+  if (o.kind != OpKind::Map || o.is_call || o.op != Op::Select || o.type.shape.size() != 2)
+    return std::nullopt;
+  const TileOp& zero = *val(o.args[2]).def;
+  const TileOp* mask = val(o.args[0]).def;
+  if (zero.kind != OpKind::Full || !zero.type.shape.empty() || zero.scalar->op != Op::FloatImm ||
+      zero.scalar->float_value != 0.0 || mask->kind != OpKind::Broadcast ||
+      mask->dims != std::vector<int>{0})
+    return std::nullopt;
+  const TileOp& lt = *val(mask->args[0]).def;
+  if (lt.kind != OpKind::Map || lt.is_call || lt.op != Op::Lt) return std::nullopt;
+  const TileOp &rows = *val(lt.args[0]).def, &limit = *val(lt.args[1]).def;
+  if (rows.kind != OpKind::Arange || limit.kind != OpKind::Full || !limit.type.shape.empty())
+    return std::nullopt;
+  return std::make_pair(rows.scalar, limit.scalar);
 }
 
 auto FragmentWriter::widens_exactly(const TileOp& o) const -> bool {
@@ -432,6 +451,16 @@ auto FragmentWriter::assign(const TileOp& o) -> bool {
       return a == Kind::Row && o.dims == std::vector<int>{0} && is_frag_shape(o.type.shape);
     }
     case OpKind::Map: {
+      // A staged tile read with its rows past a limit set to 0: the copy zero-fills them.
+      if (auto limited = row_limited(o); limited && kind_of(o.args[1]) == Kind::Smem) {
+        const Val& a = val(o.args[1]);
+        SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
+        if (a.transposed || t.computed >= 0 || t.pitch > 0 || t.row_limit) return false;
+        t.row_limit_first = limited->first;
+        t.row_limit = limited->second;
+        v = view_of(a, o, false);
+        return true;
+      }
       bool index_only = true;
       for (int a : o.args) {
         Kind k = kind_of(a);

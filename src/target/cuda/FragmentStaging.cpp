@@ -179,12 +179,19 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   const std::vector<std::string>& ext = buffer_extents_.at(o.buffer);
   const std::string& buf = buffer_ids_.at(o.buffer);
   std::string rows = std::to_string(t.live_rows);
+  // Rows past a limit that a dot's select sets to 0 (SmemTile::row_limit) are not copied.
+  const std::string limited =
+      t.row_limit ? "(" + scalar(t.row_limit) + ") - (" + scalar(t.row_limit_first) + ")" : "";
   if (o.bounds_checked[row_dim]) {
     const std::string& start = reg.starts[row_dim];
     line("const int ks_rlo = " + reg.ok + " ? (int)min(" + rows + "LL, max(0LL, -" + start +
          ")) : " + rows + ";");
-    line("const int ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " + ext[row_dim] +
-         " - " + start + ")) : 0;");
+    const std::string end = ext[row_dim] + " - " + start;
+    line("const int ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " +
+         (limited.empty() ? end : "min(" + end + ", " + limited + ")") + ")) : 0;");
+  } else if (!limited.empty()) {
+    line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? (int)max(0LL, min(" + rows + "LL, " +
+         limited + ")) : 0;");
   } else {
     line("const int ks_rlo = 0, ks_rhi = " + reg.ok + " ? " + rows + " : 0;");
   }

@@ -97,7 +97,11 @@ struct SmemTile {
   // is staged, swizzled and read by ldmatrix as the 16-bit tile of its bytes; the int8 tensor
   // cores' fragments lie in the same registers as the 16-bit ones, with K twice as long).
   int64_t rows = 0, cols = 0;
-  int64_t live_rows = 0;    // rows of the load; the rest (an A tile padded to 16) are zeros
+  int64_t live_rows = 0;  // rows of the load; the rest (an A tile padded to 16) are zeros
+  // A dot reads the load with its rows at and past a limit set to 0 (the values of a cache past
+  // its first L positions, select(start + r < L, V, 0)): rows r with first + r >= limit are
+  // zero-filled as rows past the buffer's end are. Null: no limit.
+  ir::Expr row_limit_first, row_limit;
   std::string stream_loop;  // streamed along this loop (empty: loaded where it stands)
   // Streamed tiles: the first one the loop body uses has two stages, its next copy issued at the
   // top of each iteration; each later one has one stage, its next copy issued right after its
@@ -198,8 +202,11 @@ class FragmentWriter : public KernelWriter {
   const Val& val(int id) const { return vals_[static_cast<size_t>(id)]; }
 
   // Whether every use of value `id` is a dot operand, through exact widening casts (to f32, an
-  // int8 to a wider integer) and transposes.
+  // int8 to a wider integer), transposes and row limits (row_limited).
   bool feeds_only_dots(int id) const;
+  // Select `o` = select(first + r < limit, x, 0) over the rows r of a 2-D tile x (a mask of the
+  // tile's rows alone, r its leading axis): (first, limit), else nullopt.
+  std::optional<std::pair<ir::Expr, ir::Expr>> row_limited(const TileOp& o) const;
   // Whether cast `o` widens its operand exactly: f16 or bf16 to f32, i8 to a wider integer.
   bool widens_exactly(const TileOp& o) const;
   // The dot's K in the 16-bit columns of its shared tiles (SmemTile::cols).
