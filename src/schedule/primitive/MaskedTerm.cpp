@@ -81,9 +81,9 @@ std::optional<ConstantMask> neutral_select(const ir::Expr& sel, double neutral) 
     return std::nullopt;
   if (sel->args[2]->float_value == neutral)
     return ConstantMask{ir::simplify(ir::make_unary(ir::Op::Not, sel->args[0])),
-                        sel->args[1]->float_value};
+                        sel->args[1]->float_value, nullptr, true};
   if (sel->args[1]->float_value == neutral)
-    return ConstantMask{sel->args[0], sel->args[2]->float_value};
+    return ConstantMask{sel->args[0], sel->args[2]->float_value, nullptr, true};
   return std::nullopt;
 }
 
@@ -93,10 +93,10 @@ std::optional<ConstantMask> constant_mask(const ir::Expr& value) {
   if (!value) return std::nullopt;
   if (value->op == ir::Op::Select) {
     if (value->args[2]->op == ir::Op::FloatImm)
-      return ConstantMask{value->args[0], value->args[2]->float_value};
+      return ConstantMask{value->args[0], value->args[2]->float_value, value->args[1]};
     if (value->args[1]->op == ir::Op::FloatImm)
       return ConstantMask{ir::simplify(ir::make_unary(ir::Op::Not, value->args[0])),
-                          value->args[1]->float_value};
+                          value->args[1]->float_value, value->args[2]};
     return std::nullopt;
   }
   // A mask applied by arithmetic: v + select(c, -inf, 0) (an additive mask, as PyTorch's
@@ -111,6 +111,7 @@ std::optional<ConstantMask> constant_mask(const ir::Expr& value) {
     if (!m) continue;
     if (additive ? !std::isinf(m->masked) : m->masked != 0.0) return std::nullopt;
     if (value->op == ir::Op::Sub) m->masked = -m->masked;
+    m->value = value->args[static_cast<size_t>(1 - side)];
     return m;
   }
   return std::nullopt;

@@ -20,6 +20,8 @@ namespace kintsugi::schedule {
 struct ConstantMask {
   ir::Expr kept;
   double masked;
+  ir::Expr value;           // v, the value kept
+  bool arithmetic = false;  // applied by arithmetic, not by a select
 };
 std::optional<ConstantMask> constant_mask(const ir::Expr& value);
 

@@ -307,6 +307,18 @@ void Schedule::propagate_mask(const std::string& block, const LoopRef& loop) {
   nl.extent = ir::simplify(extent);
   ir::LoopProgram p = tmp.program_;
   p.body = replace_at(tpath, std::make_shared<const ir::StmtNode>(std::move(nl)));
+  // A mask applied by arithmetic (v + select(c, -inf, 0)) is stored as the select it amounts to
+  // wherever v is finite, select(kept, v, K): what the skipped tiles assume of the masked
+  // elements, and the form the tile writers fold over whole tiles.
+  if (mask->arithmetic) {
+    StmtPath bpath = find_block(p.body, block, P);
+    ir::StmtNode nb = *bpath.back();
+    ir::StmtNode store = *nb.body;
+    store.value =
+        ir::make_select(mask->kept, mask->value, ir::make_float(mask->masked, store.value->type));
+    nb.body = std::make_shared<const ir::StmtNode>(std::move(store));
+    p.body = replace_at(bpath, std::make_shared<const ir::StmtNode>(std::move(nb)));
+  }
   commit(std::move(p), {{"primitive", P}, {"block", block}, {"loop", loop_json(loop)}});
 }
 

@@ -352,6 +352,7 @@ auto FragmentWriter::reduce(const TileOp& o, const Val& v) -> void {
   if (sc) {
     const Val& c_val = val(sc->scale);
     scale = c_val.kind == Kind::RowBcast ? val(c_val.row_source).name + "[ks_h]" : c_val.name;
+    if (sc->reciprocal) scale = "(1.0f / " + scale + ")";
     std::optional<double> c = constant_value(sc->scale);
     if (c && *c <= 0) sc.reset();
     if (sc && !c) positive = "(" + scale + " > 0.0f)";
@@ -689,7 +690,7 @@ auto FragmentWriter::exp_of_difference(const TileOp& o, Kind ctx) -> std::option
   std::string x = at(d.args[0], ctx), slope = log2e;
   if (std::optional<Scaled> sc = scaled(d.args[0])) {
     x = at(sc->x, ctx);
-    slope = "(" + at(sc->scale, ctx) + " * " + log2e + ")";
+    slope = "(" + factor_of(*sc, ctx) + " * " + log2e + ")";
   }
   return "ex2_approx(fmaf(" + x + ", " + slope + ", -(" + at(d.args[1], ctx) + " * " + log2e +
          ")))";
@@ -707,21 +708,27 @@ auto FragmentWriter::product_of_scales(const TileOp& o, Kind ctx) -> std::option
     return std::nullopt;
   std::string f = val(factor).name;
   if (o.op == Op::Div) f = "(1.0f / " + f + ")";
-  return "(" + at(sc->x, ctx) + " * (" + val(sc->scale).name + " * " + f + "))";
+  return "(" + at(sc->x, ctx) + " * (" + factor_of(*sc, ctx) + " * " + f + "))";
 }
 
 auto FragmentWriter::scaled(int id) const -> std::optional<Scaled> {
   const TileOp* d = val(id).def;
   while (d->kind == OpKind::Map && !d->is_call && d->op == Op::Select && known_true(d->args[0]))
     d = val(d->args[1]).def;
-  if (d->kind != OpKind::Map || d->is_call || d->op != Op::Mul) return std::nullopt;
-  for (int side = 0; side < 2; ++side) {
+  if (d->kind != OpKind::Map || d->is_call || (d->op != Op::Mul && d->op != Op::Div))
+    return std::nullopt;
+  for (int side = 0; side < (d->op == Op::Mul ? 2 : 1); ++side) {
     int x = d->args[static_cast<size_t>(side)], c = d->args[static_cast<size_t>(1 - side)];
     if (val(x).kind == Kind::Frag &&
         (val(c).kind == Kind::Uniform || val(c).kind == Kind::RowBcast))
-      return Scaled{x, c};
+      return Scaled{x, c, d->op == Op::Div};
   }
   return std::nullopt;
+}
+
+auto FragmentWriter::factor_of(const Scaled& s, Kind ctx) -> std::string {
+  const std::string c = at(s.scale, ctx);
+  return s.reciprocal ? "(1.0f / " + c + ")" : c;
 }
 
 auto FragmentWriter::uniform(const TileOp& o, const Val& v) -> void {

@@ -603,11 +603,15 @@ class FragmentWriter : public KernelWriter {
   // the product in the program's order rounds twice.
   std::optional<std::string> product_of_scales(const TileOp& o, Kind ctx);
 
-  // A data tile x times a uniform value, through selects the current loop version decides.
+  // A data tile x times a uniform value, or divided by one (times its reciprocal, as the writer
+  // spells a division by a uniform value), through selects the current loop version decides.
   struct Scaled {
     int x = -1, scale = -1;
+    bool reciprocal = false;  // x / scale
   };
   std::optional<Scaled> scaled(int id) const;
+  // The factor of a Scaled value, spelled in context `ctx`: the scale, or its reciprocal.
+  std::string factor_of(const Scaled& s, Kind ctx);
 
   void uniform(const TileOp& o, const Val& v);
 
