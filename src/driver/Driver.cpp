@@ -279,7 +279,7 @@ ValidationReport cached_validation(const std::string& key,
     std::lock_guard<std::mutex> lock(validated_mu);
     if (auto it = validated().find(key); it != validated().end()) return it->second;
   }
-  const std::string format = std::string("kintsugi validation 2 ") + kCommit;
+  const std::string format = std::string("kintsugi validation 3 ") + kCommit;
   const std::string name = hex64(fnv1a(key)) + hex64(fnv1a(key, fnv1a(format)));
   std::optional<std::string> dir = disk_cache::resolve_dir("", "schedule validation");
   std::filesystem::path entry, meta;
@@ -296,14 +296,18 @@ ValidationReport cached_validation(const std::string& key,
         r.shrunk = j.at("shrunk").get<runtime::SizeMap>();
         r.few_rows = j.at("few_rows").get<runtime::SizeMap>();
         r.row_tiles = j.at("row_tiles").get<runtime::SizeMap>();
+        if (j.contains("params")) r.params = j.at("params").get<runtime::ParamMap>();
         return r;
       }
     }
   }
   ValidationReport r = run();
   if (dir && r.ran && r.ok) {
-    nlohmann::json j = {
-        {"ok", true}, {"shrunk", r.shrunk}, {"few_rows", r.few_rows}, {"row_tiles", r.row_tiles}};
+    nlohmann::json j = {{"ok", true},
+                        {"shrunk", r.shrunk},
+                        {"few_rows", r.few_rows},
+                        {"row_tiles", r.row_tiles},
+                        {"params", r.params}};
     disk_cache::store_entry(entry, meta, format, name, j.dump());
   }
   std::lock_guard<std::mutex> lock(validated_mu);

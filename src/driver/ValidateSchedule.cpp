@@ -240,6 +240,68 @@ void keep_divisible(const ir::LoopProgram& p, const runtime::ParamMap& given_par
 
 }  // namespace
 
+namespace {
+
+// ValidationReport::params: every param of `original` at its value for the run, and the shrunk
+// value of each integer param that two or more reductions reduce over (a fused chain's axis) and
+// that `scheduled` walks in tiles (no loop runs over it whole, as over a group of G columns held
+// as one tile at the param's value): at most an axis that ends in a partial tile, a multiple of
+// the power of two (up to 16) that divides its value (a start it offsets stays aligned).
+runtime::ParamMap instance_params(const ir::LoopProgram& original, const ir::LoopProgram& scheduled,
+                                  const ValidationOptions& o) {
+  runtime::ParamMap out = o.params;
+  for (const ir::Param& q : original.params) out.emplace(q.name, q.value);
+  std::map<std::string, int> reducers;
+  for (const ir::StmtNode* b : schedule::blocks_under(original.body))
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind != ir::IterKind::Spatial && iv.extent->op == ir::Op::Var &&
+          iv.extent->var_kind == ir::VarKind::Param)
+        ++reducers[iv.extent->name];
+  const int64_t axis = 2 * o.axis_tile * std::max<int64_t>(1, o.chunk_tiles) + o.axis_tile / 2;
+  for (const auto& [name, count] : reducers) {
+    bool whole = false, used = false;
+    ir::visit(scheduled.body, [&](const ir::Stmt& s) {
+      if (s->kind == ir::StmtKind::For) {
+        whole = whole || (s->extent->op == ir::Op::Var && s->extent->name == name);
+        used = used || ir::uses_var(s->extent, name);
+      }
+      return true;
+    });
+    const int64_t value = static_cast<int64_t>(std::trunc(out.at(name)));
+    if (count < 2 || whole || !used || value <= axis) continue;
+    const int64_t align = std::min<int64_t>(16, value & -value);
+    out[name] = static_cast<double>((axis + kTail + align - 1) / align * align);
+  }
+  return out;
+}
+
+// The dims that a shrunk param's axis reads along (a cache of TMAX positions read at j < L) stay
+// at least as long as the shrunk param where they are at the run.
+void keep_bounds(const ir::LoopProgram& original, const ValidationOptions& o,
+                 const runtime::ParamMap& shrunk, runtime::SizeMap& sizes) {
+  for (const ir::Param& q : original.params) {
+    const double given = o.params.count(q.name) ? o.params.at(q.name) : q.value;
+    if (shrunk.at(q.name) == given) continue;
+    std::set<std::string> read_along;
+    for (const ir::StmtNode* b : schedule::blocks_under(original.body))
+      for (const ir::IterVar& iv : b->iters) {
+        if (iv.extent->op != ir::Op::Var || iv.extent->name != q.name) continue;
+        ir::visit(b->body->value, [&](const ir::Expr& e) {
+          const ir::Buffer* buf = e->op == ir::Op::Load ? original.find_buffer(e->name) : nullptr;
+          for (size_t k = 0; buf && k < e->args.size(); ++k)
+            if (ir::uses_var(e->args[k], iv.name) && is_dim(buf->shape[k]))
+              read_along.insert(buf->shape[k]->name);
+          return true;
+        });
+      }
+    for (const std::string& d : read_along)
+      if (sizes.count(d) && o.sizes.count(d) && static_cast<double>(o.sizes.at(d)) >= given)
+        sizes[d] = std::max<int64_t>(sizes[d], static_cast<int64_t>(shrunk.at(q.name)));
+  }
+}
+
+}  // namespace
+
 runtime::SizeMap shrink_sizes(const ir::LoopProgram& original, const ValidationOptions& o,
                               int64_t scale_exponent, int64_t rows_cap, bool keep_order,
                               AxisEnd end) {
@@ -363,6 +425,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   int64_t exponent = 0;
   while ((largest >> exponent) > kSmallDim) ++exponent;
   const std::vector<InputSet> sets = input_sets();
+  const runtime::ParamMap params = instance_params(original, scheduled, o);
   for (; exponent >= 0; --exponent) {
     // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
     // rows (one partial row tile) with every input set; both with the whole shrunk axis.
@@ -373,6 +436,8 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
         shrink_sizes(original, o, exponent, o.row_tile + kTail, true, AxisEnd::PartialTile);
     runtime::SizeMap few =
         shrink_sizes(original, o, exponent, kFewRows, false, AxisEnd::OneElement);
+    keep_bounds(original, o, params, tiles);
+    keep_bounds(original, o, params, few);
     // (The rounded run of the two row tiles is left to the few rows: the same arithmetic.)
     struct Job {
       const runtime::SizeMap* sizes;
@@ -391,7 +456,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
     for (const Job& j : jobs)
       runs.push_back(std::async(std::launch::async, check_set, std::cref(original),
                                 std::cref(run_scheduled), std::string("scheduled program"),
-                                std::cref(*j.sizes), std::cref(o.params), std::cref(sets[j.set]),
+                                std::cref(*j.sizes), std::cref(params), std::cref(sets[j.set]),
                                 j.exact_only, o.seed + j.set));
     std::vector<SetResult> results;
     for (auto& r : runs) results.push_back(r.get());
@@ -407,6 +472,8 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
     report.few_rows = few;
     report.row_tiles =
         shrink_sizes(original, o, exponent, o.row_tile + kTail, true, AxisEnd::OneElement);
+    keep_bounds(original, o, params, report.row_tiles);
+    report.params = params;
     for (const SetResult& r : results)
       if (!r.failure.empty() && report.ok) {
         report.ok = false;
@@ -450,6 +517,8 @@ ValidationReport validate_tiles(
     const char* set;
     bool exact_only;
   };
+  const runtime::ParamMap& instance =
+      schedule_report.params.empty() ? params : schedule_report.params;
   const std::vector<Job> jobs = {{two_tiles, "random", true},
                                  {few, "random", false},
                                  {few, "ties", false},
@@ -460,10 +529,11 @@ ValidationReport validate_tiles(
     while (std::string(sets[k].name) != j.set) ++k;
     runs.push_back(std::async(std::launch::async, check_set, std::cref(scheduled),
                               std::cref(run_tiles), std::string("tile program"),
-                              std::cref(*j.sizes), std::cref(params), std::cref(sets[k]),
+                              std::cref(*j.sizes), std::cref(instance), std::cref(sets[k]),
                               j.exact_only, seed + k));
   }
   report.ran = true;
+  report.params = instance;
   report.shrunk = *two_tiles;
   report.few_rows = *few;
   report.row_tiles = *two_tiles;

@@ -56,6 +56,10 @@ struct ValidationReport {
   // Two row tiles over the axis of the few rows: where the tile program is checked (the head
   // size at its specialised value makes the instance of `shrunk` costly).
   runtime::SizeMap row_tiles;
+  // The param values of the instances: the run's, but a param that the schedule tiles as a fused
+  // axis's extent (the first L positions of a cache) shrunk as that axis's dim would be, the
+  // dims it bounds at the run kept at least as long. Empty: the run's.
+  runtime::ParamMap params;
   double seconds = 0.0;
 };
 

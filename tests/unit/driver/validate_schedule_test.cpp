@@ -338,3 +338,31 @@ output Z[i, j]: bf16 = select(a3[i] > 0, t0[i, j] / a3[i], 0)
   EXPECT_NE(s.warnings.front().find("the repair exponentiates a1.sum0"), std::string::npos)
       << s.warnings.front();
 }
+
+// A chain over a param's extent that the schedule walks in tiles (the first L positions of a
+// cache of TMAX) is validated at a shrunk L, a partial tile past two tiles, and the cache it
+// reads kept at least that long: at L = 60000 the instances stay small.
+TEST(ValidateSchedule, ParamAxesWalkedInTilesAreShrunk) {
+  ir::LoopProgram p = lowered(R"(
+sizes M = 4, TMAX = 128
+param L: i32 = 100
+input X: f32[M, TMAX]
+m[i] = max[j: L](X[i, j])
+l[i] = sum[j: L](exp(X[i, j] - m[i]))
+output Y[i, j: L]: f32 = exp(X[i, j] - m[i]) / l[i]
+)");
+  driver::ScheduleOptions o;
+  o.target = driver::Target::parse("cpu");
+  o.sizes = {{"M", 4}, {"TMAX", 100000}};
+  o.params = {{"L", 60000}};
+  o.whole_row_bytes = 0;
+  driver::Scheduled s = driver::schedule_program(p, o);
+  EXPECT_TRUE(s.warnings.empty()) << s.warnings.front();
+  ASSERT_TRUE(s.validation.has_value());
+  EXPECT_TRUE(s.validation->ok) << s.validation->failure;
+  const double shrunk = s.validation->params.at("L");
+  EXPECT_LE(shrunk, 4096);              // two tiles and a partial one (of 1024 columns on the CPU)
+  EXPECT_EQ(std::fmod(shrunk, 16), 0);  // 60000 is a multiple of 16: so is the instance's L
+  EXPECT_GE(static_cast<double>(s.validation->shrunk.at("TMAX")), shrunk);
+  EXPECT_GE(static_cast<double>(s.validation->few_rows.at("TMAX")), shrunk);
+}
