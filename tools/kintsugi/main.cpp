@@ -239,12 +239,14 @@ int cmd_lower(const std::string& file, const std::string& print, LowerOptions l,
       j["validation"] = {{"ran", s->validation->ran},
                          {"ok", s->validation->ok},
                          {"seconds", s->validation->seconds},
-                         {"sizes", s->validation->shrunk}};
+                         {"sizes", s->validation->shrunk},
+                         {"params", s->validation->params}};
     if (paths && paths->tile_validation)
       j["tile_validation"] = {{"ran", paths->tile_validation->ran},
                               {"ok", paths->tile_validation->ok},
                               {"seconds", paths->tile_validation->seconds},
-                              {"sizes", paths->tile_validation->shrunk}};
+                              {"sizes", paths->tile_validation->shrunk},
+                              {"params", paths->tile_validation->params}};
     std::cout << j.dump(2) << "\n";
   } else if (print == "source" && l.target == "cpu") {
     // The source that runs: from the tile IR when the program reached it, else the loop code.
