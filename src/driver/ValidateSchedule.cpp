@@ -212,8 +212,7 @@ namespace {
 // (a tail that is a whole group), down where that would pass the given size.
 void keep_divisible(const ir::LoopProgram& p, const runtime::ParamMap& given_params,
                     runtime::SizeMap& sizes) {
-  runtime::ParamMap params = given_params;
-  for (const ir::Param& q : p.params) params.emplace(q.name, q.value);
+  const runtime::ParamMap params = p.param_values(given_params);
   const runtime::SizeMap given = sizes;
   auto divided = [&](const ir::Expr& e) {
     ir::visit(e, [&](const ir::Expr& x) {
@@ -238,10 +237,6 @@ void keep_divisible(const ir::LoopProgram& p, const runtime::ParamMap& given_par
     for (const ir::IterVar& iv : b->iters) divided(iv.extent);
 }
 
-}  // namespace
-
-namespace {
-
 // ValidationReport::params: every param of `original` at its value for the run, and the shrunk
 // value of each integer param that two or more reductions reduce over (a fused chain's axis) and
 // that `scheduled` walks in tiles (no loop runs over it whole, as over a group of G columns held
@@ -249,8 +244,7 @@ namespace {
 // the power of two (up to 16) that divides its value (a start it offsets stays aligned).
 runtime::ParamMap instance_params(const ir::LoopProgram& original, const ir::LoopProgram& scheduled,
                                   const ValidationOptions& o) {
-  runtime::ParamMap out = o.params;
-  for (const ir::Param& q : original.params) out.emplace(q.name, q.value);
+  runtime::ParamMap out = original.param_values(o.params);
   std::map<std::string, int> reducers;
   for (const ir::StmtNode* b : schedule::blocks_under(original.body))
     for (const ir::IterVar& iv : b->iters)
@@ -275,12 +269,14 @@ runtime::ParamMap instance_params(const ir::LoopProgram& original, const ir::Loo
   return out;
 }
 
-// The dims that a shrunk param's axis reads along (a cache of TMAX positions read at j < L) stay
-// at least as long as the shrunk param where they are at the run.
-void keep_bounds(const ir::LoopProgram& original, const ValidationOptions& o,
-                 const runtime::ParamMap& shrunk, runtime::SizeMap& sizes) {
+// The least length of each dim that a shrunk param's axis reads along (a cache of TMAX positions
+// read at j < L) where it is at least the param at the run: the shrunk param.
+runtime::SizeMap read_along_floors(const ir::LoopProgram& original, const ValidationOptions& o,
+                                   const runtime::ParamMap& shrunk) {
+  const runtime::ParamMap run = original.param_values(o.params);
+  runtime::SizeMap floors;
   for (const ir::Param& q : original.params) {
-    const double given = o.params.count(q.name) ? o.params.at(q.name) : q.value;
+    const double given = run.at(q.name);
     if (shrunk.at(q.name) == given) continue;
     std::set<std::string> read_along;
     for (const ir::StmtNode* b : schedule::blocks_under(original.body))
@@ -295,9 +291,16 @@ void keep_bounds(const ir::LoopProgram& original, const ValidationOptions& o,
         });
       }
     for (const std::string& d : read_along)
-      if (sizes.count(d) && o.sizes.count(d) && static_cast<double>(o.sizes.at(d)) >= given)
-        sizes[d] = std::max<int64_t>(sizes[d], static_cast<int64_t>(shrunk.at(q.name)));
+      if (o.sizes.count(d) && static_cast<double>(o.sizes.at(d)) >= given)
+        floors[d] = std::max<int64_t>(floors[d], static_cast<int64_t>(shrunk.at(q.name)));
   }
+  return floors;
+}
+
+// Raises the dims of `sizes` to their floors.
+void raise_to(const runtime::SizeMap& floors, runtime::SizeMap& sizes) {
+  for (const auto& [d, n] : floors)
+    if (sizes.count(d)) sizes[d] = std::max(sizes[d], n);
 }
 
 }  // namespace
@@ -426,6 +429,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   while ((largest >> exponent) > kSmallDim) ++exponent;
   const std::vector<InputSet> sets = input_sets();
   const runtime::ParamMap params = instance_params(original, scheduled, o);
+  const runtime::SizeMap floors = read_along_floors(original, o, params);
   for (; exponent >= 0; --exponent) {
     // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
     // rows (one partial row tile) with every input set; both with the whole shrunk axis.
@@ -436,8 +440,8 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
         shrink_sizes(original, o, exponent, o.row_tile + kTail, true, AxisEnd::PartialTile);
     runtime::SizeMap few =
         shrink_sizes(original, o, exponent, kFewRows, false, AxisEnd::OneElement);
-    keep_bounds(original, o, params, tiles);
-    keep_bounds(original, o, params, few);
+    raise_to(floors, tiles);
+    raise_to(floors, few);
     // (The rounded run of the two row tiles is left to the few rows: the same arithmetic.)
     struct Job {
       const runtime::SizeMap* sizes;
@@ -472,7 +476,7 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
     report.few_rows = few;
     report.row_tiles =
         shrink_sizes(original, o, exponent, o.row_tile + kTail, true, AxisEnd::OneElement);
-    keep_bounds(original, o, params, report.row_tiles);
+    raise_to(floors, report.row_tiles);
     report.params = params;
     for (const SetResult& r : results)
       if (!r.failure.empty() && report.ok) {

@@ -79,6 +79,13 @@ std::vector<const Buffer*> LoopProgram::inputs() const {
   return out;
 }
 
+std::map<std::string, double> LoopProgram::param_values(
+    const std::map<std::string, double>& given) const {
+  std::map<std::string, double> out = given;
+  for (const Param& q : params) out.emplace(q.name, q.value);
+  return out;
+}
+
 std::vector<const Buffer*> LoopProgram::outputs() const {
   std::vector<const Buffer*> out;
   for (const Buffer& b : buffers)

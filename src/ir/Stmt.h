@@ -95,6 +95,8 @@ struct LoopProgram {
   const Buffer* find_buffer(const std::string& name) const;
   std::vector<const Buffer*> inputs() const;
   std::vector<const Buffer*> outputs() const;
+  // Every param's value: the given one, else the program's own.
+  std::map<std::string, double> param_values(const std::map<std::string, double>& given) const;
 };
 
 }  // namespace kintsugi::ir

@@ -139,8 +139,7 @@ void draw_in_parallel(Tensor& t, const CounterDraw& draw) {
 
 std::map<std::string, Tensor> random_inputs(const ir::LoopProgram& p, const SizeMap& sizes,
                                             uint64_t seed, const ParamMap& params) {
-  ParamMap values = params;
-  for (const ir::Param& q : p.params) values.emplace(q.name, q.value);
+  const ParamMap values = p.param_values(params);
   std::map<std::string, int64_t> index_bounds = index_tensor_bounds(p, sizes, values);
   std::map<std::string, Tensor> out;
   std::mt19937_64 rng(seed);

@@ -1125,14 +1125,6 @@ const std::map<std::string, int64_t>& decision_sizes(const ir::LoopProgram& prog
   return options.sizes.empty() ? program.size_hints : options.sizes;
 }
 
-// The params' values decided with: the options', else the program's own.
-std::map<std::string, double> decision_params(const ir::LoopProgram& program,
-                                              const AutoScheduleOptions& options) {
-  std::map<std::string, double> out = options.params;
-  for (const ir::Param& q : program.params) out.emplace(q.name, q.value);
-  return out;
-}
-
 // Whether a group is a row reduction: no block of the chain (`members`) or of its producers
 // (`closure`) reduces along an axis other than the chain's, of extent `axis`, and no member has
 // more rows than the first: softmax and norms, not attention, whose scores reduce along the head
@@ -1263,7 +1255,7 @@ std::optional<RowSize> row_size(const ir::LoopProgram& program,
   if (!row_reduction(program, blocks, members, row.extent)) return std::nullopt;
   const std::map<std::string, int64_t>& sizes = decision_sizes(program, options);
   try {
-    row.length = ir::eval_int(row.extent, sizes, decision_params(program, options));
+    row.length = ir::eval_int(row.extent, sizes, program.param_values(options.params));
   } catch (const UserError&) {
     return std::nullopt;
   }
@@ -1333,7 +1325,7 @@ SeveralAxisRow several_axis_row(const ir::LoopProgram& program, const std::strin
         row.elem_bytes = std::max(row.elem_bytes, dtype_bytes(in->dtype));
   try {
     row.length = ir::eval_int(row.extent, decision_sizes(program, options),
-                              decision_params(program, options));
+                              program.param_values(options.params));
   } catch (const UserError&) {
     // a size not given: the row may be of any length
   }

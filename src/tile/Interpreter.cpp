@@ -469,8 +469,7 @@ class Machine {
 ir::InterpResult interpret(const TileProgram& program, ir::InterpMode mode,
                            const std::map<std::string, const runtime::Tensor*>& inputs,
                            const runtime::SizeMap& sizes, const runtime::ParamMap& params) {
-  runtime::ParamMap every = params;
-  for (const ir::Param& q : program.source.params) every.emplace(q.name, q.value);
+  const runtime::ParamMap every = program.source.param_values(params);
   for (const Kernel& k : program.kernels) {
     check_specialised(program.specialised, k.name, sizes, every);
     check_divisible(program.divisible, k.name, sizes, every);

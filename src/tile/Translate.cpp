@@ -1571,8 +1571,7 @@ TileProgram translate(const ir::LoopProgram& program, const std::map<std::string
   if (tile_budget > 0) ctx.tile_budget = std::min(tile_budget, kMaxTileElements);
   ctx.program = &out.source;
   ctx.sizes = sizes;
-  ctx.params = params;
-  for (const ir::Param& q : program.params) ctx.params.emplace(q.name, q.value);
+  ctx.params = program.param_values(params);
   ctx.specialisable = specialisable_extents(program);
   ctx.specialised = &out.specialised;
   ctx.divisible = &out.divisible;
