@@ -332,6 +332,10 @@ ValidationReport validate_cached(const ir::LoopProgram& program, const schedule:
 // The tile program of `s` at `sizes`, translated and run through the first `passes` tile passes.
 tile::TileProgram tiles_through(const Scheduled& s, const runtime::SizeMap& sizes, size_t passes) {
   tile::TileProgram tp = tile::translate(s.program, sizes, s.dynamic, s.tile_budget, s.params);
+  if (s.dot_multiple > 1) {
+    tile::pad_dot_extents(tp, s.dot_multiple);
+    tile::verify(tp);
+  }
   for (size_t k = 0; k < passes; ++k) {
     tile::passes()[k].run(tp);
     tile::verify(tp);
@@ -404,6 +408,8 @@ Tiles make_tiles(const Scheduled& s, const runtime::SizeMap& sizes) {
 // On CUDA a tile is registers and shared memory: a nest outside the fused chains is tiled to at
 // most as many elements as a CTA holds of a row kept whole (16384 elements of f16).
 constexpr int64_t kCudaTileElements = 16384;
+// The tensor cores multiply in steps of 16 along K and (in pairs of 8-column blocks) along N.
+constexpr int64_t kCudaDotMultiple = 16;
 
 }  // namespace
 
@@ -416,7 +422,10 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   out.require = o.require;
   out.require_who = o.require_who;
   out.dynamic = o.dynamic;
-  if (o.target.kind == Target::Kind::Cuda) out.tile_budget = kCudaTileElements;
+  if (o.target.kind == Target::Kind::Cuda) {
+    out.tile_budget = kCudaTileElements;
+    out.dot_multiple = kCudaDotMultiple;
+  }
   if (o.schedule == "none") {
     for (Requirement r : {Requirement::Fused, Requirement::Tile})
       if (o.require.count(r))

@@ -133,6 +133,7 @@ struct Scheduled {
   std::string require_who = "--require";
   std::set<std::string> dynamic;  // as in the options: to_tiles keeps them general
   int64_t tile_budget = 0;        // the target's (tile::translate; 0: the translator's own)
+  int64_t dot_multiple = 1;       // the target's dots' K and N (tile::pad_dot_extents; 1: any)
 };
 
 // Parses, checks and lowers a .te file.

@@ -83,6 +83,11 @@ void drop_overwritten_stores(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);
 
+// Run by a target before the passes (passes/PadDots.cpp): a dot's K or N that is a multiple of
+// 8 but not of `multiple` is widened to the next multiple in every tile tied to it, its extra
+// positions read as 0 past the buffers' ends and masked where positions are combined.
+void pad_dot_extents(TileProgram& p, int64_t multiple);
+
 // The passes above, in order, with their names (for a validation failure that names one).
 struct NamedPass {
   const char* name;

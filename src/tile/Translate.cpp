@@ -1468,18 +1468,26 @@ class KernelTranslator {
 // heads sharing a key/value head, HQ / HK).
 std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
   std::set<std::string> out;
-  // Loops nested in a loop of constant extent (a tile of rows): not grid loops.
+  // Loops that are no grid loops: nested in a loop of constant extent (a tile of rows), or past
+  // the perfect nest of loops a kernel's root starts with (a loop beside others in a grid
+  // instance: the value columns of a decode chunk, after its scores).
   std::set<const StmtNode*> in_tile;
-  std::function<void(const Stmt&, bool)> walk = [&](const Stmt& s, bool inside) {
+  std::function<void(const Stmt&, bool, bool)> walk = [&](const Stmt& s, bool inside,
+                                                          bool perfect) {
     if (!s) return;
     if (s->kind == ir::StmtKind::For) {
-      if (inside) in_tile.insert(s.get());
+      if (inside || !perfect) in_tile.insert(s.get());
       inside = inside || ir::as_const_int(s->extent).has_value();
+      walk(s->body, inside, perfect);
+      return;
     }
-    for (const Stmt& c : s->stmts) walk(c, inside);
-    for (const Stmt* c : {&s->body, &s->then_case, &s->else_case}) walk(*c, inside);
+    for (const Stmt& c : s->stmts) walk(c, inside, false);
+    for (const Stmt* c : {&s->body, &s->then_case, &s->else_case}) walk(*c, inside, false);
   };
-  walk(p.body, false);
+  if (p.body && p.body->kind == ir::StmtKind::Seq)
+    for (const Stmt& root : p.body->stmts) walk(root, false, true);
+  else
+    walk(p.body, false, true);
   ir::visit(p.body, [&](const Stmt& s) {
     if (s->kind != ir::StmtKind::For || ir::as_const_int(s->extent) ||
         !ir::over_sizes_and_params(s->extent))

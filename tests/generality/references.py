@@ -1057,3 +1057,30 @@ def static_cache_attention(inputs, params):
     qpos, kpos = positions(q.shape[2], filled)
     o = softmax_attention(q, k, v, visible=kpos <= qpos)[0]
     return {"O": o}
+
+
+def head40_sd_attention(inputs, params):
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
+
+
+def head72_dit_attention(inputs, params):
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], round_p=bf16)[0]}
+
+
+def value_head24_decode(inputs, params):
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"])[0]}
+
+
+def qk_layernorm_head40(inputs, params):
+    eps = params["EPS"]
+
+    def layernorm(x, w, b):
+        mean = x.mean(axis=-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+        return f16((x - mean) / np.sqrt(var + eps) * w + b)
+
+    q = layernorm(inputs["Q"], inputs["WQ"], inputs["BQ"])
+    k = layernorm(inputs["K"], inputs["WK"], inputs["BK"])
+    s_len, t_len = q.shape[2], k.shape[2]
+    i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
+    return {"O": softmax_attention(q, k, inputs["V"], visible=j <= i)[0]}

@@ -198,13 +198,31 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   // A tail along the rows themselves (keys along a V^T tile's rows): the chunks of a row past
   // the buffer's end (whole chunks, innermost_chunks) are zero-filled too.
   const size_t col_dim = o.starts.size() - 1;
-  std::string whole_chunks, chunk_in;
+  // Where the start and the extent are known when the kernel is generated (a head size padded
+  // for the tensor cores, tile::pad_dot_extents), every row has the same chunks inside: a tile
+  // whose rows are inside is copied without row tests, its last chunks zero-filled.
+  std::string whole_chunks, chunk_in, fixed_chunks;
   if (o.bounds_checked[col_dim]) {
-    line("const int ks_cl = (int)max(0LL, min(" + std::to_string(cpr) + "LL, (" + ext[col_dim] +
-         " - " + reg.starts[col_dim] + ") / " + in_chunk + "));");
-    whole_chunks = " && ks_cl == " + std::to_string(cpr);
+    std::optional<double> start = constant_expr(o.starts[col_dim]),
+                          extent = constant_expr(p_.source.find_buffer(o.buffer)->shape[col_dim]);
+    if (start && extent) {
+      int64_t inside = std::clamp<int64_t>(
+          (static_cast<int64_t>(*extent) - static_cast<int64_t>(*start)) / per_chunk, 0, cpr);
+      line("const int ks_cl = " + std::to_string(inside) + ";");
+      if (inside < cpr) fixed_chunks = "ks_c < ks_cl";
+    } else {
+      line("const int ks_cl = (int)max(0LL, min(" + std::to_string(cpr) + "LL, (" + ext[col_dim] +
+           " - " + reg.starts[col_dim] + ") / " + in_chunk + "));");
+      whole_chunks = " && ks_cl == " + std::to_string(cpr);
+    }
     chunk_in = " && ks_c < ks_cl";
   }
+  // An untested copy of `src`: its chunks past a fixed column limit are zero-filled.
+  auto untested = [&](const std::string& dst, const std::string& src) {
+    if (fixed_chunks.empty()) return "cp_async_cg16(" + dst + ", " + src + ", 16);";
+    return "cp_async_cg16(" + dst + ", " + fixed_chunks + " ? " + src + " : " + buf + ", " +
+           fixed_chunks + " ? 16 : 0);";
+  };
   // Every row and chunk of the tile's `n` rows inside the buffer.
   auto whole = [&](int64_t n) {
     return "ks_rlo == 0 && ks_rhi == " + std::to_string(n) + whole_chunks;
@@ -239,8 +257,7 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
         line("cp_async_cg16(" + dst + ", ks_in ? " + buf + " + (" + origin +
              ") + ks_r * ks_stride + ks_c * " + in_chunk + " : " + buf + ", ks_in ? 16 : 0);");
       } else {
-        line("cp_async_cg16(" + dst + ", ks_src + ks_i * " + std::to_string(threads() * per_chunk) +
-             ", 16);");
+        line(untested(dst, "ks_src + ks_i * " + std::to_string(threads() * per_chunk)));
       }
       --indent_;
       line("}");
@@ -303,7 +320,7 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   ++indent_;
   line("#pragma unroll");
   line("for (int ks_i = 0; ks_i < " + passes + "; ++ks_i)");
-  line("  cp_async_cg16(" + dst + ", ks_src + ks_i * (" + pass_rows + " * ks_stride), 16);");
+  line("  " + untested(dst, "ks_src + ks_i * (" + pass_rows + " * ks_stride)"));
   --indent_;
   line("} else {");
   ++indent_;

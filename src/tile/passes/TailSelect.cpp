@@ -5,7 +5,8 @@
 //   - a load along whose bounds-checked dimension d the arange runs, from the region's start
 //     there, with E the buffer's extent along d: past the buffer's end the load reads 0 (the V
 //     tile of a key loop, masked by the key bound in front of the PV dot);
-//   - a cast or broadcast of such a value (the mask's axes mapped through the broadcast), a
+//   - a cast, permute or broadcast of such a value (the mask's axes mapped through the permute or
+//     the broadcast; a key tile transposed for the scores' dot), a
 //     product of two such values (0 * 0 is 0, whatever each holds where m is true), a zero, and a
 //     select against 0 that is such a value or is masked by m itself (the masked exponentials of
 //     a decode chunk, times its tail-loaded V rows).
@@ -112,6 +113,11 @@ class TailSelects {
         return zero_outside(v->args[0], m);
       case OpKind::Load:
         return load_zero_outside(*v, m);
+      case OpKind::Permute: {  // result axis k is the operand's axis perm[k]
+        Mask inner{m.compare, {}};
+        for (int axis : m.axes) inner.axes.push_back(v->perm[static_cast<size_t>(axis)]);
+        return zero_outside(v->args[0], inner);
+      }
       case OpKind::Broadcast: {  // the mask's axes must be axes of the broadcast operand
         Mask inner{m.compare, {}};
         for (int axis : m.axes) {

@@ -129,6 +129,14 @@ class Builder {
     o.type = std::move(t);
     return emit(o);
   }
+  int permute(int a, std::vector<int> perm, TileType t) {
+    TileOp o;
+    o.kind = OpKind::Permute;
+    o.args = {a};
+    o.perm = std::move(perm);
+    o.type = std::move(t);
+    return emit(o);
+  }
   int read(const std::string& r, TileType t) {
     TileOp o;
     o.kind = OpKind::Read;

@@ -222,6 +222,27 @@ TEST(TileTailSelect, OtherMasksAreKept) {
   EXPECT_EQ(selects_left(times(index("j"), 4), dim("N"), false), 1);
 }
 
+// The load's rows are the columns of its transpose (a key tile in front of the scores' dot): a
+// mask along them is still the load's bound.
+TEST(TileTailSelect, TransposedLoadBoundMaskIsDropped) {
+  Builder b;
+  b.open_loop("j");
+  ir::Expr row = times(index("j"), 4);
+  int x = b.cast(b.load_x(row, true), f32({4, 8}));
+  int xt = b.permute(x, {1, 0}, f32({8, 4}));
+  int rows = b.arange(row, 4);
+  int in_bounds = b.map(ir::Op::Lt, {rows, b.full(dim("N"))}, TileType{DType::Bool, {4}});
+  int mask = b.broadcast(in_bounds, {1}, TileType{DType::Bool, {8, 4}});
+  int zero = b.full(ir::make_float(0.0, DType::F32));
+  int masked = b.select(mask, xt, zero, f32({8, 4}));
+  b.store_y(row, b.permute(masked, {1, 0}, f32({4, 8})));
+  b.close_loop();
+  tile::verify(b.program);
+  tile::drop_redundant_tail_selects(b.program);
+  tile::verify(b.program);
+  EXPECT_EQ(count_selects(b.kernel().body), 0);
+}
+
 namespace {
 
 // select(mask, broadcast(w) * f32(load X[j * 4:+4?]), 0) for the rows' weights w = exp(rows),
