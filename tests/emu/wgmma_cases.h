@@ -73,6 +73,8 @@ __device__ void wgmma_tile(float (&d)[N / 2], const u32 (&ra)[4], u64 da, u64 db
   if constexpr (N == 128 && kBf16 && !kRs) wgmma_m64n128k16_bf16_ss<kTransA, kTransB>(d, da, db, acc);
   if constexpr (N == 256 && !kBf16 && kRs) wgmma_m64n256k16_f16_rs<kTransB>(d, ra, db, acc);
   if constexpr (N == 64 && kBf16 && kRs) wgmma_m64n64k16_bf16_rs<kTransB>(d, ra, db, acc);
+  if constexpr (N == 80 && !kBf16 && kRs) wgmma_m64n80k16_f16_rs<kTransB>(d, ra, db, acc);
+  if constexpr (N == 96 && kBf16 && !kRs) wgmma_m64n96k16_bf16_ss<kTransA, kTransB>(d, da, db, acc);
 }
 
 template <int N, bool kBf16, bool kRs, u32 kSwA, u32 kMnA, u32 kLboA, u32 kSboA, u32 kSwB,
@@ -116,14 +118,19 @@ __device__ void wgmma_case(const float* A, const float* B, const float* C, float
 // B MN-major (V stored [keys, head dim]) in the 128-byte swizzle, A K-major in the 64-byte one.
 // A from registers, B K-major in the 32-byte swizzle, the widest tile. No swizzle: A K-major, B
 // MN-major, in 8 x 16-byte core matrices. A MN-major in the 128-byte swizzle, B MN-major in the
-// 64-byte one. A from registers (bf16), B MN-major in the 128-byte swizzle.
+// 64-byte one. A from registers (bf16), B MN-major in the 128-byte swizzle. Head sizes whose
+// tiles are column blocks of narrower atoms (80: five of 16 columns, 96: three of 32): A from
+// registers, B MN-major in the 32-byte swizzle, its blocks 512 bytes apart; A K-major in the
+// 32-byte swizzle, B MN-major in the 64-byte one, its blocks 1024 bytes apart.
 #define KS_WGMMA_CASES(X)                                                  \
   X(n64_f16_k128, 64, false, false, 1, 0, 16, 1024, 1, 0, 16, 1024)        \
   X(n128_bf16_k64_mn128, 128, true, false, 2, 0, 16, 512, 1, 1, 2048, 1024) \
   X(n256_f16_rs_k32, 256, false, true, 0, 0, 0, 0, 3, 0, 16, 256)          \
   X(n64_bf16_none, 64, true, false, 0, 0, 128, 256, 0, 1, 1024, 128)       \
   X(n128_f16_mn128_mn64, 128, false, false, 1, 1, 2048, 1024, 2, 1, 1024, 512) \
-  X(n64_bf16_rs_mn128, 64, true, true, 0, 0, 0, 0, 1, 1, 2048, 1024)
+  X(n64_bf16_rs_mn128, 64, true, true, 0, 0, 0, 0, 1, 1, 2048, 1024)       \
+  X(n80_f16_rs_mn32, 80, false, true, 0, 0, 0, 0, 3, 1, 512, 256)          \
+  X(n96_bf16_k32_mn64, 96, true, false, 3, 0, 16, 256, 2, 1, 1024, 512)
 )";
 
 // The cases as kernels of the GPU's ABI: NAME(A, B, C, D, flags).
@@ -141,7 +148,8 @@ KS_WGMMA_CASES(KS_DEVICE_CASE)
 inline const std::vector<Case>& cases() {
   static const std::vector<Case> all = {{"n64_f16_k128", 64},         {"n128_bf16_k64_mn128", 128},
                                         {"n256_f16_rs_k32", 256},     {"n64_bf16_none", 64},
-                                        {"n128_f16_mn128_mn64", 128}, {"n64_bf16_rs_mn128", 64}};
+                                        {"n128_f16_mn128_mn64", 128}, {"n64_bf16_rs_mn128", 64},
+                                        {"n80_f16_rs_mn32", 80},      {"n96_bf16_k32_mn64", 96}};
   return all;
 }
 

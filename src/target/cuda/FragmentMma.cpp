@@ -233,16 +233,13 @@ auto FragmentWriter::wgmma_shapes(std::string* why) const -> bool {
   for (const TileOp* o : ops_) {
     if (o->kind != OpKind::Dot) continue;
     const int64_t k = k_columns(*o), n = o->type.shape[1];
-    // The device library's widths; a tile's row (K of a K-major operand, M or N of an MN-major
-    // one) one 32- or 64-byte swizzle atom or whole 128-byte ones.
-    if (n != 32 && n != 64 && n != 128 && n != 192 && n != 256) {
+    // The device library's widths: multiples of 16 up to 256. A tile's row (K of a K-major
+    // operand, M or N of an MN-major one) is whole swizzle atoms (block_cols), so K is any
+    // multiple of 16, as the tile program's are (tile::pad_dot_extents).
+    if (n % 16 != 0 || n > 256 || k % 16 != 0) {
       *why = "the dot `" + tile::to_string(*o) + "` has " + std::to_string(n) +
-             " columns; wgmma is generated for 32, 64, 128, 192 and 256";
-      return false;
-    }
-    if (k != 16 && k != 32 && k % 64 != 0) {
-      *why = "the dot `" + tile::to_string(*o) + "` sums over " + std::to_string(k) +
-             " 16-bit columns; wgmma's swizzled operands take 16, 32 or a multiple of 64";
+             " columns and sums over " + std::to_string(k) +
+             "; wgmma is generated for multiples of 16, at most 256 columns";
       return false;
     }
   }
@@ -251,28 +248,34 @@ auto FragmentWriter::wgmma_shapes(std::string* why) const -> bool {
 
 auto FragmentWriter::descriptor(const SmemTile& t, bool mn_major, const std::string& base,
                                 const std::string& row0) const -> std::string {
-  const int64_t rb = row_bytes(t), block = t.rows * 128;
+  const int64_t rb = row_bytes(t), block = block_bytes(t);
   // The swizzle of a row's width (smem_desc.cuh): the tile's XOR swizzle is that swizzle where
   // the tile starts on an atom (plan() aligns every tile to 1024 bytes).
   const char* mode = rb == 128 ? "kSwizzle128B" : rb == 64 ? "kSwizzle64B" : "kSwizzle32B";
-  // K-major: row0 is a row (of M); MN-major: a column, whose 64-element block is the start.
+  // K-major: row0 is a row (of M); MN-major: a column, whose column block is the start.
   std::string start =
-      mn_major ? (column_blocked(t) ? "(" + row0 + ") / 64 * " + std::to_string(block) : "0")
+      mn_major ? (column_blocked(t) ? "(" + row0 + ") / " + std::to_string(block_cols(t)) + " * " +
+                                          std::to_string(block)
+                                    : "0")
                : "(" + row0 + ") * " + std::to_string(rb);
-  // The leading offset steps between 64-element blocks along M or N (MN-major; unused K-major),
-  // the stride offset between groups of 8 rows.
+  // The leading offset steps between column blocks along M or N (MN-major; unused K-major), the
+  // stride offset between groups of 8 rows.
   return "smem_descriptor(" + base + " + (u32)(" + start + "), " +
          std::to_string(mn_major ? block : 16) + "u, " + std::to_string(8 * rb) + "u, " + mode +
          ")";
 }
 
 auto FragmentWriter::k_step_offset(const SmemTile& t, bool mn_major) const -> std::string {
-  // K-major: 16 elements are 32 bytes along a row, a column block every four steps; MN-major:
-  // 16 rows.
-  std::string bytes = mn_major ? "ks_kk * " + std::to_string(16 * row_bytes(t))
-                      : column_blocked(t)
-                          ? "(ks_kk >> 2) * " + std::to_string(t.rows * 128) + " + (ks_kk & 3) * 32"
-                          : "ks_kk * 32";
+  // K-major: 16 elements are 32 bytes along a row, a column block every block_cols / 16 steps
+  // (4, 2 or 1); MN-major: 16 rows.
+  const int64_t steps = block_cols(t) / 16;
+  const std::string block = std::to_string(block_bytes(t));
+  std::string bytes = mn_major             ? "ks_kk * " + std::to_string(16 * row_bytes(t))
+                      : !column_blocked(t) ? "ks_kk * 32"
+                      : steps == 1
+                          ? "ks_kk * " + block
+                          : "(ks_kk >> " + std::to_string(steps == 4 ? 2 : 1) + ") * " + block +
+                                " + (ks_kk & " + std::to_string(steps - 1) + ") * 32";
   return "(u64)((" + bytes + ") >> 4)";
 }
 

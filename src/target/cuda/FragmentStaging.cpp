@@ -341,8 +341,12 @@ auto FragmentWriter::chunk_offset(const SmemTile& t, const std::string& row,
                                   const std::string& chunk) const -> std::string {
   if (!column_blocked(t))
     return row + " * " + std::to_string(t.cols * 2) + " + (" + chunk + " * 16)";
-  return "((" + chunk + ") >> 3) * " + std::to_string(t.rows * 128) + " + " + row + " * 128 + ((" +
-         chunk + ") & 7) * 16";
+  // Chunks a block's row: 8, 4 or 2.
+  const int64_t per_block = row_bytes(t) / 16;
+  const int shift = per_block == 8 ? 3 : per_block == 4 ? 2 : 1;
+  return "((" + chunk + ") >> " + std::to_string(shift) + ") * " + std::to_string(block_bytes(t)) +
+         " + " + row + " * " + std::to_string(row_bytes(t)) + " + ((" + chunk + ") & " +
+         std::to_string(per_block - 1) + ") * 16";
 }
 
 auto FragmentWriter::wait_copies(int pending) -> void {
@@ -365,8 +369,9 @@ auto FragmentWriter::access_spec(Access a) const -> AccessSpec {
   return {};
 }
 
-auto FragmentWriter::swizzle_of(const SmemTile& t) -> Swizzle {
-  const int cpr = static_cast<int>(t.cols / 8);
+auto FragmentWriter::swizzle_of(const SmemTile& t) const -> Swizzle {
+  // The chunks of a stored row: of a column block's row where the tile is blocked.
+  const int cpr = static_cast<int>(row_bytes(t) / 16);
   return Swizzle{swizzle_span(cpr), swizzle_shift(cpr)};
 }
 

@@ -413,7 +413,7 @@ class FragmentWriter : public KernelWriter {
     int64_t span = 8;  // chunk positions the XOR permutes (gcd of the chunks a row and 8)
     int shift = 0;     // rows sharing one XOR term: row >> shift
   };
-  static Swizzle swizzle_of(const SmemTile& t);
+  Swizzle swizzle_of(const SmemTile& t) const;
   // swizzle_term (Fragments.h) spelled on a non-negative int row (a shift and a mask).
   static Code xor_term(const std::string& row, const Swizzle& z);
   std::string lane_offsets_name(int tile, Access a) const;
@@ -490,13 +490,18 @@ class FragmentWriter : public KernelWriter {
   // copies that the barriers order as for mma.sync.
   // Whether every dot's shapes suit wgmma; why not in `why` otherwise.
   bool wgmma_shapes(std::string* why) const;
-  // A shared dot tile wider than one 128-byte swizzle atom is stored as column blocks of 64
-  // elements, each [rows][64], rows 128 bytes apart (the canonical layout wgmma reads); the other
-  // tiles row after row.
-  bool column_blocked(const SmemTile& t) const {
-    return wgmma_ && t.pitch == 0 && t.cols * 2 > 128;
+  // The columns of a shared dot tile's swizzle atom under wgmma: 64 (rows of 128 bytes) where 64
+  // divides the tile's columns, else 32 or 16 (64 or 32 bytes: a head size of 96 or 80). A tile
+  // wider than its atom is stored as column blocks of that many columns, each [rows][block],
+  // block after block: the canonical layouts wgmma reads, of whole atoms. Other tiles (and every
+  // tile of mma.sync) are stored row after row.
+  int64_t block_cols(const SmemTile& t) const {
+    if (!wgmma_ || t.pitch != 0) return t.cols;
+    return t.cols % 64 == 0 ? 64 : t.cols % 32 == 0 ? 32 : 16;
   }
-  int64_t row_bytes(const SmemTile& t) const { return column_blocked(t) ? 128 : t.cols * 2; }
+  bool column_blocked(const SmemTile& t) const { return block_cols(t) < t.cols; }
+  int64_t row_bytes(const SmemTile& t) const { return std::min(block_cols(t), t.cols) * 2; }
+  int64_t block_bytes(const SmemTile& t) const { return t.rows * row_bytes(t); }
   // The byte offset within a stage of row `row`'s stored chunk `chunk` (16 bytes; expressions).
   std::string chunk_offset(const SmemTile& t, const std::string& row,
                            const std::string& chunk) const;
