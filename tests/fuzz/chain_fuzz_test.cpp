@@ -510,7 +510,7 @@ class ChainGen {
       else if (d == "B")
         g.schedule_sizes[d] = r_.one_of<int64_t>({1, 2});
       else
-        g.schedule_sizes[d] = r_.one_of<int64_t>({4, 16, 64, 128});
+        g.schedule_sizes[d] = r_.one_of<int64_t>({4, 8, 16, 24, 40, 64, 128});
     }
     std::ostringstream t;
     t << "# chain fuzz program\n";
@@ -692,7 +692,7 @@ class Fuzzer {
       for (const std::string& d : g_.dims) {
         if (d == "N") continue;
         if (d == "D" || d == "E")
-          s[d] = r.one_of<int64_t>({1, 3, 8});
+          s[d] = r.one_of<int64_t>({1, 3, 8, 24});
         else if (d == "B")
           s[d] = 1 + r.pick(2);
         else
