@@ -332,10 +332,7 @@ ValidationReport validate_cached(const ir::LoopProgram& program, const schedule:
 // The tile program of `s` at `sizes`, translated and run through the first `passes` tile passes.
 tile::TileProgram tiles_through(const Scheduled& s, const runtime::SizeMap& sizes, size_t passes) {
   tile::TileProgram tp = tile::translate(s.program, sizes, s.dynamic, s.tile_budget, s.params);
-  if (s.dot_multiple > 1) {
-    tile::pad_dot_extents(tp, s.dot_multiple);
-    tile::verify(tp);
-  }
+  tp.dot_multiple = s.dot_multiple;
   for (size_t k = 0; k < passes; ++k) {
     tile::passes()[k].run(tp);
     tile::verify(tp);

@@ -26,32 +26,40 @@
 //                                              times the scalar, a sum of a masked scalar the
 //                                              scalar times the mask's count (a rolling update's
 //                                              scaled and constant statistics)
-//   7. drop_redundant_tail_selects (passes/TailSelect.cpp)
+//   7. pad_dot_extents  (passes/PadDots.cpp)   a dot's K or N that is a multiple of 8 but not
+//                                              of the target's dot_multiple (head sizes 40,
+//                                              72) is widened to the next multiple in every
+//                                              tile tied to it, the extra positions read as 0
+//                                              past the buffers' ends and masked where a
+//                                              reduction or a dot combines positions; after
+//                                              the uniform factors left the dots, so that their
+//                                              operands are 16-bit tiles the masks go under
+//   8. drop_redundant_tail_selects (passes/TailSelect.cpp)
 //                                              a select against zero under a tail mask is its
 //                                              operand when that is 0 there already (the
 //                                              masked V tile, a decode chunk's masked PV terms)
-//   8. cancel_permutes  (passes/CancelPermutes.cpp)
+//   9. cancel_permutes  (passes/CancelPermutes.cpp)
 //                                              a permute of elementwise operations on a permuted
 //                                              tile moves onto their loads, where it cancels the
 //                                              inner permute (scores masked by a key-major mask)
-//   9. fold_permutes_into_reduces (passes/ReducePermute.cpp)
+//  10. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
-//  10. cse              again: forwarding makes reads of one value identical
-//  11. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
+//  11. cse              again: forwarding makes reads of one value identical
+//  12. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
 //                                              an f32 division by a product of broadcasts is a
 //                                              product with their reciprocals, computed on the
 //                                              vectors (cosine attention's norms)
-//  12. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//  13. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//  13. drop_overwritten_stores (passes/OverwrittenStores.cpp)
+//  14. drop_overwritten_stores (passes/OverwrittenStores.cpp)
 //                                              a store that a later store of the same code
 //                                              overwrites whole before anything reads its buffer
 //                                              is dropped (a split-K chunk's partials, set before
 //                                              a walk that may run no tile)
-//  14. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  15. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//  15. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  16. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -74,6 +82,7 @@ void promote_loop_buffers(TileProgram& p);
 void forward_stores(TileProgram& p);
 void forward_registers(TileProgram& p);
 void factor_uniform_sums(TileProgram& p);
+void pad_dot_extents(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
 void cancel_permutes(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
@@ -82,11 +91,6 @@ void hoist_invariants(TileProgram& p);
 void drop_overwritten_stores(TileProgram& p);
 void eliminate_dead(TileProgram& p);
 void pipeline_streams(TileProgram& p);
-
-// Run by a target before the passes (passes/PadDots.cpp): a dot's K or N that is a multiple of
-// 8 but not of `multiple` is widened to the next multiple in every tile tied to it, its extra
-// positions read as 0 past the buffers' ends and masked where positions are combined.
-void pad_dot_extents(TileProgram& p, int64_t multiple);
 
 // The passes above, in order, with their names (for a validation failure that names one).
 struct NamedPass {

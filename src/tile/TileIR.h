@@ -166,6 +166,9 @@ struct TileProgram {
   // so a back end may divide in 32 bits; a launch checks it again at its sizes. -1: not proven
   // (a dynamic size, or values that may not fit).
   int64_t int32_division_overrun = -1;
+  // The target's matrix instructions take dots whose K and N are multiples of this (CUDA: 16;
+  // 1: any): pad_dot_extents widens the others it can.
+  int64_t dot_multiple = 1;
 };
 
 // Proves what int32_division_overrun says for `p` and sets it, the overrun being the largest tile

@@ -1,8 +1,8 @@
 // \file PadDots.cpp
 // Dot extents padded for a target's matrix instructions: a dot's contracted (K) or output-column
-// (N) extent E that is a multiple of 8 but not of `multiple` (a head size of 40 or 72 against the
-// tensor cores' 16) becomes the next multiple, E', in every tile that shares the dimension: the
-// loads, registers, maps and stores tied to it through the operations.
+// (N) extent E that is a multiple of 8 but not of TileProgram::dot_multiple (a head size of 40 or
+// 72 against the tensor cores' 16) becomes the next multiple, E', in every tile that shares the
+// dimension: the loads, registers, maps and stores tied to it through the operations.
 //
 // The E' - E extra positions of a tile hold values nothing uses. Loads along the dimension are
 // bounds-checked, so they read 0 past the buffer's end and never outside it; where a load reads
@@ -102,19 +102,25 @@ class DimClasses {
         break;
       case OpKind::Store:
         for (int a : o.args) join_shape(o.args[0], a, rank_of(o.args[0]));
+        join_region(o, o.args[0]);
         break;
       case OpKind::Load:
-        // Loads of one region are one tile (CSE merges them): they keep one extent.
-        for (const TileOp* other : loads_)
-          if (other->buffer == o.buffer && same_region(*other, o))
-            join_shape(other->result, o.result, rank);
-        loads_.push_back(&o);
+        join_region(o, o.result);
         break;
       case OpKind::Full:
       case OpKind::Arange:
         break;
     }
     if (o.result >= 0) rank_[o.result] = rank;
+  }
+
+  // Loads and stores of one region of a buffer are one tile in memory (a split-K partial
+  // stored, then read back; loads CSE merges): their tiles keep one extent.
+  void join_region(const TileOp& o, int tile) {
+    for (const auto& [other, other_tile] : regions_)
+      if (other->buffer == o.buffer && same_region(*other, o))
+        join_shape(other_tile, tile, o.type.shape.size());
+    regions_.emplace_back(&o, tile);
   }
 
   size_t rank_of(int id) const {
@@ -125,7 +131,7 @@ class DimClasses {
   std::map<std::pair<std::string, std::pair<int, int>>, int> nodes_;
   std::vector<int> parent_;
   std::map<int, size_t> rank_;
-  std::vector<const TileOp*> loads_;
+  std::vector<std::pair<const TileOp*, int>> regions_;  // loads and stores, with their tiles
 };
 
 // The value of a buffer's extent the kernels were generated for: a literal, or a specialised size.
@@ -304,8 +310,9 @@ class KernelPadding {
 
 }  // namespace
 
-void pad_dot_extents(TileProgram& p, int64_t multiple) {
-  for (Kernel& k : p.kernels) KernelPadding(p, k, multiple).run();
+void pad_dot_extents(TileProgram& p) {
+  if (p.dot_multiple <= 1) return;
+  for (Kernel& k : p.kernels) KernelPadding(p, k, p.dot_multiple).run();
 }
 
 }  // namespace kintsugi::tile

@@ -49,6 +49,7 @@ const std::vector<NamedPass>& passes() {
       {"forward_stores", forward_stores},
       {"forward_registers", forward_registers},
       {"factor_uniform_sums", factor_uniform_sums},
+      {"pad_dot_extents", pad_dot_extents},
       {"drop_redundant_tail_selects", drop_redundant_tail_selects},
       {"cancel_permutes", cancel_permutes},
       {"fold_permutes_into_reduces", fold_permutes_into_reduces},
