@@ -1084,3 +1084,12 @@ def qk_layernorm_head40(inputs, params):
     s_len, t_len = q.shape[2], k.shape[2]
     i, j = np.arange(s_len)[:, None], np.arange(t_len)[None, :]
     return {"O": softmax_attention(q, k, inputs["V"], visible=j <= i)[0]}
+
+
+def strided_sparse_attention(inputs, params):
+    stride = int(params["STRIDE"])
+    s_len, t_len = inputs["Q"].shape[2], inputs["K"].shape[2]
+    qpos = np.arange(s_len)[:, None] + t_len - s_len
+    kpos = np.arange(t_len)[None, :]
+    visible = (kpos <= qpos) & ((qpos - kpos) % stride == 0)
+    return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0]}

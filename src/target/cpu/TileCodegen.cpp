@@ -390,8 +390,9 @@ class TileEmitter : public Codegen {
     line("{");
     ++indent_;
     line("bool ks_small = " + b + " != 0 && ks_iabs(" + b + ") < (INT64_C(1) << 53);");
+    // The dividend may be inlined from broadcasts (i - j along two axes): then loops by axes.
     auto each = [&](const std::function<std::string(const std::string&)>& code) {
-      auto [x, loops] = open_elementwise(v.shape, false);
+      auto [x, loops] = open_elementwise(v.shape, any_needs_axes(o));
       line(code(at(o.args[0], x)));
       close_loops(loops);
     };
