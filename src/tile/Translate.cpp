@@ -1034,6 +1034,14 @@ class NestTranslator {
     };
     std::string m, n;
     if (!other(a_axes, &m) || !other(b_axes, &n) || m == n) return false;
+    // The product's rows are the nest's outer axis whichever factor is written first (keys
+    // times queries, K^T[d, j] * Q[i, d], is the queries' row tile by the keys, as Q * K is).
+    Expr first = term->args[0], second = term->args[1];
+    if (nest_order({m, n}).front() != m) {
+      std::swap(m, n);
+      std::swap(a_axes, b_axes);
+      std::swap(first, second);
+    }
     auto within = [](const std::vector<std::string>& used, const std::vector<std::string>& axes) {
       return std::all_of(used.begin(), used.end(), [&](const std::string& u) {
         return std::find(axes.begin(), axes.end(), u) != axes.end();
@@ -1041,7 +1049,7 @@ class NestTranslator {
     };
     for (const Expr& c : masks)
       if (!within(axes_in(c), a_axes) && !within(axes_in(c), b_axes)) return false;
-    Val a = expr(term->args[0]), b = expr(term->args[1]);
+    Val a = expr(first), b = expr(second);
     Val zero = full(integer ? ir::make_int(0) : ir::make_float(0.0, DType::F32));
     for (const Expr& c : masks) {
       std::vector<std::string> used = axes_in(c);

@@ -1093,3 +1093,8 @@ def strided_sparse_attention(inputs, params):
     kpos = np.arange(t_len)[None, :]
     visible = (kpos <= qpos) & ((qpos - kpos) % stride == 0)
     return {"O": softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0]}
+
+
+def keys_transposed_first(inputs, params):
+    k = np.swapaxes(inputs["KT"], 2, 3)
+    return {"O": softmax_attention(inputs["Q"], k, inputs["V"])[0]}
