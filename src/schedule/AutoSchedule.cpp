@@ -1841,6 +1841,75 @@ void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
   }
 }
 
+// Step 5b: a nest left outside the fused ones that is a matrix product, `y[.., m, n] =
+// sum[k](A[.., m, k] * B[.., k, n])` (a projection in front of attention: q = x Wq), its loops
+// ending m, n, k, each bound to its own index, is split by `rows` along m where m is longer than
+// that at the sizes decided with, so that the tile IR gives each grid instance a product of
+// `rows` rows on the target's dot (tensor cores, the CPU's micro-kernel) rather than a
+// vector-matrix product a row; a map of the product over the same nest is split alike (its
+// kernel then has the product's grid, and the tile passes join the two, and the attention whose
+// row tile it feeds).
+void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, int64_t>& sizes,
+                       const std::function<void(const std::string&)>& note) {
+  if (rows <= 1) return;
+  std::vector<std::pair<std::string, std::string>> products;  // block, its m loop (and maps)
+  const ir::LoopProgram& p = s.program();
+  for (const ir::Stmt& root : p.body->stmts) {
+    std::vector<const ir::StmtNode*> blocks = blocks_under(root);
+    if (blocks.size() != 1 || root->kind != ir::StmtKind::For) continue;
+    const ir::StmtNode& b = *blocks[0];
+    std::vector<const ir::StmtNode*> loops = loops_on(find_block(p.body, b.name, "auto"));
+    if (loops.size() < 3 || !b.body || !b.body->value || b.body->value->op != ir::Op::Add) continue;
+    const ir::Expr term = b.body->value->args[1];
+    if (term->op != ir::Op::Mul) continue;
+    // The iteration variable bound to each of the last three loops, and their kinds.
+    std::vector<const ir::IterVar*> last;
+    for (size_t l = loops.size() - 3; l < loops.size(); ++l)
+      for (const ir::IterVar& iv : b.iters)
+        if (iv.binding->op == ir::Op::Var && iv.binding->name == loops[l]->var) last.push_back(&iv);
+    if (last.size() != 3 || last[0]->kind != ir::IterKind::Spatial ||
+        last[1]->kind != ir::IterKind::Spatial || last[2]->kind != ir::IterKind::Reduce ||
+        std::count_if(b.iters.begin(), b.iters.end(),
+                      [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }) != 1)
+      continue;
+    auto uses = [&](int factor, const ir::IterVar* iv) {
+      return ir::uses_var(term->args[static_cast<size_t>(factor)], iv->name);
+    };
+    // One factor along m and k, the other along k and n (in either order).
+    bool product =
+        uses(0, last[2]) && uses(1, last[2]) &&
+        ((uses(0, last[0]) && !uses(0, last[1]) && uses(1, last[1]) && !uses(1, last[0])) ||
+         (uses(1, last[0]) && !uses(1, last[1]) && uses(0, last[1]) && !uses(0, last[0])));
+    // Rows fewer than a tile (a head size of 32 as the rows of K^T V) stay one tile, whole.
+    const ir::Expr& m_extent = loops[loops.size() - 3]->extent;
+    if (!product || !ir::over_sizes(m_extent) || ir::eval_int(m_extent, sizes) <= rows) continue;
+    products.emplace_back(b.name, loops[loops.size() - 3]->var);
+    // A map of the product over the same rows and columns (its rounding to f16, q = f16(x Wq))
+    // is split alike, so that its kernel has the product's grid and joins it.
+    for (const ir::Stmt& other : p.body->stmts) {
+      std::vector<const ir::StmtNode*> readers = blocks_under(other);
+      if (readers.size() != 1 || other->kind != ir::StmtKind::For) continue;
+      const ir::StmtNode& r = *readers[0];
+      std::vector<const ir::StmtNode*> rl = loops_on(find_block(p.body, r.name, "auto"));
+      bool same_nest =
+          rl.size() + 1 == loops.size() &&
+          std::all_of(r.iters.begin(), r.iters.end(),
+                      [](const ir::IterVar& iv) { return iv.kind == ir::IterKind::Spatial; }) &&
+          block_reads(r).count(b.body->buffer) > 0;
+      for (size_t l = 0; same_nest && l < rl.size(); ++l)
+        same_nest = ir::equal(rl[l]->extent, loops[l]->extent);
+      if (same_nest) products.emplace_back(r.name, rl[rl.size() - 2]->var);
+    }
+  }
+  for (const auto& [b, var] : products) {
+    try {
+      s.split(LoopRef{b, var}, rows);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' runs a vector-matrix product a row: " + e.what());
+    }
+  }
+}
+
 Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(original);
@@ -1883,6 +1952,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
         for (const ir::IterVar& iv : b->iters) axes.erase(ir::to_string(iv.extent));
     split_maps_by_groups(unscheduled, note);
     tile_maps(unscheduled, options.map_tile, axes, note);
+    tile_contractions(unscheduled, options.row_tile, decision_sizes(original, options), note);
     return unscheduled;
   };
   if (groups.empty()) {
@@ -1927,6 +1997,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     axes.insert(unflattened.begin(), unflattened.end());
     tile_maps(s, options.map_tile, axes, note);
   }
+  tile_contractions(s, options.row_tile, decision_sizes(original, options), note);
   try {
     s.compact_buffer();
   } catch (const ScheduleError& e) {

@@ -52,7 +52,10 @@
 //      axis inside the fused loop (compute_at).
 //   5. A nest left outside the fused ones that only maps over a row of symbolic length (the
 //      outputs of split-K, which read the combined results) walks the row in tiles of map_tile:
-//      the innermost loop is split, so a grid instance takes a tile, not one element.
+//      the innermost loop is split, so a grid instance takes a tile, not one element. A nest
+//      left outside that is a matrix product (a projection in front of attention) is split by
+//      row_tile along its rows, a map of it over the same nest alike, so that a grid instance
+//      takes a product of a tile of rows on the target's dot, not a vector-matrix product.
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 

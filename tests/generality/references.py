@@ -1098,3 +1098,10 @@ def strided_sparse_attention(inputs, params):
 def keys_transposed_first(inputs, params):
     k = np.swapaxes(inputs["KT"], 2, 3)
     return {"O": softmax_attention(inputs["Q"], k, inputs["V"])[0]}
+
+
+def projected_query_attention(inputs, params):
+    q = f16(np.einsum("bic,chd->bhid", inputs["X"], inputs["WQ"]))
+    s_len = q.shape[2]
+    visible = np.arange(s_len)[None, :] <= np.arange(s_len)[:, None]
+    return {"O": softmax_attention(q, inputs["K"], inputs["V"], visible=visible)[0]}
