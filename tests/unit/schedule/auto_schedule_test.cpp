@@ -400,6 +400,30 @@ TEST(AutoSchedule, ChainWithNothingToRepairFusesUnderItsDot) {
   }
 }
 
+// With the CUDA target's options, a matrix product in front of the chain (the queries'
+// projection, q = f16(x Wq)) is split by the row tile along its rows, and so is its rounding to
+// f16: a tile of rows a grid instance, a dot. Rows fewer than a tile stay whole.
+TEST(AutoSchedule, ProjectionInFrontOfAttentionIsTiledByRows) {
+  ir::LoopProgram p = generality("projected_query_attention.te");
+  const std::vector<runtime::SizeMap> shapes = {
+      {{"B", 1}, {"H", 2}, {"S", 70}, {"C", 5}, {"D", 3}},
+      {{"B", 1}, {"H", 1}, {"S", 9}, {"C", 3}, {"D", 2}}};
+  for (int64_t s_len : {4096, 16}) {
+    schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
+    o.sizes = {{"B", 1}, {"H", 2}, {"S", s_len}, {"C", 128}, {"D", 64}};
+    std::vector<std::string> notes;
+    Schedule s = schedule::auto_schedule(p, o, &notes);
+    std::vector<std::string> split;
+    for (const auto& step : s.trace())
+      if (step.at("primitive") == "split" && step.at("loop") == "i")
+        split.push_back(step.at("block"));
+    std::vector<std::string> want;
+    if (s_len > o.row_tile) want = {"q.sum0", "q"};
+    EXPECT_EQ(split, want) << s_len << "\n" << s.trace().dump(1);
+    expect_equivalent(p, s.program(), shapes);
+  }
+}
+
 // A reduction whose producer others read too is no chain of one: the producer is materialised
 // anyway (a mean pooled over the tokens, then normalised and written out).
 TEST(AutoSchedule, SharedProducerMakesNoChainOfOne) {
