@@ -405,9 +405,8 @@ TEST(AutoSchedule, ChainWithNothingToRepairFusesUnderItsDot) {
 // f16: a tile of rows a grid instance, a dot. Rows fewer than a tile stay whole.
 TEST(AutoSchedule, ProjectionInFrontOfAttentionIsTiledByRows) {
   ir::LoopProgram p = generality("projected_query_attention.te");
-  const std::vector<runtime::SizeMap> shapes = {
-      {{"B", 1}, {"H", 2}, {"S", 70}, {"C", 5}, {"D", 3}},
-      {{"B", 1}, {"H", 1}, {"S", 9}, {"C", 3}, {"D", 2}}};
+  const std::vector<runtime::SizeMap> shapes = {{{"B", 1}, {"H", 2}, {"S", 70}, {"C", 5}, {"D", 3}},
+                                                {{"B", 1}, {"H", 1}, {"S", 9}, {"C", 3}, {"D", 2}}};
   for (int64_t s_len : {4096, 16}) {
     schedule::AutoScheduleOptions o = schedule::target_schedule_options("cuda");
     o.sizes = {{"B", 1}, {"H", 2}, {"S", s_len}, {"C", 128}, {"D", 64}};
