@@ -1862,6 +1862,25 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
     if (loops.size() < 3 || !b.body || !b.body->value || b.body->value->op != ir::Op::Add) continue;
     const ir::Expr term = b.body->value->args[1];
     if (term->op != ir::Op::Mul) continue;
+    auto along = [&](int factor, const ir::IterVar& iv) {
+      return ir::uses_var(term->args[static_cast<size_t>(factor)], iv.name);
+    };
+    // A product summed over several axes (an output projection over heads and head dimension)
+    // is not split: the tile IR would hold every reduced axis as a tile axis. Said, not hidden.
+    if (std::count_if(b.iters.begin(), b.iters.end(),
+                      [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }) > 1) {
+      bool rows_a = false, cols_b = false;
+      for (const ir::IterVar& iv : b.iters) {
+        if (iv.kind != ir::IterKind::Spatial) continue;
+        rows_a = rows_a || (along(0, iv) && !along(1, iv));
+        cols_b = cols_b || (along(1, iv) && !along(0, iv));
+      }
+      if (rows_a && cols_b)
+        note("'" + b.name +
+             "' is a matrix product summed over several axes: it runs a vector-matrix product "
+             "a row (write it over one reduced axis to have it tiled)");
+      continue;
+    }
     // The iteration variable bound to each of the last three loops, and their kinds.
     std::vector<const ir::IterVar*> last;
     for (size_t l = loops.size() - 3; l < loops.size(); ++l)
