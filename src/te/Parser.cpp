@@ -131,7 +131,10 @@ class Parser {
   DType parse_type(const char* what) {
     const Token& t = expect(Tok::Name, what);
     DType d = dtype_from_name(t.text);
-    if (d == DType::Unknown || d == DType::Bool)
+    if (d == DType::Bool)
+      user_error_at(t.loc) << "a tensor cannot be of type 'bool'; store a mask as i8 (0 or 1, as "
+                              "a boolean tensor's bytes are) and test it, select(M[..] != 0, ...)";
+    if (d == DType::Unknown)
       user_error_at(t.loc) << "unknown type '" << t.text
                            << "'; expected f16, bf16, f32, f8e4m3, f8e5m2, i32 or i8";
     return d;
