@@ -231,6 +231,9 @@ bool ImportedTensor::read_numpy(const py::handle& obj, const std::string& what, 
       case 'b':
         dtype = DType::I8;
         break;
+      case '?':  // a boolean array read as input: the i8 mask it is in memory (0 or 1)
+        dtype = writable ? DType::Unknown : DType::I8;
+        break;
       case 'i':
         dtype = DType::I32;
         break;
@@ -241,13 +244,15 @@ bool ImportedTensor::read_numpy(const py::handle& obj, const std::string& what, 
         break;
     }
   }
-  if (dtype == DType::Unknown || b.itemsize != dtype_bytes(dtype)) {
+  // A boolean array to be written keeps no Kintsugi type: the binding's dtype check names it.
+  const bool boolean = f[0] == '?' && f[1] == 0 && b.itemsize == 1;
+  if (!boolean && (dtype == DType::Unknown || b.itemsize != dtype_bytes(dtype))) {
     PyBuffer_Release(&b);
     buffer_.held = false;
     return false;
   }
   view_.dtype = dtype;
-  view_.dtype_name = array_dtype_name(dtype);
+  view_.dtype_name = f[0] == '?' ? "bool" : array_dtype_name(dtype);
   view_.shape.assign(b.shape, b.shape + b.ndim);
   view_.data = b.buf;
   return true;
@@ -379,6 +384,9 @@ ImportedTensor::ImportedTensor(const py::handle& obj, const std::string& what, b
                 << ")";
   view_.dtype = kintsugi_dtype(t->dtype);
   view_.dtype_name = dtype_text(t->dtype);
+  // A boolean tensor read as input is the i8 mask it is in memory (one byte, 0 or 1).
+  if (!writable && t->dtype.code == dlpack::kBool && t->dtype.bits == 8 && t->dtype.lanes == 1)
+    view_.dtype = DType::I8;
   std::vector<int64_t> strides;  // empty: compact row-major
   if (t->strides) strides.assign(t->strides, t->strides + t->ndim);
   if (!runtime::is_row_major(view_.shape, strides)) {

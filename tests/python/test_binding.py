@@ -245,6 +245,35 @@ def test_wrong_dtype_f16(causal):
         causal(q, k.astype(np.float32), v)
 
 
+MASKED_ROWS_SRC = """\
+sizes M = 4, N = 10
+input KEEP: i8[M, N]
+input X: f32[M, N]
+output Y[i]: f32 = sum[j](select(KEEP[i, j] != 0, X[i, j], 0.0))
+"""
+
+
+def test_boolean_mask_is_read_as_int8():
+    """A boolean array passed for an i8 input is the 0-or-1 mask it is in memory; as an output
+    (written with any i8 value) it is refused."""
+    k = kintsugi.compile(MASKED_ROWS_SRC)
+    rng = np.random.default_rng(3)
+    keep = rng.random((6, 33)) < 0.5
+    x = rng.standard_normal((6, 33)).astype(np.float32)
+    want = np.where(keep, x.astype(np.float64), 0.0).sum(axis=1)
+    assert rel_err(k(keep, x), want) < F32_TOL
+    assert np.array_equal(np.asarray(k(keep, x)), np.asarray(k(keep.astype(np.int8), x)))
+    with pytest.raises(ValueError, match=r"input 'KEEP' has dtype float32, expected int8"):
+        k(keep.astype(np.float32), x)
+    copy = kintsugi.compile("""\
+sizes N = 8
+input X: i8[N]
+output Y[i]: i8 = X[i]
+""")
+    with pytest.raises(ValueError, match=r"out 'Y' has dtype bool, expected int8"):
+        copy(np.ones(8, np.int8), out=[np.zeros(8, np.bool_)])
+
+
 def test_non_contiguous(softmax):
     x = np.ones((45, 7), np.float32).T
     with pytest.raises(ValueError, match=r"input 'X' is not C-contiguous.*ascontiguousarray"):
