@@ -51,137 +51,88 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// The N / 2 accumulator registers of a 64 x N tile (N a multiple of 16): their operand list, and
-// their operands under constraint C ("+f" for f32 accumulators, "+r" for s32), each N's those
-// of N - 16 and then the rest.
-#define KINTSUGI_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+// The N / 2 accumulator registers of a 64 x N tile (N a multiple of 16): their operand list
+// (the registers of N - 16, then eight more), and their operands under constraint C ("+f" for
+// f32 accumulators, "+r" for s32).
+#define KINTSUGI_WGMMA_R16 "%0, %1, %2, %3, %4, %5, %6, %7"
 #define KINTSUGI_WGMMA_D16_OPERANDS(d, C) \
   C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7])
-#define KINTSUGI_WGMMA_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define KINTSUGI_WGMMA_D16 "{" KINTSUGI_WGMMA_R16 "}"
+#define KINTSUGI_WGMMA_R32 KINTSUGI_WGMMA_R16 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define KINTSUGI_WGMMA_D32_OPERANDS(d, C)                                                      \
   KINTSUGI_WGMMA_D16_OPERANDS(d, C), C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), \
       C(d[14]), C(d[15])
-#define KINTSUGI_WGMMA_D48                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23}"
+#define KINTSUGI_WGMMA_D32 "{" KINTSUGI_WGMMA_R32 "}"
+#define KINTSUGI_WGMMA_R48 KINTSUGI_WGMMA_R32 ", %16, %17, %18, %19, %20, %21, %22, %23"
 #define KINTSUGI_WGMMA_D48_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D32_OPERANDS(d, C), C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), \
       C(d[22]), C(d[23])
-#define KINTSUGI_WGMMA_D64                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define KINTSUGI_WGMMA_D48 "{" KINTSUGI_WGMMA_R48 "}"
+#define KINTSUGI_WGMMA_R64 KINTSUGI_WGMMA_R48 ", %24, %25, %26, %27, %28, %29, %30, %31"
 #define KINTSUGI_WGMMA_D64_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D48_OPERANDS(d, C), C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), \
       C(d[30]), C(d[31])
-#define KINTSUGI_WGMMA_D80                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39}"
+#define KINTSUGI_WGMMA_D64 "{" KINTSUGI_WGMMA_R64 "}"
+#define KINTSUGI_WGMMA_R80 KINTSUGI_WGMMA_R64 ", %32, %33, %34, %35, %36, %37, %38, %39"
 #define KINTSUGI_WGMMA_D80_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D64_OPERANDS(d, C), C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), \
       C(d[38]), C(d[39])
-#define KINTSUGI_WGMMA_D96                                                                      \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define KINTSUGI_WGMMA_D80 "{" KINTSUGI_WGMMA_R80 "}"
+#define KINTSUGI_WGMMA_R96 KINTSUGI_WGMMA_R80 ", %40, %41, %42, %43, %44, %45, %46, %47"
 #define KINTSUGI_WGMMA_D96_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D80_OPERANDS(d, C), C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), \
       C(d[46]), C(d[47])
-#define KINTSUGI_WGMMA_D112                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55}"
+#define KINTSUGI_WGMMA_D96 "{" KINTSUGI_WGMMA_R96 "}"
+#define KINTSUGI_WGMMA_R112 KINTSUGI_WGMMA_R96 ", %48, %49, %50, %51, %52, %53, %54, %55"
 #define KINTSUGI_WGMMA_D112_OPERANDS(d, C)                                                       \
   KINTSUGI_WGMMA_D96_OPERANDS(d, C), C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), \
       C(d[54]), C(d[55])
-#define KINTSUGI_WGMMA_D128                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63}"
+#define KINTSUGI_WGMMA_D112 "{" KINTSUGI_WGMMA_R112 "}"
+#define KINTSUGI_WGMMA_R128 KINTSUGI_WGMMA_R112 ", %56, %57, %58, %59, %60, %61, %62, %63"
 #define KINTSUGI_WGMMA_D128_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D112_OPERANDS(d, C), C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), \
       C(d[62]), C(d[63])
-#define KINTSUGI_WGMMA_D144                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71}"
+#define KINTSUGI_WGMMA_D128 "{" KINTSUGI_WGMMA_R128 "}"
+#define KINTSUGI_WGMMA_R144 KINTSUGI_WGMMA_R128 ", %64, %65, %66, %67, %68, %69, %70, %71"
 #define KINTSUGI_WGMMA_D144_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D128_OPERANDS(d, C), C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), \
       C(d[70]), C(d[71])
-#define KINTSUGI_WGMMA_D160                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
-  "%74, %75, %76, %77, %78, %79}"
+#define KINTSUGI_WGMMA_D144 "{" KINTSUGI_WGMMA_R144 "}"
+#define KINTSUGI_WGMMA_R160 KINTSUGI_WGMMA_R144 ", %72, %73, %74, %75, %76, %77, %78, %79"
 #define KINTSUGI_WGMMA_D160_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D144_OPERANDS(d, C), C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), \
       C(d[78]), C(d[79])
-#define KINTSUGI_WGMMA_D176                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
+#define KINTSUGI_WGMMA_D160 "{" KINTSUGI_WGMMA_R160 "}"
+#define KINTSUGI_WGMMA_R176 KINTSUGI_WGMMA_R160 ", %80, %81, %82, %83, %84, %85, %86, %87"
 #define KINTSUGI_WGMMA_D176_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D160_OPERANDS(d, C), C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), \
       C(d[86]), C(d[87])
-#define KINTSUGI_WGMMA_D192                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
-  "%92, %93, %94, %95}"
+#define KINTSUGI_WGMMA_D176 "{" KINTSUGI_WGMMA_R176 "}"
+#define KINTSUGI_WGMMA_R192 KINTSUGI_WGMMA_R176 ", %88, %89, %90, %91, %92, %93, %94, %95"
 #define KINTSUGI_WGMMA_D192_OPERANDS(d, C)                                                        \
   KINTSUGI_WGMMA_D176_OPERANDS(d, C), C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), \
       C(d[94]), C(d[95])
-#define KINTSUGI_WGMMA_D208                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "  \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "  \
-  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103}"
+#define KINTSUGI_WGMMA_D192 "{" KINTSUGI_WGMMA_R192 "}"
+#define KINTSUGI_WGMMA_R208 KINTSUGI_WGMMA_R192 ", %96, %97, %98, %99, %100, %101, %102, %103"
 #define KINTSUGI_WGMMA_D208_OPERANDS(d, C)                                               \
   KINTSUGI_WGMMA_D192_OPERANDS(d, C), C(d[96]), C(d[97]), C(d[98]), C(d[99]), C(d[100]), \
       C(d[101]), C(d[102]), C(d[103])
-#define KINTSUGI_WGMMA_D224                                                                        \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "     \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "     \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "     \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "     \
-  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, " \
-  "%109, %110, %111}"
+#define KINTSUGI_WGMMA_D208 "{" KINTSUGI_WGMMA_R208 "}"
+#define KINTSUGI_WGMMA_R224 KINTSUGI_WGMMA_R208 ", %104, %105, %106, %107, %108, %109, %110, %111"
 #define KINTSUGI_WGMMA_D224_OPERANDS(d, C)                                                   \
   KINTSUGI_WGMMA_D208_OPERANDS(d, C), C(d[104]), C(d[105]), C(d[106]), C(d[107]), C(d[108]), \
       C(d[109]), C(d[110]), C(d[111])
-#define KINTSUGI_WGMMA_D240                                                                        \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "     \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "     \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "     \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "     \
-  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, " \
-  "%109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119}"
+#define KINTSUGI_WGMMA_D224 "{" KINTSUGI_WGMMA_R224 "}"
+#define KINTSUGI_WGMMA_R240 KINTSUGI_WGMMA_R224 ", %112, %113, %114, %115, %116, %117, %118, %119"
 #define KINTSUGI_WGMMA_D240_OPERANDS(d, C)                                                   \
   KINTSUGI_WGMMA_D224_OPERANDS(d, C), C(d[112]), C(d[113]), C(d[114]), C(d[115]), C(d[116]), \
       C(d[117]), C(d[118]), C(d[119])
-#define KINTSUGI_WGMMA_D256                                                                        \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "     \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "     \
-  "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "     \
-  "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "     \
-  "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, " \
-  "%109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, "     \
-  "%124, %125, %126, %127}"
+#define KINTSUGI_WGMMA_D240 "{" KINTSUGI_WGMMA_R240 "}"
+#define KINTSUGI_WGMMA_R256 KINTSUGI_WGMMA_R240 ", %120, %121, %122, %123, %124, %125, %126, %127"
 #define KINTSUGI_WGMMA_D256_OPERANDS(d, C)                                                   \
   KINTSUGI_WGMMA_D240_OPERANDS(d, C), C(d[120]), C(d[121]), C(d[122]), C(d[123]), C(d[124]), \
       C(d[125]), C(d[126]), C(d[127])
+#define KINTSUGI_WGMMA_D256 "{" KINTSUGI_WGMMA_R256 "}"
 
 // D (64 x N) = A * B + D (accumulate != 0) or A * B, A and B in shared memory: NAME_ss<TransA,
 // TransB>(d, desc_a, desc_b, accumulate); A in registers: NAME_rs<TransB>(d, a, desc_b,
@@ -296,36 +247,52 @@ KINTSUGI_WGMMA_S8(wgmma_m64n192k32_s8, 192, "%96", "%97", "%98")
 KINTSUGI_WGMMA_S8(wgmma_m64n256k32_s8, 256, "%128", "%129", "%130")
 
 #undef KINTSUGI_WGMMA_S8
+#undef KINTSUGI_WGMMA_R16
 #undef KINTSUGI_WGMMA_D16
 #undef KINTSUGI_WGMMA_D16_OPERANDS
+#undef KINTSUGI_WGMMA_R32
 #undef KINTSUGI_WGMMA_D32
 #undef KINTSUGI_WGMMA_D32_OPERANDS
+#undef KINTSUGI_WGMMA_R48
 #undef KINTSUGI_WGMMA_D48
 #undef KINTSUGI_WGMMA_D48_OPERANDS
+#undef KINTSUGI_WGMMA_R64
 #undef KINTSUGI_WGMMA_D64
 #undef KINTSUGI_WGMMA_D64_OPERANDS
+#undef KINTSUGI_WGMMA_R80
 #undef KINTSUGI_WGMMA_D80
 #undef KINTSUGI_WGMMA_D80_OPERANDS
+#undef KINTSUGI_WGMMA_R96
 #undef KINTSUGI_WGMMA_D96
 #undef KINTSUGI_WGMMA_D96_OPERANDS
+#undef KINTSUGI_WGMMA_R112
 #undef KINTSUGI_WGMMA_D112
 #undef KINTSUGI_WGMMA_D112_OPERANDS
+#undef KINTSUGI_WGMMA_R128
 #undef KINTSUGI_WGMMA_D128
 #undef KINTSUGI_WGMMA_D128_OPERANDS
+#undef KINTSUGI_WGMMA_R144
 #undef KINTSUGI_WGMMA_D144
 #undef KINTSUGI_WGMMA_D144_OPERANDS
+#undef KINTSUGI_WGMMA_R160
 #undef KINTSUGI_WGMMA_D160
 #undef KINTSUGI_WGMMA_D160_OPERANDS
+#undef KINTSUGI_WGMMA_R176
 #undef KINTSUGI_WGMMA_D176
 #undef KINTSUGI_WGMMA_D176_OPERANDS
+#undef KINTSUGI_WGMMA_R192
 #undef KINTSUGI_WGMMA_D192
 #undef KINTSUGI_WGMMA_D192_OPERANDS
+#undef KINTSUGI_WGMMA_R208
 #undef KINTSUGI_WGMMA_D208
 #undef KINTSUGI_WGMMA_D208_OPERANDS
+#undef KINTSUGI_WGMMA_R224
 #undef KINTSUGI_WGMMA_D224
 #undef KINTSUGI_WGMMA_D224_OPERANDS
+#undef KINTSUGI_WGMMA_R240
 #undef KINTSUGI_WGMMA_D240
 #undef KINTSUGI_WGMMA_D240_OPERANDS
+#undef KINTSUGI_WGMMA_R256
 #undef KINTSUGI_WGMMA_D256
 #undef KINTSUGI_WGMMA_D256_OPERANDS
 
