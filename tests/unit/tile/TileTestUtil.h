@@ -114,27 +114,23 @@ class Builder {
     return emit(o);
   }
   int select(int c, int a, int b, TileType t) { return map(ir::Op::Select, {c, a, b}, t); }
-  int cast(int a, TileType t) {
+  // An operation of `kind` on `a` giving `t`.
+  static TileOp unary(OpKind kind, int a, TileType t) {
     TileOp o;
-    o.kind = OpKind::Cast;
+    o.kind = kind;
     o.args = {a};
     o.type = std::move(t);
-    return emit(o);
+    return o;
   }
+  int cast(int a, TileType t) { return emit(unary(OpKind::Cast, a, std::move(t))); }
   int broadcast(int a, std::vector<int> dims, TileType t) {
-    TileOp o;
-    o.kind = OpKind::Broadcast;
-    o.args = {a};
+    TileOp o = unary(OpKind::Broadcast, a, std::move(t));
     o.dims = std::move(dims);
-    o.type = std::move(t);
     return emit(o);
   }
   int permute(int a, std::vector<int> perm, TileType t) {
-    TileOp o;
-    o.kind = OpKind::Permute;
-    o.args = {a};
+    TileOp o = unary(OpKind::Permute, a, std::move(t));
     o.perm = std::move(perm);
-    o.type = std::move(t);
     return emit(o);
   }
   int read(const std::string& r, TileType t) {
