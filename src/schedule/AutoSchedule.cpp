@@ -1859,9 +1859,11 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
     if (blocks.size() != 1 || root->kind != ir::StmtKind::For) continue;
     const ir::StmtNode& b = *blocks[0];
     std::vector<const ir::StmtNode*> loops = loops_on(find_block(p.body, b.name, "auto"));
-    if (loops.size() < 3 || !b.body || !b.body->value || b.body->value->op != ir::Op::Add) continue;
-    const ir::Expr term = b.body->value->args[1];
-    if (term->op != ir::Op::Mul) continue;
+    ir::Reducer reducer = ir::Reducer::Sum;
+    ir::Expr term;
+    if (loops.size() < 3 || !b.body || !match_reduction_update(*b.body, &reducer, &term) ||
+        reducer != ir::Reducer::Sum || term->op != ir::Op::Mul)
+      continue;
     auto along = [&](int factor, const ir::IterVar& iv) {
       return ir::uses_var(term->args[static_cast<size_t>(factor)], iv.name);
     };
