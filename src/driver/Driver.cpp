@@ -444,7 +444,9 @@ Scheduled schedule_program(const ir::LoopProgram& program, const ScheduleOptions
   auto_options.params = o.params;
   auto_options.chunk_tiles = o.chunk_tiles;
   if (o.row_tile > 0) auto_options.row_tile = o.row_tile;
-  if (o.reduce_tile > 0) auto_options.tile = o.reduce_tile, auto_options.rolling_tile = 0;
+  if (o.reduce_tile > 0)  // the tile given is kept, whatever it keeps live
+    auto_options.tile = o.reduce_tile, auto_options.rolling_tile = 0,
+    auto_options.live_tile_elements = 0;
   if (o.whole_row_bytes >= 0) auto_options.whole_row_bytes = o.whole_row_bytes;
   // The schedules to try, best first: as chosen; rolling update instead of split-K.
   for (int attempt = 0; attempt < 2; ++attempt) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
@@ -92,8 +93,9 @@ std::set<std::string> dependents(const ir::LoopProgram& p, const std::set<std::s
 // `sum[l](QC * C) + sum[e](QR * R)`).
 struct ChainHead {
   std::string block, var;
-  std::set<std::string> rows;   // the spatial variables of `first` the head runs along
-  std::set<std::string> peers;  // the other producers that run along the axis and every row
+  std::set<std::string> rows;      // the spatial variables of `first` the head runs along
+  std::set<std::string> row_vars;  // the head's variables along them
+  std::set<std::string> peers;     // the other producers that run along the axis and every row
 };
 std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode& first,
                                     const std::string& axis, const std::set<std::string>& closure) {
@@ -131,8 +133,11 @@ std::optional<ChainHead> chain_head(const ir::LoopProgram& p, const ir::StmtNode
       head->peers.insert(b);
       continue;
     }
-    head = ChainHead{b, it->second.var, {}, {}};
-    for (const auto& [v, r] : rows) head->rows.insert(v);
+    head = ChainHead{b, it->second.var, {}, {}, {}};
+    for (const auto& [v, r] : rows) {
+      head->rows.insert(v);
+      head->row_vars.insert(r.at(b).var);
+    }
   }
   if (head && !head->peers.empty()) {
     const std::set<std::string> reads_head = dependents(p, {head->block});
@@ -365,6 +370,34 @@ int64_t tile_rows(Schedule& s, const LoopRef& tile_loop, int64_t rows, const ir:
     }
   }
   return rows;
+}
+
+// Step 2 (see AutoSchedule.h): the loops of the head's nest inside its axis loop that drive rows
+// of the chain (the keys' positions of a weighted sum over the queries, attention's dV or dK
+// written over S x T scores) move outside it, so that the rows are loops around the tile loop
+// as when the program names them first. A nest that is not perfect there keeps its order.
+void rows_outside_axis(Schedule& s, const std::string& head, const std::string& axis_loop,
+                       const std::set<std::string>& row_vars) {
+  const ir::StmtNode& h = *find_block(s.program().body, head, "auto").back();
+  std::set<std::string> row_loops;
+  for (const ir::IterVar& iv : h.iters)
+    if (row_vars.count(iv.name) && iv.binding && iv.binding->op == ir::Op::Var)
+      row_loops.insert(iv.binding->name);
+  std::vector<const ir::StmtNode*> loops = loops_on(find_block(s.program().body, head, "auto"));
+  auto at = std::find_if(loops.begin(), loops.end(),
+                         [&](const ir::StmtNode* l) { return l->var == axis_loop; });
+  auto last = std::find_if(loops.rbegin(), loops.rend(),
+                           [&](const ir::StmtNode* l) { return row_loops.count(l->var) > 0; });
+  if (at == loops.end() || last == loops.rend() || last.base() <= at + 1) return;
+  std::vector<std::string> rows_first, others;
+  for (auto l = at; l != last.base(); ++l)
+    (row_loops.count((*l)->var) ? rows_first : others).push_back((*l)->var);
+  rows_first.insert(rows_first.end(), others.begin(), others.end());
+  try {
+    s.reorder(head, rows_first);
+  } catch (const ScheduleError&) {
+    // not a perfect nest: the rows stay inside the axis loop
+  }
 }
 
 // Step 2 (see AutoSchedule.h): what the chain reads without depending on the head or on a
@@ -793,6 +826,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda")
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
+  if (target == "cuda") o.live_tile_elements = 24576;
   if (target == "cuda") o.strip_tile_max = 8192, o.row_producers_in_tile = false;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
   if (target == "cpu") o.column_rows = 1024, o.column_tile = 4;
@@ -988,11 +1022,13 @@ Schedule normal_form(const ir::LoopProgram& program,
   return s;
 }
 
-// Whether `head` is a reduction that exists only to feed reduction `target`: every block from it
-// to `target` (what `target` reads that depends on `head`, the head included) is read by no block
-// but those and `target`, and every one but the head is elementwise. Fusing such a chain of one
-// means its blocks are never materialised whole; a producer that others read would be anyway.
-bool private_reduction_head(const ir::LoopProgram& p, const std::string& target,
+// Whether `head` is a reduction that exists only to feed the reductions `targets`: every block
+// from it to a target (what a target reads that depends on `head`, the head included) is read by
+// no block but those and the targets, and every one but the head is elementwise. Fusing such a
+// chain means its blocks are never materialised whole; a producer that others read would be
+// anyway. (Attention's backward pass: dV and dK both read the probabilities recomputed from the
+// scores, and are fused together.)
+bool private_reduction_head(const ir::LoopProgram& p, const std::set<std::string>& targets,
                             const std::string& head) {
   auto reduces = [&](const std::string& b) {
     const ir::StmtNode& n = *find_block(p.body, b, "auto").back();
@@ -1002,17 +1038,18 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::string& target,
   if (!reduces(head)) return false;
   std::set<std::string> path = {head};
   const std::set<std::string> after = dependents(p, {head});
-  for (const std::string& b : producer_closure(p, *find_block(p.body, target, "auto").back()))
-    if (after.count(b)) {
-      if (reduces(b)) return false;
-      path.insert(b);
-    }
+  for (const std::string& t : targets)
+    for (const std::string& b : producer_closure(p, *find_block(p.body, t, "auto").back()))
+      if (after.count(b)) {
+        if (reduces(b)) return false;
+        path.insert(b);
+      }
   std::set<std::string> written;
   for (const ir::StmtNode* b : ordered_blocks(p))
     if (path.count(b->name))
       for (const std::string& w : block_writes(*b)) written.insert(w);
   for (const ir::StmtNode* b : ordered_blocks(p)) {
-    if (b->name == target || path.count(b->name)) continue;
+    if (targets.count(b->name) || path.count(b->name)) continue;
     for (const std::string& r : block_reads(*b))
       if (written.count(r)) return false;
   }
@@ -1025,7 +1062,8 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::string& target,
 // two softmaxes of the same rows is one, its last reduction reading both). A reduction with
 // nothing to repair is a group of its own when its term reads a reduction that runs along its
 // axis and every row (chain_head): fused with the identity repair, that producer (the score dot
-// of an attention without a normaliser) is never materialised whole; so is one for which
+// of an attention without a normaliser) is never materialised whole; several that read one such
+// producer alone are one group (attention's dV and dK); so is one for which
 // `streamed_alone` holds (a row reduction whose row is too long to hold whole: an L2 norm of 131072
 // columns sums its squares strip by strip, with nothing to repair).
 std::vector<std::vector<std::string>> fusion_groups(
@@ -1049,16 +1087,25 @@ std::vector<std::vector<std::string>> fusion_groups(
     }
     sets.push_back(g);
   }
+  std::map<std::tuple<std::string, std::string, std::set<std::string>>, std::set<std::string>>
+      sharing;  // by head, its axis variable and the rows
   for (const ReductionChain& c : chains) {
     if (!c.producers.empty() ||
         std::any_of(sets.begin(), sets.end(), [&](const auto& g) { return g.count(c.target) > 0; }))
       continue;
     const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
     std::optional<ChainHead> head = chain_head(program, b, c.axis, producer_closure(program, b));
-    if ((head && private_reduction_head(program, c.target, head->block)) ||
+    if ((head && private_reduction_head(program, {c.target}, head->block)) ||
         streamed_alone(c.target))
       sets.push_back({c.target});
+    else if (head)
+      sharing[{head->block, head->var, head->rows}].insert(c.target);
   }
+  // Reductions with nothing to repair that read one head along the same axis and rows, and
+  // that alone (dV and dK of attention's backward pass), are one group.
+  for (const auto& [key, targets] : sharing)
+    if (targets.size() > 1 && private_reduction_head(program, targets, std::get<0>(key)))
+      sets.push_back(targets);
   std::vector<std::vector<std::string>> groups(sets.size());
   for (const ir::StmtNode* b : ordered_blocks(program))
     for (size_t k = 0; k < sets.size(); ++k)
@@ -1480,11 +1527,27 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
                 const std::function<void(const std::string&)>& note, SplitKCosts* costs) {
   inline_column_producers(s, members);
   const ir::LoopProgram program = s.program();
-  const ir::StmtNode& first = *find_block(program.body, members.front(), "auto").back();
+  // The first member leads, unless the members read none of one another (reductions with nothing
+  // to repair that share a head: attention's dV and dK) and one's producers hold every other's:
+  // that one leads (dK reads the probabilities of dV and the product dP besides).
+  std::string lead = members.front();
+  std::set<std::string> closure =
+      producer_closure(program, *find_block(program.body, lead, "auto").back());
+  std::vector<std::set<std::string>> closures;
+  for (const std::string& m : members)
+    closures.push_back(producer_closure(program, *find_block(program.body, m, "auto").back()));
+  const bool independent = std::none_of(closures.begin(), closures.end(), [&](const auto& c) {
+    return std::any_of(members.begin(), members.end(),
+                       [&](const std::string& o) { return c.count(o) > 0; });
+  });
+  for (size_t k = 0; independent && k < members.size(); ++k)
+    if (closures[k].size() > closure.size() &&
+        std::includes(closures[k].begin(), closures[k].end(), closure.begin(), closure.end()))
+      lead = members[k], closure = closures[k];
+  const ir::StmtNode& first = *find_block(program.body, lead, "auto").back();
   // 2. The head: the earliest block of the first reduction's producers running along the axis
   // and along every row of the first reduction.
-  std::set<std::string> closure = producer_closure(program, first);
-  std::string head = members.front();
+  std::string head = lead;
   std::string axis;
   ir::Expr extent;
   for (const ir::IterVar& iv : first.iters)
@@ -1614,8 +1677,30 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
   // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
   bool chunked = split_k && options.chunk_tiles > 1;
-  const int64_t axis_tile =
-      !split_k && options.rolling_tile > 0 ? options.rolling_tile : options.tile;
+  int64_t axis_tile = !split_k && options.rolling_tile > 0 ? options.rolling_tile : options.tile;
+  if (found) rows_outside_axis(s, head, axis_loop, found->row_vars);
+  if (!split_k && found && options.live_tile_elements > 0) {
+    int64_t accumulators = 0;
+    for (const std::string& m : members) {
+      int64_t c = 1;
+      for (const ir::IterVar& iv : find_block(program.body, m, "auto").back()->iters)
+        if (iv.kind == ir::IterKind::Spatial && !found->rows.count(iv.name)) try {
+            c *= ir::eval_int(iv.extent, sizes);
+          } catch (const UserError&) {
+            // a size not given: not counted
+          }
+      accumulators += c;
+    }
+    const int64_t steps = 1 + static_cast<int64_t>(found->peers.size());
+    const int64_t chosen = axis_tile;
+    auto live = [&] { return options.row_tile * (accumulators + steps * axis_tile); };
+    while (axis_tile > 64 && live() > options.live_tile_elements) axis_tile /= 2;
+    if (axis_tile != chosen)
+      note("tiles of " + std::to_string(axis_tile) + " along the axis, not " +
+           std::to_string(chosen) + ": " + std::to_string(steps) + " tiles a step and " +
+           std::to_string(accumulators) + " accumulator columns a row stay within " +
+           std::to_string(options.live_tile_elements) + " live elements");
+  }
   auto tiles = s.split(LoopRef{head, axis_loop}, axis_tile * (chunked ? options.chunk_tiles : 1));
   LoopRef tile_loop = tiles[0];
   LoopRef chunk_tile_loop;

@@ -139,6 +139,13 @@ struct AutoScheduleOptions {
   // from global memory while their tensor cores wait (0.353 before its loads were batched);
   // QK-norm 0.219 against 0.261.
   bool row_producers_in_tile = true;
+  // Rolling update: the elements a grid instance keeps live through a step of the walk, its
+  // members' accumulators (rows x their columns) and the tiles of the head and its peers (rows x
+  // the axis tile each), at most this many: the axis tile is halved (down to 64) until they fit.
+  // 0: no bound. On CUDA they are registers: 24576 elements (192 a thread of a warpgroup) is
+  // attention's backward dQ (two score tiles of 64 x 128 and one accumulator) without a spill at
+  // head size 128 on sm_90a; dK and dV in one kernel (two of each) spilled 1044 bytes a thread.
+  int64_t live_tile_elements = 0;
   // Elements of a row a grid instance of a map nest outside the fused ones takes (step 5); 0
   // leaves one element an instance.
   int64_t map_tile = 1024;

@@ -45,21 +45,25 @@
 //  10. fold_permutes_into_reduces (passes/ReducePermute.cpp)
 //                                              a reduction of a permuted tile reduces the tile
 //                                              along the corresponding axis (the split-K PV sum)
-//  11. cse              again: forwarding makes reads of one value identical
-//  12. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
+//  11. residues_along_axes (passes/Residues.cpp)
+//                                              a test that a sum of row and column terms is a
+//                                              multiple of a scalar compares their residues,
+//                                              computed on the vectors (a strided sparse mask)
+//  12. cse              again: forwarding makes reads of one value identical
+//  13. reciprocal_of_broadcast_divisors (passes/Reciprocal.cpp)
 //                                              an f32 division by a product of broadcasts is a
 //                                              product with their reciprocals, computed on the
 //                                              vectors (cosine attention's norms)
-//  13. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
+//  14. hoist_invariants (passes/Hoist.cpp)     operations that do not change across a serial
 //                                              loop move in front of it (the Q tile is loaded
 //                                              once per grid instance)
-//  14. drop_overwritten_stores (passes/OverwrittenStores.cpp)
+//  15. drop_overwritten_stores (passes/OverwrittenStores.cpp)
 //                                              a store that a later store of the same code
 //                                              overwrites whole before anything reads its buffer
 //                                              is dropped (a split-K chunk's partials, set before
 //                                              a walk that may run no tile)
-//  15. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
-//  16. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
+//  16. eliminate_dead   (passes/Dce.cpp)       values nothing uses are dropped
+//  17. pipeline_streams (passes/Pipeline.cpp)  loads that walk a serial loop through an input
 //                                              (the K/V stream) are marked as a stream of that
 //                                              loop with two stages: each back end issues the
 //                                              next iteration's load before this iteration's
@@ -86,6 +90,7 @@ void pad_dot_extents(TileProgram& p);
 void drop_redundant_tail_selects(TileProgram& p);
 void cancel_permutes(TileProgram& p);
 void fold_permutes_into_reduces(TileProgram& p);
+void residues_along_axes(TileProgram& p);
 void reciprocal_of_broadcast_divisors(TileProgram& p);
 void hoist_invariants(TileProgram& p);
 void drop_overwritten_stores(TileProgram& p);

@@ -1105,3 +1105,40 @@ def projected_query_attention(inputs, params):
     s_len = q.shape[2]
     visible = np.arange(s_len)[None, :] <= np.arange(s_len)[:, None]
     return {"O": softmax_attention(q, inputs["K"], inputs["V"], visible=visible)[0]}
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention's backward pass (FlashAttention-2's recomputation from the log-sum-exp)
+
+
+def _backward_probabilities(inputs, causal=False):
+    q, k = inputs["Q"], inputs["K"]
+    scores = (q @ k.swapaxes(-1, -2)) / np.sqrt(q.shape[-1])
+    p = np.exp(scores - inputs["LSE"][..., None])
+    if causal:
+        qpos, kpos = positions(q.shape[2], k.shape[2])
+        p = np.where(kpos <= qpos, p, 0.0)
+    return p
+
+
+def _backward_ds(inputs, causal=False):
+    p = _backward_probabilities(inputs, causal)
+    dp = inputs["DO"] @ inputs["V"].swapaxes(-1, -2)
+    return p * (dp - inputs["DL"][..., None])
+
+
+def attention_backward_dv(inputs, params):
+    return {"DV": f16(_backward_probabilities(inputs)).swapaxes(-1, -2) @ inputs["DO"]}
+
+
+def attention_backward_dq(inputs, params):
+    d = inputs["Q"].shape[-1]
+    return {"DQ": f16(_backward_ds(inputs)) @ inputs["K"] / np.sqrt(d)}
+
+
+def attention_backward_dkdv_causal(inputs, params):
+    d = inputs["Q"].shape[-1]
+    p = f16(_backward_probabilities(inputs, causal=True))
+    ds = f16(_backward_ds(inputs, causal=True))
+    return {"DV": p.swapaxes(-1, -2) @ inputs["DO"],
+            "DK": ds.swapaxes(-1, -2) @ inputs["Q"] / np.sqrt(d)}

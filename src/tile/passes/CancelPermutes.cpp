@@ -7,10 +7,13 @@
 // their own order, and the load transposed is read where it is used (no tile is moved). Only a
 // permute under which some permute cancels is rewritten, through maps and casts whose tile
 // operands are permutes, loads, or such maps and casts in turn; other operands get the permute
-// themselves, so no permute of a computed tile is added.
+// themselves, so no permute of a computed tile is added. A permute of a broadcast vector is the
+// vector broadcast along the permuted axes.
 //
 // Invariant established: no permute is applied to an elementwise tree in which a permute
 // inverse to it could cancel.
+#include <algorithm>
+
 #include "tile/Passes.h"
 #include "tile/passes/Walk.h"
 
@@ -45,6 +48,10 @@ class CancelPermutes : public OpRewriter {
  protected:
   void rewrite(TileOp& o, TileBody& out) override {
     if (o.kind != OpKind::Permute) return;
+    if (const TileOp* b = def(o.args[0]); b && broadcast_leaf(*b)) {
+      o = permuted_broadcast(*b, o.perm, o.result);
+      return;
+    }
     const TileOp* tree = def(o.args[0]);
     if (!tree || (tree->kind != OpKind::Map && tree->kind != OpKind::Cast)) return;
     if (!movable(tree->result) || !cancels(tree->result, o.perm)) return;
@@ -62,11 +69,29 @@ class CancelPermutes : public OpRewriter {
     return d && d->type.shape.empty();
   }
 
-  // Whether the permute can move through `id`'s tree: maps and casts down to permutes and loads.
+  // A broadcast of a scalar or of a vector: permuted, it is the same operand broadcast along the
+  // permuted axes (a row's statistic along the other axis of a transposed tile).
+  bool broadcast_leaf(const TileOp& d) const {
+    return d.kind == OpKind::Broadcast && d.dims.size() <= 1;
+  }
+
+  TileOp permuted_broadcast(const TileOp& b, const std::vector<int>& perm, int result) const {
+    TileOp p = b;
+    p.result = result;
+    p.type.shape = permuted_shape(b.type.shape, perm);
+    for (int& a : p.dims)
+      a = static_cast<int>(std::find(perm.begin(), perm.end(), a) - perm.begin());
+    return p;
+  }
+
+  // Whether the permute can move through `id`'s tree: maps and casts down to permutes, loads and
+  // broadcasts of vectors.
   bool movable(int id) const {
     const TileOp* d = def(id);
     if (!d) return false;
-    if (d->type.shape.empty() || d->kind == OpKind::Permute || d->kind == OpKind::Load) return true;
+    if (d->type.shape.empty() || d->kind == OpKind::Permute || d->kind == OpKind::Load ||
+        broadcast_leaf(*d))
+      return true;
     if (d->kind != OpKind::Map && d->kind != OpKind::Cast) return false;
     for (int a : d->args)
       if (!movable(a)) return false;
@@ -95,6 +120,7 @@ class CancelPermutes : public OpRewriter {
       p.type.shape = permuted_shape(def(d->args[0])->type.shape, c);
       return append(p, out);
     }
+    if (broadcast_leaf(*d)) return append(permuted_broadcast(*d, perm, -1), out);
     if (d->kind == OpKind::Load) {
       TileOp p;
       p.kind = OpKind::Permute;

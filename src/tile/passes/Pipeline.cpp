@@ -53,6 +53,7 @@ const std::vector<NamedPass>& passes() {
       {"drop_redundant_tail_selects", drop_redundant_tail_selects},
       {"cancel_permutes", cancel_permutes},
       {"fold_permutes_into_reduces", fold_permutes_into_reduces},
+      {"residues_along_axes", residues_along_axes},
       {"cse", cse},
       {"reciprocal_of_broadcast_divisors", reciprocal_of_broadcast_divisors},
       {"hoist_invariants", hoist_invariants},
