@@ -1131,9 +1131,9 @@ def attention_backward_dv(inputs, params):
     return {"DV": f16(_backward_probabilities(inputs)).swapaxes(-1, -2) @ inputs["DO"]}
 
 
-def attention_backward_dq(inputs, params):
+def attention_backward_dq_causal(inputs, params):
     d = inputs["Q"].shape[-1]
-    return {"DQ": f16(_backward_ds(inputs)) @ inputs["K"] / np.sqrt(d)}
+    return {"DQ": f16(_backward_ds(inputs, causal=True)) @ inputs["K"] / np.sqrt(d)}
 
 
 def attention_backward_dkdv_causal(inputs, params):

@@ -1,0 +1,87 @@
+"""Attention's backward pass on the GPU: Kintsugi's dQ and dK/dV kernels against PyTorch's.
+
+Kintsugi runs tests/generality/attention_backward_dq_causal.te and
+attention_backward_dkdv_causal.te (the gradients written from FlashAttention-2's recomputation
+from the log-sum-exp), each verified against its float64 NumPy reference before it is timed
+(bench/generality_bench.py's verified_time). The peers are PyTorch's scaled_dot_product_attention
+backends (FlashAttention-2 and cuDNN), causal, timed with triton's do_bench as the forward and
+backward minus the forward; their gradients are checked against float64 autograd first. The
+peers' times include the row sums of dO * O (DL), an input of Kintsugi's kernels.
+
+  python3 bench/backward_bench.py --kintsugi build-gpu/bin/kintsugi [--sizes B=1,H=16,S=4096,D=128]
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import generality_bench as gb  # noqa: E402
+
+ROOT = gb.ROOT
+
+
+def ours(binary, sizes):
+    rows = {}
+    for name in ("attention_backward_dq_causal", "attention_backward_dkdv_causal"):
+        path = os.path.join(ROOT, "tests", "generality", name + ".te")
+        rows[name] = gb.verified_time(binary, path, sizes, {}, gb.reference_of(path))
+    return rows
+
+
+def peers(sizes):
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from triton.testing import do_bench
+
+    b, h, s, d = (int(sizes[k]) for k in ("B", "H", "S", "D"))
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16, requires_grad=True)
+               for _ in range(3))
+    do = torch.randn(b, h, s, d, device="cuda", dtype=torch.float16)
+    exact = torch.autograd.grad(
+        F.scaled_dot_product_attention(*(x.double() for x in (q, k, v)), is_causal=True),
+        (q, k, v), do.double())
+    rows = {}
+    for name, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
+                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel(backend):
+                def fwd():
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+                grads = torch.autograd.grad(fwd(), (q, k, v), do)
+                err = max(float(((g.double() - e).abs().max() / e.abs().max()).item())
+                          for g, e in zip(grads, exact))
+                t_fwd = do_bench(fwd)
+                t_both = do_bench(lambda: torch.autograd.grad(fwd(), (q, k, v), do))
+            rows[name] = (t_both - t_fwd, err)
+        except Exception as e:  # a backend this machine lacks
+            print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
+    ap.add_argument("--sizes", default="B=1,H=16,S=4096,D=128")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    sizes = dict(kv.split("=") for kv in args.sizes.split(","))
+    sizes.setdefault("T", sizes["S"])
+    mine = ours(args.kintsugi, sizes)
+    theirs = peers(sizes)
+    total = sum(ms for ms, _ in mine.values())
+    print(f"causal attention backward, {args.sizes}, f16 (ms, max rel err)")
+    for name, (ms, err) in mine.items():
+        print(f"  kintsugi {name}: {ms:.4f}  {err:.2e}")
+    print(f"  kintsugi dQ + dK/dV: {total:.4f}")
+    for name, (ms, err) in theirs.items():
+        print(f"  {name} backward: {ms:.4f}  {err:.2e}  (kintsugi / {name}: {total / ms:.2f})")
+    if args.json:
+        json.dump(dict(sizes=sizes, kintsugi=mine, peers=theirs), open(args.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
