@@ -1,9 +1,8 @@
 """Attention's backward pass on the GPU: Kintsugi's dQ and dK/dV kernels against PyTorch's.
 
-Kintsugi runs tests/generality/attention_backward_dq_causal.te and
-attention_backward_dkdv_causal.te (the gradients written from FlashAttention-2's recomputation
-from the log-sum-exp), each verified against its float64 NumPy reference before it is timed
-(bench/generality_bench.py's verified_time). The peers are PyTorch's scaled_dot_product_attention
+Kintsugi runs tests/generality/attention_backward_causal.te (dQ, dK and dV written from
+FlashAttention-2's recomputation from the log-sum-exp: two kernels, dQ and dK/dV), verified against
+its float64 NumPy reference before it is timed (bench/generality_bench.py's verified_time). The peers are PyTorch's scaled_dot_product_attention
 backends (FlashAttention-2 and cuDNN), causal, timed with triton's do_bench as the forward and
 backward minus the forward; their gradients are checked against float64 autograd first. The
 peers' times include the row sums of dO * O (DL), an input of Kintsugi's kernels.
@@ -23,7 +22,7 @@ ROOT = gb.ROOT
 
 def ours(binary, sizes):
     rows = {}
-    for name in ("attention_backward_dq_causal", "attention_backward_dkdv_causal"):
+    for name in ("attention_backward_causal",):
         path = os.path.join(ROOT, "tests", "generality", name + ".te")
         rows[name] = gb.verified_time(binary, path, sizes, {}, gb.reference_of(path))
     return rows
@@ -76,7 +75,6 @@ def main():
     print(f"causal attention backward, {args.sizes}, f16 (ms, max rel err)")
     for name, (ms, err) in mine.items():
         print(f"  kintsugi {name}: {ms:.4f}  {err:.2e}")
-    print(f"  kintsugi dQ + dK/dV: {total:.4f}")
     for name, (ms, err) in theirs.items():
         print(f"  {name} backward: {ms:.4f}  {err:.2e}  (kintsugi / {name}: {total / ms:.2f})")
     if args.json:

@@ -1056,6 +1056,76 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::set<std::string
   return true;
 }
 
+// Step 1 (see AutoSchedule.h): reductions with nothing to repair that read one head along
+// different axes or rows (attention's backward pass: dQ sums dS over the keys, dK and dV sum dS
+// and P over the queries) would each find the head read by the others and fuse with none. When
+// nothing else reads the chain, the blocks a later group shares with the others are computed
+// again for it (recompute), as FlashAttention-2's backward pass recomputes P: each group then
+// fuses with a copy of its own.
+void recompute_shared_heads(Schedule& s, const std::function<void(const std::string&)>& note) {
+  const ir::LoopProgram p = s.program();
+  using Key = std::pair<std::string, std::set<std::string>>;  // the head's axis variable, rows
+  std::map<std::string, std::map<Key, std::set<std::string>>> by_head;
+  std::set<std::string> in_chains;
+  for (const ReductionChain& c : find_reduction_chains(p))
+    if (!c.producers.empty()) {
+      in_chains.insert(c.target);
+      in_chains.insert(c.producers.begin(), c.producers.end());
+    }
+  for (const ReductionChain& c : find_reduction_chains(p)) {
+    if (!c.producers.empty() || in_chains.count(c.target)) continue;
+    const ir::StmtNode& b = *find_block(p.body, c.target, "auto").back();
+    std::optional<ChainHead> head = chain_head(p, b, c.axis, producer_closure(p, b));
+    if (head && !private_reduction_head(p, {c.target}, head->block))
+      by_head[head->block][{head->var, head->rows}].insert(c.target);
+  }
+  auto closure_of = [&](const std::set<std::string>& targets) {
+    std::set<std::string> out;
+    for (const std::string& t : targets) {
+      std::set<std::string> c = producer_closure(p, *find_block(p.body, t, "auto").back());
+      out.insert(c.begin(), c.end());
+    }
+    return out;
+  };
+  auto first_root = [&](const std::set<std::string>& targets) {
+    size_t k = p.body->stmts.size();
+    for (const std::string& t : targets)
+      k = std::min(k, root_index(p, find_block(p.body, t, "auto")));
+    return k;
+  };
+  for (const auto& [head, groups] : by_head) {
+    std::set<std::string> all;
+    for (const auto& [key, targets] : groups) all.insert(targets.begin(), targets.end());
+    if (groups.size() < 2 || !private_reduction_head(p, all, head)) continue;
+    std::vector<std::set<std::string>> ordered;
+    for (const auto& [key, targets] : groups) ordered.push_back(targets);
+    std::sort(ordered.begin(), ordered.end(),
+              [&](const auto& a, const auto& b) { return first_root(a) < first_root(b); });
+    for (size_t g = 1; g < ordered.size(); ++g) {
+      std::set<std::string> others;
+      for (size_t o = 0; o < ordered.size(); ++o)
+        if (o != g) others.insert(ordered[o].begin(), ordered[o].end());
+      const std::set<std::string> mine = closure_of(ordered[g]), theirs = closure_of(others);
+      std::vector<std::string> shared, readers;
+      for (const std::string& b : mine)
+        if (theirs.count(b)) shared.push_back(b);
+      for (const std::string& b : mine)
+        if (!theirs.count(b)) readers.push_back(b);
+      readers.insert(readers.end(), ordered[g].begin(), ordered[g].end());
+      std::string names;
+      for (const std::string& t : ordered[g]) names += (names.empty() ? "'" : ", '") + t + "'";
+      try {
+        s.recompute(shared, readers);
+        note("what " + names +
+             " share with reductions along another axis is computed again "
+             "for them, so that each fuses");
+      } catch (const ScheduleError& e) {
+        note(names + " read blocks shared with reductions along another axis: " + e.what());
+      }
+    }
+  }
+}
+
 // Step 1 (see AutoSchedule.h): the groups of reductions to fuse, each under its own tile loop,
 // in program order. Chains that need a repair group with their producers, and groups that share
 // a reduction join (a difference of two softmax-weighted sums is two groups; a divergence between
@@ -2025,6 +2095,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   Schedule normal = normal_form(original, note);
   std::set<std::string> unflattened;
   merge_several_axis_chains(normal, options, &unflattened, note);
+  recompute_shared_heads(normal, note);
   // 1. The groups to fuse, each under its own tile loop.
   // A lone row reduction is streamed where the target holds rows whole up to a bound its row
   // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers). (Not

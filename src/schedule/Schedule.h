@@ -83,6 +83,10 @@ class Schedule {
   void bind(const LoopRef& loop, const std::string& axis);
 
   // --- block transformations
+  // The blocks' values computed again for `readers` alone, by copies of their nests placed in
+  // front of the first reader (Recompute.cpp); returns the copies' block names.
+  std::vector<std::string> recompute(const std::vector<std::string>& blocks,
+                                     const std::vector<std::string>& readers);
   // Inlines an elementwise block into every block that reads it and removes it.
   void compute_inline(const std::string& block);
   // Inlines an elementwise block into the elementwise block that produces its only input.

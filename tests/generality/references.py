@@ -1131,14 +1131,10 @@ def attention_backward_dv(inputs, params):
     return {"DV": f16(_backward_probabilities(inputs)).swapaxes(-1, -2) @ inputs["DO"]}
 
 
-def attention_backward_dq_causal(inputs, params):
-    d = inputs["Q"].shape[-1]
-    return {"DQ": f16(_backward_ds(inputs, causal=True)) @ inputs["K"] / np.sqrt(d)}
-
-
-def attention_backward_dkdv_causal(inputs, params):
+def attention_backward_causal(inputs, params):
     d = inputs["Q"].shape[-1]
     p = f16(_backward_probabilities(inputs, causal=True))
     ds = f16(_backward_ds(inputs, causal=True))
-    return {"DV": p.swapaxes(-1, -2) @ inputs["DO"],
+    return {"DQ": ds @ inputs["K"] / np.sqrt(d),
+            "DV": p.swapaxes(-1, -2) @ inputs["DO"],
             "DK": ds.swapaxes(-1, -2) @ inputs["Q"] / np.sqrt(d)}

@@ -30,6 +30,7 @@ const ReplayTable& replay_table() {
       {"split_k_update", replay_split_k_update},
       {"propagate_mask", replay_propagate_mask},
       {"reverse_compute_at", replay_reverse_compute_at},
+      {"recompute", replay_recompute},
       {"cache_read", replay_cache_read},
       {"cache_write", replay_cache_write},
       {"compact_buffer", replay_compact_buffer},

@@ -1,6 +1,6 @@
-// compact_buffer, cache_read, cache_write and the Allocate statement: printed IR, equivalence
-// (exact interpreter before/after, tails included), the CPU back end on compacted programs
-// (stack and heap allocations under OpenMP), structured errors and trace replay.
+// compact_buffer, cache_read, cache_write, recompute and the Allocate statement: printed IR,
+// equivalence (exact interpreter before/after, tails included), the CPU back end on compacted
+// programs (stack and heap allocations under OpenMP), structured errors and trace replay.
 #include <unistd.h>
 #include <filesystem>
 #include <random>
@@ -370,4 +370,31 @@ TEST(Allocate, FreshStoragePerExecution) {
   size_t differ = 0;
   for (size_t k = 0; k < g.size(); ++k) differ += !(g[k] == b[k]);
   EXPECT_GT(differ, 0u);
+}
+
+// recompute: softmax's max and exponentials computed again for the output alone; the sum keeps
+// the originals. The copies accumulate into their own buffers and read one another's.
+TEST(Recompute, SoftmaxChainForTheOutput) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  std::vector<std::string> copies = s.recompute({"e", "m"}, {"Y"});
+  EXPECT_EQ(copies, (std::vector<std::string>{"m.re", "e.re"}));
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("  buffer m.re: f32[M] global\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("m.re[i] = max(m.re[i], X[i, j])"), std::string::npos) << text;
+  EXPECT_NE(text.find("e.re[i, j] = exp(X[i, j] - m.re[i])"), std::string::npos) << text;
+  EXPECT_NE(text.find("Y[i, j] = e.re[i, j] / l[i]"), std::string::npos) << text;
+  EXPECT_NE(text.find("l[i] = l[i] + e[i, j]"), std::string::npos) << text;  // unchanged
+  expect_equivalent(p, s.program(), kNorm);
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+TEST(Recompute, Refusals) {
+  ir::LoopProgram p = schedtest::example("norm/softmax.te");
+  Schedule s(p);
+  schedtest::expect_refused([&] { s.recompute({"l"}, {"e"}); },
+                            "recompute: reader 'e' does not come after block 'l'");
+  schedtest::expect_refused([&] { s.recompute({"e"}, {}); },
+                            "recompute: name the blocks to compute again and the blocks that read "
+                            "the copies");
 }
