@@ -262,6 +262,12 @@ auto FragmentWriter::versioned_body(const tile::TileStmt& s) -> void {
 }
 
 auto FragmentWriter::loop(const tile::TileStmt& s) -> void {
+  const std::vector<std::pair<int, bool>> invariant = hoist_invariant_slot_values(s);
+  loop_body(s);
+  for (const auto& key : invariant) invariant_slots_.erase(key);
+}
+
+auto FragmentWriter::loop_body(const tile::TileStmt& s) -> void {
   std::vector<int> streams = streams_of(s.var), two_stage;
   for (int t : streams)
     if (tiles_[static_cast<size_t>(t)].stages == 2) two_stage.push_back(t);
@@ -557,20 +563,62 @@ auto FragmentWriter::hoist_slot_values(int id, Position at, int64_t cols) -> voi
   }
   const bool rows = at == Position::Row;
   if (slot_values_.count({id, rows})) return;
+  auto invariant = invariant_slots_.find({id, rows});
+  std::string name = invariant != invariant_slots_.end() ? invariant->second
+                                                         : slot_array(id, rows, cols, division);
+  slot_values_[{id, rows}] =
+      name + "[" +
+      (rows ? row_slot()
+            : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
+      "]";
+}
+
+auto FragmentWriter::slot_array(int id, bool rows, int64_t cols, bool division) -> std::string {
+  const TileOp& o = *val(id).def;
   std::string name = tmp(), n = std::to_string(slot_count(rows, cols));
-  std::string coordinate = slot_coordinate(rows);
   // A 32-bit division's quotient in a 32-bit register (ks_fdiv_i32): 20 64-bit ones for a
   // chunked mask's rows and columns spilled.
   bool narrow = division && !is_float(o.type.dtype) && p_.int32_division_overrun >= 0;
   line(std::string(narrow ? "int" : ctype(o.type.dtype)) + " " + name + "[" + n + "];");
   line("#pragma unroll");
   line("for (int ks_s = 0; ks_s < " + n + "; ++ks_s) " + name +
-       "[ks_s] = " + *index_code(id, {coordinate}, /*in_front=*/false) + ";");
-  slot_values_[{id, rows}] =
-      name + "[" +
-      (rows ? row_slot()
-            : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
-      "]";
+       "[ks_s] = " + *index_code(id, {slot_coordinate(rows)}, /*in_front=*/false) + ";");
+  return name;
+}
+
+auto FragmentWriter::hoist_invariant_slot_values(const tile::TileStmt& s)
+    -> std::vector<std::pair<int, bool>> {
+  std::set<int> inside;
+  tile::for_each_op(s.body, [&](const TileOp& o) {
+    if (o.result >= 0) inside.insert(o.result);
+  });
+  std::vector<std::pair<int, bool>> out;
+  std::function<void(int, bool, int64_t)> visit = [&](int id, bool rows, int64_t cols) {
+    const Val& v = val(id);
+    if (v.kind != Kind::Lazy || !v.def) return;
+    const TileOp& o = *v.def;
+    if (o.kind != OpKind::Map && o.kind != OpKind::Cast) return;
+    const bool division = o.kind == OpKind::Map && !o.is_call &&
+                          (o.op == Op::Div || o.op == Op::Mod) && !is_float(o.type.dtype) &&
+                          !constant_value(o.args[1]);
+    if (!division || inside.count(id)) {
+      for (int x : o.args) visit(x, rows, cols);
+      return;
+    }
+    if (invariant_slots_.count({id, rows})) return;
+    invariant_slots_[{id, rows}] = slot_array(id, rows, cols, division);
+    out.emplace_back(id, rows);
+  };
+  tile::for_each_op(s.body, [&](const TileOp& o) {
+    for (int a : o.args) {
+      const Val& v = val(a);
+      if (v.kind != Kind::Lazy || !v.def) continue;
+      const TileOp& c = *v.def;
+      if (c.kind == OpKind::Broadcast && c.type.shape.size() == 2 && c.dims.size() == 1)
+        visit(c.args[0], c.dims[0] == 0, c.type.shape[1]);
+    }
+  });
+  return out;
 }
 
 auto FragmentWriter::slot_coordinate(bool rows) const -> std::string {

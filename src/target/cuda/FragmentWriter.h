@@ -387,6 +387,7 @@ class FragmentWriter : public KernelWriter {
   static std::optional<bool> steady_value(const ir::Expr& e, const std::string& var);
 
   void loop(const tile::TileStmt& s);
+  void loop_body(const tile::TileStmt& s);  // loop's code, after its invariant lane arrays
 
   // Issues the copies of `streams` for the iteration whose loop variable is `next` into stage
   // `stage` when next < hi, and commits one group per tile either way (so that the group count a
@@ -551,6 +552,14 @@ class FragmentWriter : public KernelWriter {
   // the element, or along the rows or the columns only (through a broadcast).
   enum class Position { Element, Row, Column };
   void hoist_slot_values(int id, Position at, int64_t cols);
+  // The lane's array of a row or column vector's elements (`rows`: along the rows), written
+  // here; returns its name.
+  std::string slot_array(int id, bool rows, int64_t cols, bool division);
+  // In front of loop `s`: the lane arrays of the row and column vectors that its operations read
+  // through broadcasts, that cost a division an element and that the loop does not change (a
+  // strided mask's column residues), so that they are computed once, not at each use in every
+  // iteration. Returns the keys entered into invariant_slots_.
+  std::vector<std::pair<int, bool>> hoist_invariant_slot_values(const tile::TileStmt& s);
   // The coordinate of slot ks_s of the lane's rows or columns, and how many there are.
   std::string slot_coordinate(bool rows) const;
   int64_t slot_count(bool rows, int64_t cols) const;
@@ -656,6 +665,9 @@ class FragmentWriter : public KernelWriter {
   // (value, along the rows) -> its element in the lane's row or column array, while an
   // elementwise operation's slot loop is written (hoist_slot_values).
   std::map<std::pair<int, bool>, std::string> slot_values_;
+  // (value, along the rows) -> its lane array computed in front of the loop being written
+  // (hoist_invariant_slot_values).
+  std::map<std::pair<int, bool>, std::string> invariant_slots_;
   // (load, along the rows) -> its array of the lane's rows or columns, issued in front of a dot
   // (issue_slot_loads), for the rest of the body it was issued in.
   std::map<std::pair<int, bool>, std::string> slot_loads_;
