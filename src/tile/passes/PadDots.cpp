@@ -1,7 +1,8 @@
 // \file PadDots.cpp
 // Dot extents padded for a target's matrix instructions: a dot's contracted (K) or output-column
 // (N) extent E that is a multiple of 8 but not of TileProgram::dot_multiple (a head size of 40 or
-// 72 against the tensor cores' 16) becomes the next multiple, E', in every tile that shares the
+// 72 against the tensor cores' 16; an integer dot's K against twice that, the 32 of an 8-bit
+// MMA's step, so 80 becomes 96) becomes the next multiple, E', in every tile that shares the
 // dimension: the loads, registers, maps and stores tied to it through the operations.
 //
 // The E' - E extra positions of a tile hold values nothing uses. Loads along the dimension are
@@ -19,8 +20,9 @@
 // region's are); so is one whose extent is not a multiple of 8, where the extra positions would
 // split a 16-byte chunk of 16-bit elements. The target's writer falls back then, and says so.
 //
-// Invariant established: every f16 or bf16 dot's K and N that the rules above allow to widen is
-// a multiple of `multiple`, and the program computes what it did at every position it stores.
+// Invariant established: every dot's K and N that the rules above allow to widen is a multiple
+// of `multiple` (an integer dot's K of twice it), and the program computes what it did at every
+// position it stores.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -152,10 +154,12 @@ class KernelPadding {
       if (o.result >= 0) shape_[o.result] = o.type.shape;
     });
     // The classes a dot wants widened, and the extent each has.
+    // An integer dot (8-bit operands, i32 accumulators) steps twice as far along K.
     for_each_op(k_.body, [&](const TileOp& o) {
-      if (o.kind != OpKind::Dot || is_int(o.type.dtype)) return;
-      want(classes_.value(o.args[0], 1), shape_[o.args[0]][1]);
-      want(classes_.value(o.result, 1), o.type.shape[1]);
+      if (o.kind != OpKind::Dot) return;
+      const int64_t k_multiple = is_int(o.type.dtype) ? 2 * multiple_ : multiple_;
+      want(classes_.value(o.args[0], 1), shape_[o.args[0]][1], k_multiple);
+      want(classes_.value(o.result, 1), o.type.shape[1], multiple_);
     });
     for_each_op(k_.body, [&](const TileOp& o) { refuse_unless_whole(o); });
     for (int c : refused_) padded_.erase(c);
@@ -165,10 +169,12 @@ class KernelPadding {
   }
 
  private:
-  void want(int node, int64_t extent) {
-    if (extent % 8 == 0 && extent % multiple_ != 0)
-      padded_[classes_.find(node)] = {extent, (extent + multiple_ - 1) / multiple_ * multiple_,
-                                      ir::make_int(extent)};
+  void want(int node, int64_t extent, int64_t multiple) {
+    if (extent % 8 != 0 || extent % multiple == 0) return;
+    const int c = classes_.find(node);
+    const int64_t widened = (extent + multiple - 1) / multiple * multiple;
+    if (!padded_.count(c) || padded_[c].padded < widened)
+      padded_[c] = {extent, widened, ir::make_int(extent)};
   }
 
   // The class of dimension `dim` of `o`'s tile, when it is one to widen.
