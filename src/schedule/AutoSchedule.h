@@ -14,14 +14,20 @@
 //      fused under its own tile loop, in program order (two softmaxes over two score matrices
 //      are two groups). A reduction with nothing to repair is a group of its own when its term
 //      reads a reduction that runs along its axis and rows and that nothing else reads (the
-//      score dot of ReLU or sigmoid attention): it fuses with the identity repair. A group with
+//      score dot of ReLU or sigmoid attention): it fuses with the identity repair; several that
+//      read one such head alone along the same axis and rows are one group (attention's dV and
+//      dK). Where such reductions read one head along different axes (dQ over the keys, dK and
+//      dV over the queries) and nothing else reads the chain, a later group gets copies of what
+//      it shares with the others (recompute), so that each fuses. A group with
 //      a member that heads another group (a chain over the head dimension ending in the score
 //      dot, as with QK-norm) is inner to it and is not fused along its own axis.
 //   2. The head: the earliest block feeding the chain that runs along the axis and along every
 //      row of the first reduction, as the loads index them (the QK product of attention, or the
 //      first reduction itself; never a key-side definition). What the chain reads without depending
 //      on the head or on a member must be complete before the tile loop: such nests placed after
-//      the head's move before it (move_nest). The head's axis loop is split into tiles.
+//      the head's move before it (move_nest). The head's loops along the rows that lie inside
+//      its axis loop move outside it (reorder: the keys of a sum over the queries). The head's
+//      axis loop is split into tiles (halved while more than live_tile_elements stay live).
 //   3. The elementwise blocks between the head and the first reduction move under the tile loop
 //      (reverse_compute_at); then every reduction of the chain gets a rolling_update, producers
 //      first; scans become loop-carried pairs (split_scan_buffer); buffers shrink to what one
