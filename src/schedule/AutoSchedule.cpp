@@ -1066,13 +1066,14 @@ void recompute_shared_heads(Schedule& s, const std::function<void(const std::str
   const ir::LoopProgram p = s.program();
   using Key = std::pair<std::string, std::set<std::string>>;  // the head's axis variable, rows
   std::map<std::string, std::map<Key, std::set<std::string>>> by_head;
+  const std::vector<ReductionChain> chains = find_reduction_chains(p);
   std::set<std::string> in_chains;
-  for (const ReductionChain& c : find_reduction_chains(p))
+  for (const ReductionChain& c : chains)
     if (!c.producers.empty()) {
       in_chains.insert(c.target);
       in_chains.insert(c.producers.begin(), c.producers.end());
     }
-  for (const ReductionChain& c : find_reduction_chains(p)) {
+  for (const ReductionChain& c : chains) {
     if (!c.producers.empty() || in_chains.count(c.target)) continue;
     const ir::StmtNode& b = *find_block(p.body, c.target, "auto").back();
     std::optional<ChainHead> head = chain_head(p, b, c.axis, producer_closure(p, b));
