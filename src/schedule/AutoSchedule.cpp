@@ -7,7 +7,6 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <tuple>
 
 #include "ir/Interpreter.h"
 #include "ir/Printer.h"
@@ -1056,6 +1055,31 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::set<std::string
   return true;
 }
 
+// The reductions with nothing to repair (not members or producers of a chain that needs a
+// repair, nor `skip`) whose term reads a head (chain_head) that something besides each of them
+// reads too: by the head's block, then by the head's axis variable and rows.
+using SharedHeads =
+    std::map<std::string,
+             std::map<std::pair<std::string, std::set<std::string>>, std::set<std::string>>>;
+SharedHeads shared_heads(const ir::LoopProgram& p, const std::vector<ReductionChain>& chains,
+                         const std::function<bool(const std::string&)>& skip) {
+  std::set<std::string> in_chains;
+  for (const ReductionChain& c : chains)
+    if (!c.producers.empty()) {
+      in_chains.insert(c.target);
+      in_chains.insert(c.producers.begin(), c.producers.end());
+    }
+  SharedHeads out;
+  for (const ReductionChain& c : chains) {
+    if (!c.producers.empty() || in_chains.count(c.target) || skip(c.target)) continue;
+    const ir::StmtNode& b = *find_block(p.body, c.target, "auto").back();
+    std::optional<ChainHead> head = chain_head(p, b, c.axis, producer_closure(p, b));
+    if (head && !private_reduction_head(p, {c.target}, head->block))
+      out[head->block][{head->var, head->rows}].insert(c.target);
+  }
+  return out;
+}
+
 // Step 1 (see AutoSchedule.h): reductions with nothing to repair that read one head along
 // different axes or rows (attention's backward pass: dQ sums dS over the keys, dK and dV sum dS
 // and P over the queries) would each find the head read by the others and fuse with none. When
@@ -1064,22 +1088,8 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::set<std::string
 // fuses with a copy of its own.
 void recompute_shared_heads(Schedule& s, const std::function<void(const std::string&)>& note) {
   const ir::LoopProgram p = s.program();
-  using Key = std::pair<std::string, std::set<std::string>>;  // the head's axis variable, rows
-  std::map<std::string, std::map<Key, std::set<std::string>>> by_head;
-  const std::vector<ReductionChain> chains = find_reduction_chains(p);
-  std::set<std::string> in_chains;
-  for (const ReductionChain& c : chains)
-    if (!c.producers.empty()) {
-      in_chains.insert(c.target);
-      in_chains.insert(c.producers.begin(), c.producers.end());
-    }
-  for (const ReductionChain& c : chains) {
-    if (!c.producers.empty() || in_chains.count(c.target)) continue;
-    const ir::StmtNode& b = *find_block(p.body, c.target, "auto").back();
-    std::optional<ChainHead> head = chain_head(p, b, c.axis, producer_closure(p, b));
-    if (head && !private_reduction_head(p, {c.target}, head->block))
-      by_head[head->block][{head->var, head->rows}].insert(c.target);
-  }
+  const SharedHeads by_head =
+      shared_heads(p, find_reduction_chains(p), [](const std::string&) { return false; });
   auto closure_of = [&](const std::set<std::string>& targets) {
     std::set<std::string> out;
     for (const std::string& t : targets) {
@@ -1158,8 +1168,6 @@ std::vector<std::vector<std::string>> fusion_groups(
     }
     sets.push_back(g);
   }
-  std::map<std::tuple<std::string, std::string, std::set<std::string>>, std::set<std::string>>
-      sharing;  // by head, its axis variable and the rows
   for (const ReductionChain& c : chains) {
     if (!c.producers.empty() ||
         std::any_of(sets.begin(), sets.end(), [&](const auto& g) { return g.count(c.target) > 0; }))
@@ -1169,14 +1177,16 @@ std::vector<std::vector<std::string>> fusion_groups(
     if ((head && private_reduction_head(program, {c.target}, head->block)) ||
         streamed_alone(c.target))
       sets.push_back({c.target});
-    else if (head)
-      sharing[{head->block, head->var, head->rows}].insert(c.target);
   }
   // Reductions with nothing to repair that read one head along the same axis and rows, and
   // that alone (dV and dK of attention's backward pass), are one group.
-  for (const auto& [key, targets] : sharing)
-    if (targets.size() > 1 && private_reduction_head(program, targets, std::get<0>(key)))
-      sets.push_back(targets);
+  auto grouped = [&](const std::string& t) {
+    return std::any_of(sets.begin(), sets.end(), [&](const auto& g) { return g.count(t) > 0; });
+  };
+  for (const auto& [head, by_axis] : shared_heads(program, chains, grouped))
+    for (const auto& [key, targets] : by_axis)
+      if (targets.size() > 1 && private_reduction_head(program, targets, head))
+        sets.push_back(targets);
   std::vector<std::vector<std::string>> groups(sets.size());
   for (const ir::StmtNode* b : ordered_blocks(program))
     for (size_t k = 0; k < sets.size(); ++k)
@@ -1601,12 +1611,11 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // The first member leads, unless the members read none of one another (reductions with nothing
   // to repair that share a head: attention's dV and dK) and one's producers hold every other's:
   // that one leads (dK reads the probabilities of dV and the product dP besides).
-  std::string lead = members.front();
-  std::set<std::string> closure =
-      producer_closure(program, *find_block(program.body, lead, "auto").back());
   std::vector<std::set<std::string>> closures;
   for (const std::string& m : members)
     closures.push_back(producer_closure(program, *find_block(program.body, m, "auto").back()));
+  std::string lead = members.front();
+  std::set<std::string> closure = closures.front();
   const bool independent = std::none_of(closures.begin(), closures.end(), [&](const auto& c) {
     return std::any_of(members.begin(), members.end(),
                        [&](const std::string& o) { return c.count(o) > 0; });

@@ -13,7 +13,6 @@
 
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
-#include "schedule/primitive/Cache.h"
 #include "schedule/primitive/ComputeAt.h"
 #include "schedule/primitive/Replay.h"
 
@@ -48,8 +47,8 @@ std::vector<std::string> Schedule::recompute(const std::vector<std::string>& blo
     if (!buf || buf->role != ir::BufferRole::Intermediate)
       throw ScheduleError(P, "block '" + name + "' does not write one intermediate buffer");
     ir::Buffer copy = *buf;
-    copy.name = fresh_cache_name(*this, buf->name + ".re");
-    const std::string block_copy = fresh_cache_name(*this, name + ".re");
+    copy.name = fresh_name(buf->name + ".re");
+    const std::string block_copy = fresh_name(name + ".re");
     names.push_back(block_copy);
     copy_of[buf->name] = copy.name;  // a reduction's copy accumulates into its own buffer
     ir::Stmt nest = ir::mutate_exprs(p.body->stmts[root], redirect);

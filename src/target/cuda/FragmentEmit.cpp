@@ -553,9 +553,7 @@ auto FragmentWriter::hoist_slot_values(int id, Position at, int64_t cols) -> voi
     return;
   }
   if (o.kind != OpKind::Map && o.kind != OpKind::Cast && o.kind != OpKind::Load) return;
-  bool division =
-      o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
-      (is_float(o.type.dtype) ? val(o.args[1]).kind != Kind::Uniform : !constant_value(o.args[1]));
+  bool division = costly_division(o);
   bool costly = division || o.kind == OpKind::Load || (o.kind == OpKind::Map && o.is_call);
   if (!costly || at == Position::Element) {
     for (int x : o.args) hoist_slot_values(x, at, cols);
@@ -571,6 +569,12 @@ auto FragmentWriter::hoist_slot_values(int id, Position at, int64_t cols) -> voi
       (rows ? row_slot()
             : "(ks_k >> " + std::to_string(2 + log2_mblocks()) + ") * 2 + (ks_k & 1)") +
       "]";
+}
+
+auto FragmentWriter::costly_division(const TileOp& o) const -> bool {
+  return o.kind == OpKind::Map && !o.is_call && (o.op == Op::Div || o.op == Op::Mod) &&
+         (is_float(o.type.dtype) ? val(o.args[1]).kind != Kind::Uniform
+                                 : !constant_value(o.args[1]));
 }
 
 auto FragmentWriter::slot_array(int id, bool rows, int64_t cols, bool division) -> std::string {
@@ -598,9 +602,7 @@ auto FragmentWriter::hoist_invariant_slot_values(const tile::TileStmt& s)
     if (v.kind != Kind::Lazy || !v.def) return;
     const TileOp& o = *v.def;
     if (o.kind != OpKind::Map && o.kind != OpKind::Cast) return;
-    const bool division = o.kind == OpKind::Map && !o.is_call &&
-                          (o.op == Op::Div || o.op == Op::Mod) && !is_float(o.type.dtype) &&
-                          !constant_value(o.args[1]);
+    const bool division = costly_division(o) && !is_float(o.type.dtype);
     if (!division || inside.count(id)) {
       for (int x : o.args) visit(x, rows, cols);
       return;

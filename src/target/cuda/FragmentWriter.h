@@ -552,6 +552,9 @@ class FragmentWriter : public KernelWriter {
   // the element, or along the rows or the columns only (through a broadcast).
   enum class Position { Element, Row, Column };
   void hoist_slot_values(int id, Position at, int64_t cols);
+  // A division or remainder whose divisor is not known when the code is written (an integer
+  // one not constant, a float one not uniform): more than a few instructions an element.
+  bool costly_division(const TileOp& o) const;
   // The lane's array of a row or column vector's elements (`rows`: along the rows), written
   // here; returns its name.
   std::string slot_array(int id, bool rows, int64_t cols, bool division);
