@@ -16,6 +16,7 @@
 #include <regex>
 #include <sstream>
 
+#include "encode_tensor_map.h"
 #include "kemu_runtime.h"
 #include "support/DiskCache.h"
 #include "support/Error.h"
@@ -178,10 +179,14 @@ void EmulatedCudaKernel::run(const std::vector<runtime::Tensor*>& args,
   int err = 0;
   for (size_t k = 0; k < source_.launches.size(); ++k) {
     const cuda::KernelLaunch& kl = source_.launches[k];
-    if (blocks[k] > 0)
-      module_.launch(kl.name, l.args, &err, static_cast<unsigned>(blocks[k]),
-                     static_cast<unsigned>(kl.threads),
-                     static_cast<unsigned>(kl.dynamic_shared_bytes));
+    if (blocks[k] <= 0) continue;
+    cuda::KsArgs args = l.args;
+    const std::vector<cuda::TensorMapSpec> specs = cuda::tensor_map_specs(program_, l, kl);
+    for (size_t m = 0; m < specs.size(); ++m)
+      if (specs[m].address != 0) args.maps[m] = emulated_tensor_map(specs[m]);
+    module_.launch(kl.name, args, &err, static_cast<unsigned>(blocks[k]),
+                   static_cast<unsigned>(kl.threads),
+                   static_cast<unsigned>(kl.dynamic_shared_bytes));
   }
   cuda::throw_failed_check(program_, source_, err);
   for (size_t i = 0; i < args.size(); ++i)

@@ -37,13 +37,13 @@ struct KsArgs {
   unsigned long long bufs[32];
   long long sizes[32];
   double params[16];
+  alignas(128) unsigned char maps[4][128];
 };
 using namespace kintsugi::device;
 )";
 
 cuda::KsArgs args_of(std::vector<void*> buffers) {
-  cuda::KsArgs a;
-  std::memset(&a, 0, sizeof(a));
+  cuda::KsArgs a{};
   for (size_t i = 0; i < buffers.size(); ++i) a.bufs[i] = reinterpret_cast<uintptr_t>(buffers[i]);
   return a;
 }
@@ -414,8 +414,8 @@ extern "C" __global__ void tma_scores_kernel(KsArgs a, int*) {
                             k = test::tma::spec(in.k16.data(), test::tma::kKeys);
   EXPECT_EQ(cuda::tensor_map_unaddressable(q), "");
   std::vector<float> d(64 * 64, -1.f);
-  cuda::TensorMap mq = test::tma::emulated(q), mk = test::tma::emulated(k),
-                  md = test::tma::emulated(test::tma::output_spec(d.data()));
+  cuda::TensorMap mq = emu::emulated_tensor_map(q), mk = emu::emulated_tensor_map(k),
+                  md = emu::emulated_tensor_map(test::tma::output_spec(d.data()));
   cuda::KsArgs a = args_of({&mq, &mk, &md, in.c.data()});
   a.sizes[0] = test::tma::kRow0;
   a.sizes[1] = flags;
@@ -498,8 +498,8 @@ extern "C" __global__ void ring_gemm_kernel(KsArgs a, int*) {
 }
 )");
   test::ring::Inputs in = test::ring::inputs();
-  cuda::TensorMap ma = test::tma::emulated(test::tma::spec(in.a16.data(), test::ring::kRows)),
-                  mb = test::tma::emulated(test::tma::spec(in.b16.data(), test::ring::kRows));
+  cuda::TensorMap ma = emu::emulated_tensor_map(test::tma::spec(in.a16.data(), test::ring::kRows)),
+                  mb = emu::emulated_tensor_map(test::tma::spec(in.b16.data(), test::ring::kRows));
   std::vector<float> d(64 * 64, -1.f);
   cuda::KsArgs a = args_of({&ma, &mb, in.c.data(), d.data()});
   a.sizes[0] = flags;

@@ -52,6 +52,7 @@
 #include "kemu_runtime.h"
 
 #define __global__
+#define __grid_constant__
 #define __device__
 #define __host__
 #define __forceinline__ inline

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "emulated_tensor_map.h"
+#include "encode_tensor_map.h"
 #include "ir/DType.h"
 #include "target/cuda/Driver.h"
 #include "wgmma_cases.h"
@@ -112,24 +112,6 @@ inline cuda::TensorMapSpec output_spec(const void* address) {
   s.strides = {64 * 4};
   s.box = {64, 64};
   return s;
-}
-
-// The emulator's encoding of `s` (emulated_tensor_map.h), for an addressable spec.
-inline cuda::TensorMap emulated(const cuda::TensorMapSpec& s) {
-  kemu_map::EmulatedTensorMap m{};
-  m.magic = kemu_map::kMagic;
-  m.rank = uint32_t(s.dims.size());
-  m.element_bytes = uint32_t(dtype_bytes(s.element));
-  m.swizzle_bytes = s.swizzle == cuda::TensorMapSwizzle::None ? 0 : 16u << int(s.swizzle);
-  m.address = s.address;
-  for (size_t d = 0; d < s.dims.size(); ++d) {
-    m.dims[d] = s.dims[d];
-    m.strides[d] = d == 0 ? m.element_bytes : s.strides[d - 1];
-    m.box[d] = s.box[d];
-  }
-  cuda::TensorMap map;
-  std::memcpy(map.bytes, &m, sizeof(m));
-  return map;
 }
 
 // `xs` as f16 bits.

@@ -3,15 +3,18 @@
 // the driver (CudaKernel.cpp).
 //
 // Code generation: one CTA per grid instance. Kernels with tensor-core dots get the accumulator
-// layout (Fragments.h: R / 16 warps, cp.async + ldmatrix operand tiles, double-buffered streams);
+// layout (Fragments.h: R / 16 warps, cp.async or TMA + ldmatrix or wgmma operand tiles,
+// double-buffered streams);
 // every other kernel runs on kThreads threads with every tile value spread element-cyclically
 // (thread t holds elements t, t + kThreads, ...) and shared memory for data movement.
 //
 // Generated kernel ABI: `extern "C" __global__ void <kernel name>(KsArgs args, int* err)` per
 // tile kernel, launched in order with a 1-D grid over the flattened grid axes (the last axis
 // fastest) and `dynamic_shared_bytes` of shared memory. KsArgs holds the device address of every
-// buffer that is not a register (LoopProgram::buffers order), the sizes (dims order) and the
-// params. `err` receives 1 + the error site of the first failed index or division check.
+// buffer that is not a register (LoopProgram::buffers order), the sizes (dims order), the params
+// and the TMA tensor maps of the kernel launched (KernelLaunch::tensor_maps; a __grid_constant__
+// parameter, so that cp.async.bulk.tensor may take their addresses). `err` receives 1 + the error
+// site of the first failed index or division check.
 #pragma once
 
 #include <map>
@@ -31,7 +34,17 @@ constexpr int kThreads = 128;
 // Dynamic shared memory one CTA may use on every supported architecture (sm_80's 163 KiB; a
 // target's own bound is CudaTarget::max_shared_bytes).
 constexpr int kMaxSharedBytes = CudaTarget{}.max_shared_bytes();
-constexpr int kMaxBuffers = 32, kMaxDims = 32, kMaxParams = 16;
+constexpr int kMaxBuffers = 32, kMaxDims = 32, kMaxParams = 16, kMaxTensorMaps = 4;
+
+// A tensor map a kernel reads tiles through (TMA): over the whole of program buffer `buffer`
+// (LoopProgram::buffers order), its extents and strides those of the run; boxes of `box`
+// elements (innermost first, one extent a dimension of the buffer) in a swizzle of
+// `swizzle_bytes` (0, 32, 64 or 128). The launch encodes it into KsArgs::maps at its index.
+struct TensorMapUse {
+  size_t buffer = 0;
+  std::vector<uint32_t> box;
+  int swizzle_bytes = 0;
+};
 
 struct KernelLaunch {
   std::string name;
@@ -49,6 +62,7 @@ struct KernelLaunch {
   // On sm_90a, for a tensor-core kernel whose row tile fills warpgroups: why its dots run as
   // mma.sync rather than wgmma (empty when they run as wgmma).
   std::string not_warpgroup_mma;
+  std::vector<TensorMapUse> tensor_maps;  // at most kMaxTensorMaps
 };
 
 // Where a buffer of the program is at a launch, by declaration order: a register of its kernel

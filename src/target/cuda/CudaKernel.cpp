@@ -63,6 +63,9 @@ struct CudaKernel::Impl {
   runtime::SizeMap plan_sizes;
   runtime::ParamMap plan_params;
   std::vector<int64_t> plan_blocks;
+  // Each launch's tensor maps as last encoded, with the address and extents they were encoded
+  // for: a call at the same addresses and sizes encodes none again.
+  std::vector<std::vector<std::pair<TensorMapSpec, TensorMap>>> encoded;
   DeviceBuffer l2_flush;  // run(): written between the uploads and the launches
   std::mutex mu;          // one launch sequence at a time (they share the workspace)
 };
@@ -163,7 +166,23 @@ void CudaKernel::launch_kernels(LaunchPlan& l, StreamHandle stream) const {
     cfg.block.x = static_cast<unsigned>(kl.threads);
     cfg.dynamic_shared_bytes = static_cast<unsigned>(kl.dynamic_shared_bytes);
     cfg.stream = stream;
-    i.functions[k].launch(cfg, l.args, err_ptr);
+    if (kl.tensor_maps.empty()) {
+      i.functions[k].launch(cfg, l.args, err_ptr);
+      continue;
+    }
+    i.encoded.resize(source_.launches.size());
+    std::vector<TensorMapSpec> specs = tensor_map_specs(program_, l, kl);
+    std::vector<std::pair<TensorMapSpec, TensorMap>>& cached = i.encoded[k];
+    cached.resize(specs.size());
+    KsArgs args = l.args;
+    for (size_t m = 0; m < specs.size(); ++m) {
+      const TensorMapSpec &now = specs[m], &was = cached[m].first;
+      if (now.address != 0 &&
+          (now.address != was.address || now.dims != was.dims || now.strides != was.strides))
+        cached[m] = {now, encode_tensor_map(now)};
+      args.maps[m] = cached[m].second;
+    }
+    i.functions[k].launch(cfg, args, err_ptr);
   }
 }
 

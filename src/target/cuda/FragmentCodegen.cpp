@@ -22,6 +22,7 @@ std::unique_ptr<KernelWriter> fragment_writer(const tile::TileProgram& p, const 
     return nullptr;
   }
   launch.not_warpgroup_mma = w->not_warpgroup_mma();
+  launch.tensor_maps = w->tensor_maps();
   return w;
 }
 

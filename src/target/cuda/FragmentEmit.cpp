@@ -135,6 +135,7 @@ auto FragmentWriter::body(const tile::TileBody& b) -> void {
     line("const int ks_row0 = ks_warp * " + std::to_string(16 * mblocks_) +
          " + (ks_lane >> 2), ks_col0 = 2 * (ks_lane & 3);");
     line("const u32 ks_smem_u32 = smem_addr(ks_smem);");
+    init_tma_barriers();
     smem_bytes_ = smem_total_;
     for (const TileOp* o : ops_)
       if (o->kind == OpKind::Dot && !wgmma_) {
@@ -304,6 +305,7 @@ auto FragmentWriter::loop_body(const tile::TileStmt& s) -> void {
   hi = tmp();
   line("const long long " + lo + " = " + scalar(s.min) + ";");
   line("const long long " + hi + " = " + lo + " + " + scalar(s.extent) + ";");
+  loop_lo_[s.var] = lo;
   loop_hi_[s.var] = hi;
   issue_streams(streams, lo, hi, "0");
   // The loop runs only where that first issue did: its squeezed checks that stay put hold for

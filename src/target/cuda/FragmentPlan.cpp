@@ -89,7 +89,64 @@ auto FragmentWriter::plan() -> bool {
   stage_element_tiles(offset);
   smem_total_ = offset;
   single_buffer_for_occupancy();
+  copy_streams_by_tma();
   return true;
+}
+
+auto FragmentWriter::tma_unsuited(const SmemTile& t) const -> std::string {
+  if (!wgmma_ || t.stream_loop.empty() || t.pitch != 0 || t.computed >= 0 || !t.load)
+    return "not a streamed dot operand of a wgmma kernel";
+  if (t.dtype != DType::F16 && t.dtype != DType::BF16) return "not f16 or bf16";
+  if (t.row_limit) return "rows past a limit are zero-filled";
+  if (t.live_rows != t.rows || t.rows > 256 || t.rows % 8 != 0)
+    return "its rows are padded, more than a box's 256 or not whole swizzle periods";
+  const TileOp& o = *t.load;
+  const size_t rank = o.starts.size();
+  if (rank < 2 || rank > 4) return "its buffer has " + std::to_string(rank) + " dimensions";
+  int rows_at = 0, cols_at = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    rows_at += o.axis_of_dim[d] == 0;
+    cols_at += o.axis_of_dim[d] == 1;
+  }
+  if (rows_at != 1 || cols_at != 1 || o.axis_of_dim[rank - 1] != 1)
+    return "its rows and columns are not one dimension each, the columns innermost";
+  std::optional<double> inner = constant_expr(p_.source.find_buffer(o.buffer)->shape[rank - 1]);
+  if (!inner || static_cast<int64_t>(*inner) * 2 % 16 != 0)
+    return "its buffer's rows are not a constant multiple of 16 bytes";
+  // A box's destination lies at the swizzle's repeat: 8 rows of the atom.
+  const int64_t repeat = 8 * row_bytes(t);
+  if (t.offset % repeat != 0 || t.stage_bytes() % repeat != 0 || block_bytes(t) % repeat != 0)
+    return "its stages or column blocks are not at the swizzle's alignment";
+  return "";
+}
+
+auto FragmentWriter::copy_streams_by_tma() -> void {
+  std::vector<size_t> chosen;
+  int64_t bytes = 0;
+  for (size_t i = 0; i < tiles_.size(); ++i)
+    if (tma_unsuited(tiles_[i]).empty() && chosen.size() < static_cast<size_t>(kMaxTensorMaps)) {
+      chosen.push_back(i);
+      bytes += 8 * tiles_[i].stages;
+    }
+  if (chosen.empty() || blocks_for(smem_total_ + bytes) < blocks_for(smem_total_)) return;
+  int64_t at = (smem_total_ + 7) / 8 * 8;
+  for (size_t i : chosen) {
+    SmemTile& t = tiles_[i];
+    const TileOp& o = *t.load;
+    TensorMapUse use;
+    for (size_t b = 0; b < p_.source.buffers.size(); ++b)
+      if (p_.source.buffers[b].name == o.buffer) use.buffer = b;
+    for (size_t d = o.starts.size(); d-- > 0;)
+      use.box.push_back(o.axis_of_dim[d] == 1   ? static_cast<uint32_t>(block_cols(t))
+                        : o.axis_of_dim[d] == 0 ? static_cast<uint32_t>(t.rows)
+                                                : 1u);
+    use.swizzle_bytes = static_cast<int>(row_bytes(t));
+    t.tensor_map = static_cast<int>(tensor_maps_.size());
+    tensor_maps_.push_back(std::move(use));
+    t.barriers = at;
+    at += 8 * t.stages;
+  }
+  smem_total_ = at;
 }
 
 auto FragmentWriter::single_buffer_for_occupancy() -> void {

@@ -164,6 +164,7 @@ auto FragmentWriter::tile_origin(const Region& reg) -> std::pair<size_t, std::st
 
 auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> void {
   if (t.pitch > 0) return copy_element_tile(t, stage);
+  if (t.tensor_map >= 0) return copy_tile_by_tma(t, stage);
   const TileOp& o = *t.load;
   Region reg = open_region(o);
   int64_t cpr = t.cols / 8, chunks = t.rows * cpr;
@@ -335,6 +336,66 @@ auto FragmentWriter::copy_tile(const SmemTile& t, const std::string& stage) -> v
   line("}");
   --indent_;
   line("}");
+}
+
+auto FragmentWriter::barrier_address(const SmemTile& t, const std::string& stage) const
+    -> std::string {
+  return "(ks_smem_u32 + " + std::to_string(t.barriers) + " + (" + stage + ") * 8)";
+}
+
+auto FragmentWriter::phase_name(const SmemTile& t) const -> std::string {
+  return "ks_phase" + std::to_string(t.tensor_map);
+}
+
+auto FragmentWriter::init_tma_barriers() -> void {
+  if (tensor_maps_.empty()) return;
+  line("if (ks_tid == 0) {");
+  ++indent_;
+  for (const SmemTile& t : tiles_)
+    for (int s = 0; t.tensor_map >= 0 && s < t.stages; ++s)
+      line("mbarrier_init(" + barrier_address(t, std::to_string(s)) + ", 1);");
+  line("fence_mbarrier_init();");
+  --indent_;
+  line("}");
+  line("__syncthreads();");
+  // The parity each stage's barrier completes next (bit s: stage s), flipped at every wait.
+  for (const SmemTile& t : tiles_)
+    if (t.tensor_map >= 0) line("u32 " + phase_name(t) + " = 0;");
+}
+
+auto FragmentWriter::copy_tile_by_tma(const SmemTile& t, const std::string& stage) -> void {
+  const TileOp& o = *t.load;
+  // (Its squeezed coordinates' check as for a cp.async copy; a box past the buffer is zeros.)
+  Region reg = open_region(o);
+  const size_t rank = o.starts.size();
+  const int64_t blocks = t.cols / block_cols(t);
+  line("if (ks_tid == 0) {");
+  ++indent_;
+  line("const u32 ks_bar = " + barrier_address(t, stage) + ";");
+  // The threads' reads of this stage (ldmatrix, generic proxy) come before the copy's writes.
+  line("fence_proxy_async();");
+  line("mbarrier_arrive_expect_tx(ks_bar, " + std::to_string(t.stage_bytes()) + "u);");
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::string args = stage_address(t, stage) + " + " + std::to_string(b * block_bytes(t)) +
+                       "u, (const TensorMap*)ks_args.maps[" + std::to_string(t.tensor_map) +
+                       "], ks_bar";
+    for (size_t d = rank; d-- > 0;) {
+      std::string c = reg.starts[d];
+      if (d == rank - 1 && b > 0) c += " + " + std::to_string(b * block_cols(t));
+      args += ", (int)(" + c + ")";
+    }
+    line("tma_load_" + std::to_string(rank) + "d(" + args + ");");
+  }
+  --indent_;
+  line("}");
+}
+
+auto FragmentWriter::wait_tma(const SmemTile& t, const std::string& stage) -> void {
+  const std::string phase = phase_name(t);
+  line("while (!mbarrier_try_wait_parity(" + barrier_address(t, stage) + ", (" + phase + " >> (" +
+       stage + ")) & 1u)) {");
+  line("}");
+  line(phase + " ^= 1u << (" + stage + ");");
 }
 
 auto FragmentWriter::chunk_offset(const SmemTile& t, const std::string& row,
@@ -509,6 +570,20 @@ auto FragmentWriter::load_smem(const Val& v) -> void {
     }
     wait_copies(static_cast<int>(prefetched_.size()) - 1 - p->second);
     return;
+  }
+  // A TMA tile's copy group is empty: the mbarrier alone says its copy landed, to every thread
+  // and to wgmma (each cp.async tile waits for its own group, with its own barrier). A prefetch
+  // whose wait was left to the loop's streams (the queries' tile) is waited for in the first
+  // iteration.
+  if (t.tensor_map >= 0) {
+    if (unwaited_before_.count(t.stream_loop)) {
+      line("if (" + ident("v", t.stream_loop) + " == " + loop_lo_.at(t.stream_loop) + ") {");
+      ++indent_;
+      wait_copies(0);
+      --indent_;
+      line("}");
+    }
+    return wait_tma(t, stage_of(t));
   }
   if (!t.stream_loop.empty()) {
     // Wait for this tile's group of this iteration. Committed after it: the later groups of

@@ -118,6 +118,11 @@ struct SmemTile {
   // reading a row's two adjacent elements each, and the next rows' quads fall in distinct banks.
   // 0 for a dot operand (f16 or bf16 rows in the ldmatrix swizzle, unpadded).
   int64_t element_bytes = 0, pitch = 0;
+  // A streamed tile copied by TMA (FragmentWriter::copy_streams_by_tma): its tensor map's index
+  // in the kernel's (KernelLaunch::tensor_maps), and the offset of its mbarriers, one a stage.
+  // -1: copied by cp.async.
+  int tensor_map = -1;
+  int64_t barriers = 0;
   int64_t stage_bytes() const { return pitch > 0 ? rows * pitch : rows * cols * 2; }
 };
 
@@ -159,6 +164,17 @@ class FragmentWriter : public KernelWriter {
   // Gives a streamed dot operand tile one stage instead of two where its second stage is what
   // keeps another CTA off the SM (blocks_for), moving the later offsets down.
   void single_buffer_for_occupancy();
+  // Streamed dot operand tiles of a wgmma kernel whose copies are whole boxes of their buffer
+  // (tma_copyable) are copied by TMA: one thread issues each box, completing on the stage's
+  // mbarrier, where every thread waits; the copies' addresses, row tests and zero-fill are the
+  // tensor map's. Not where the mbarriers would keep a CTA off the SM.
+  void copy_streams_by_tma();
+  // Why tile `t` cannot be copied by TMA ("" when it can): a streamed f16 or bf16 dot operand
+  // of a wgmma kernel, unlimited rows, read as one box of a 2- to 4-dimensional buffer (its rows
+  // along one dimension, its columns along the innermost, whose rows are a multiple of 16 bytes),
+  // stored in whole swizzle atoms at their alignment.
+  std::string tma_unsuited(const SmemTile& t) const;
+  const std::vector<TensorMapUse>& tensor_maps() const { return tensor_maps_; }
 
   // The last operation of the loop body that streams load `o` (at its top level) to read it, in
   // registers, through the index-only values computed from it; nullptr when one in a nested loop
@@ -401,6 +417,15 @@ class FragmentWriter : public KernelWriter {
 
   // cp.async of a whole tile into `stage`: 16-byte chunks, rows past the buffer zero-filled.
   void copy_tile(const SmemTile& t, const std::string& stage);
+  // The TMA copy of tile `t` into `stage`: a box a column block, issued by thread 0 on the
+  // stage's mbarrier after announcing the tile's bytes.
+  void copy_tile_by_tma(const SmemTile& t, const std::string& stage);
+  // Every thread waits for the TMA copy of tile `t` into `stage`, the stage's phase bit flipped.
+  void wait_tma(const SmemTile& t, const std::string& stage);
+  // The mbarriers of the TMA tiles initialised (one arrival each), before any copy.
+  void init_tma_barriers();
+  std::string barrier_address(const SmemTile& t, const std::string& stage) const;
+  std::string phase_name(const SmemTile& t) const;
 
   // The three ldmatrix.x4 access patterns of the dots: each lane addresses one row of an 8 x 8
   // matrix; `lane_row` is its row within the 16-row block (plus the warp's first row for A) and
@@ -645,6 +670,7 @@ class FragmentWriter : public KernelWriter {
   std::map<int, std::vector<const TileOp*>> users_;
   std::vector<const TileOp*> stored_;  // the kernel's stores
   std::vector<SmemTile> tiles_;
+  std::vector<TensorMapUse> tensor_maps_;     // of the TMA tiles, SmemTile::tensor_map
   std::vector<const TileOp*> element_loads_;  // loads that may be element tiles (plan)
   std::vector<SmemVector> vectors_;
   std::set<std::string> lane_offsets_;     // defined at the kernel's start
@@ -655,8 +681,8 @@ class FragmentWriter : public KernelWriter {
   // so that an element's loads are all issued before the first of them is used.
   bool hoist_loads_ = false;
   std::map<std::pair<int, std::vector<std::string>>, std::string> hoisted_loads_;
-  std::map<const TileOp*, int> order_;          // program order of the ops
-  std::map<std::string, std::string> loop_hi_;  // a streamed loop's end bound, by variable
+  std::map<const TileOp*, int> order_;                    // program order of the ops
+  std::map<std::string, std::string> loop_lo_, loop_hi_;  // a streamed loop's bounds, by variable
   struct Comparison {
     std::vector<int64_t> coef;
     std::string limit, op;

@@ -135,10 +135,13 @@ std::string program_preamble(const tile::TileProgram& p, const CudaTarget& targe
   for (const char* h : {"types", "math", "ids", "shuffle", "ldmatrix", "mma", "cp_async"})
     src << "#include \"kintsugi/" << h << ".cuh\"\n";
   if (target.warpgroup_mma())
-    for (const char* h : {"smem_desc", "wgmma"}) src << "#include \"kintsugi/" << h << ".cuh\"\n";
+    for (const char* h : {"smem_desc", "wgmma", "mbarrier", "tma"})
+      src << "#include \"kintsugi/" << h << ".cuh\"\n";
   src << "using namespace kintsugi::device;\n\n";
+  // (The maps' bytes as the host's TensorMap lays them out: 128 bytes each, 128-byte aligned.)
   src << "struct KsArgs {\n  unsigned long long bufs[" << kMaxBuffers << "];\n  long long sizes["
-      << kMaxDims << "];\n  double params[" << kMaxParams << "];\n};\n\n";
+      << kMaxDims << "];\n  double params[" << kMaxParams
+      << "];\n  __align__(128) unsigned char maps[" << kMaxTensorMaps << "][128];\n};\n\n";
   // fp8 storage: the conversions the CPU back end uses (target/Fp8.h), in software, but for the
   // encoding to e4m3 on a target that has an instruction for it: the IR's e4m3 saturates like
   // the instruction, and its NaN is 0x7f (the instruction's NaN is not held to a sign). PTX's
@@ -316,7 +319,7 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
   std::string bounds = std::to_string(threads() * per_cta);
   if (min_blocks() > 1) bounds += ", " + std::to_string(min_blocks());
   line("extern \"C\" __global__ void __launch_bounds__(" + bounds + ") " + launch.name +
-       "(KsArgs ks_args, int* ks_err) {");
+       "(const __grid_constant__ KsArgs ks_args, int* ks_err) {");
   ++indent_;
   line("extern __shared__ __align__(" + std::to_string(smem_alignment()) +
        ") unsigned char ks_smem[];");

@@ -21,7 +21,7 @@ LaunchPlan plan_launch(const tile::TileProgram& program, const CudaSource& sourc
                        ir::ProvenRanges& proven) {
   const ir::LoopProgram& p = program.source;
   LaunchPlan l;
-  std::memset(&l.args, 0, sizeof(l.args));
+  l.args = KsArgs{};
   if (p.dims.size() > static_cast<size_t>(kMaxDims) ||
       p.params.size() > static_cast<size_t>(kMaxParams))
     arg_error << "kernel " << p.name << " has more sizes or params than the CUDA back end passes";
@@ -100,6 +100,41 @@ std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMa
     blocks[k] = (blocks[k] + per_cta - 1) / per_cta;
   }
   return blocks;
+}
+
+std::vector<TensorMapSpec> tensor_map_specs(const tile::TileProgram& program,
+                                            const LaunchPlan& plan, const KernelLaunch& launch) {
+  std::vector<TensorMapSpec> specs;
+  for (const TensorMapUse& use : launch.tensor_maps) {
+    const ir::Buffer* b = &program.source.buffers[use.buffer];
+    const LaunchPlan::Slot* slot = nullptr;
+    for (const std::vector<LaunchPlan::Slot>* slots : {&plan.operands, &plan.intermediates})
+      for (const LaunchPlan::Slot& s : *slots)
+        if (s.buffer == b) slot = &s;
+    internal_assert(slot) << "tensor map over buffer " << b->name
+                          << ", which the run does not pass";
+    TensorMapSpec& spec = specs.emplace_back();
+    spec.element = b->dtype;
+    spec.box = use.box;
+    spec.swizzle = use.swizzle_bytes == 128  ? TensorMapSwizzle::B128
+                   : use.swizzle_bytes == 64 ? TensorMapSwizzle::B64
+                   : use.swizzle_bytes == 32 ? TensorMapSwizzle::B32
+                                             : TensorMapSwizzle::None;
+    uint64_t stride = static_cast<uint64_t>(dtype_bytes(b->dtype));
+    bool empty = false;
+    for (auto d = slot->shape.rbegin(); d != slot->shape.rend(); ++d) {
+      if (!spec.dims.empty()) spec.strides.push_back(stride);
+      spec.dims.push_back(static_cast<uint64_t>(*d));
+      stride *= static_cast<uint64_t>(*d);
+      empty = empty || *d == 0;
+    }
+    if (empty) continue;
+    spec.address = plan.args.bufs[slot->index];
+    const std::string why = tensor_map_unaddressable(spec);
+    internal_assert(why.empty()) << "kernel " << launch.name << ": the tensor map of buffer "
+                                 << b->name << ": " << why;
+  }
+  return specs;
 }
 
 void throw_failed_check(const tile::TileProgram& program, const CudaSource& source, int code) {

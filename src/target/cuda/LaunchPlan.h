@@ -15,6 +15,7 @@
 
 #include "ir/IndexBounds.h"
 #include "target/cuda/CudaBackend.h"
+#include "target/cuda/Driver.h"
 
 namespace kintsugi::cuda {
 
@@ -22,6 +23,7 @@ struct KsArgs {
   unsigned long long bufs[kMaxBuffers];
   long long sizes[kMaxDims];
   double params[kMaxParams];
+  TensorMap maps[kMaxTensorMaps];  // the launched kernel's (KernelLaunch::tensor_maps)
 };
 
 struct LaunchPlan {
@@ -53,6 +55,11 @@ void check_operand(const tile::TileProgram& program, const LaunchPlan& plan, siz
 // extent of integer params, N / G), before any launch: a grid too large for a 1-D launch throws.
 std::vector<int64_t> grid_blocks(const CudaSource& source, const runtime::SizeMap& sizes,
                                  const runtime::ParamMap& params);
+// The tensor maps of launch `launch` of a run planned as `plan` (its buffers placed), in the
+// order of KernelLaunch::tensor_maps. A map over a buffer with an extent of 0 has address 0 and
+// is not encoded (no copy reads it: its loop runs no iteration).
+std::vector<TensorMapSpec> tensor_map_specs(const tile::TileProgram& program,
+                                            const LaunchPlan& plan, const KernelLaunch& launch);
 // Throws the RuntimeArgError of error code `code` (1 + site) that a kernel wrote; 0 returns.
 void throw_failed_check(const tile::TileProgram& program, const CudaSource& source, int code);
 
