@@ -500,6 +500,8 @@ TEST(Emulator, ParamExtents) {
 
 // Integer division by a param in 32 bits where the operands fit, in 64 where they do not: every
 // sign of divisor and dividend, a divisor of -1, dividends beyond 2^31 (|O| * 2^20).
+// A divisor that is a param is checked once at the kernel's start, the divisions by it then
+// unchecked: a C of 0 is still reported by the launch.
 TEST(Emulator, DivisionsByParams) {
   for (double c : {7.0, -7.0, -1.0})
     for (double o : {-1.0, 3000.0, -3000.0}) {
@@ -507,6 +509,20 @@ TEST(Emulator, DivisionsByParams) {
       d.from_root = true;
       verify(d);
     }
+  Case zero{"tests/emu/divisions_by_params.te", {}, {}};
+  zero.from_root = true;
+  std::vector<std::string> warnings;
+  Compiled k = compile(zero, &warnings);
+  emu::EmulatedCudaKernel kernel(k.tiles, cuda::CudaTarget::parse("sm_80"));
+  std::map<std::string, runtime::Tensor> in = runtime::random_inputs(k.program, k.sizes, 1);
+  runtime::Tensor q(DType::F32, {8, 300}), r(DType::F32, {8, 300});
+  kernel.run({&in.at("X"), &q, &r}, k.sizes, {{"C", 7.0}});
+  try {
+    kernel.run({&in.at("X"), &q, &r}, k.sizes, {{"C", 0.0}});
+    ADD_FAILURE() << "a division by C = 0 ran";
+  } catch (const RuntimeArgError& e) {
+    EXPECT_NE(std::string(e.what()).find("division failed at /"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Emulator, PerformerAtDefaultAndOddSizes) {

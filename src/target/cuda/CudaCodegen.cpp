@@ -1109,6 +1109,7 @@ class CyclicWriter : public KernelWriter {
       }
       case OpKind::Full:
         line("const " + ty + " " + v.name + " = " + scalar(o.scalar) + ";");
+        if (v.scalar()) note_full(v.name, o.scalar);
         return;
       case OpKind::Arange: {
         aranges_[o.result] = &o;

@@ -791,6 +791,7 @@ auto FragmentWriter::uniform(const TileOp& o, const Val& v) -> void {
     case OpKind::Full: {
       auto known = assumed_uniform_.find(o.result);
       if (o.scalar->op == Op::IntImm) literal_names_.insert(v.name);
+      note_full(v.name, o.scalar);
       line("const " + ty + " " + v.name + " = " +
            (known != assumed_uniform_.end() ? (known->second ? "true" : "false")
                                             : scalar(o.scalar)) +

@@ -164,11 +164,15 @@ std::string program_preamble(const tile::TileProgram& p, const CudaTarget& targe
   src << target::kFp8Conversions << "\n";
   src << "__device__ __forceinline__ void ks_fail(int* err, int site) { atomicCAS(err, 0, site + "
          "1); }\n";
-  src << "__device__ __forceinline__ long long ks_fdiv(long long a, long long b, int* err, int "
-         "site) {\n  if (b == 0) { ks_fail(err, site); return 0; }\n  long long q = a / b;\n"
+  // Floor division and remainder: `_nz` by a divisor whose zero the kernel reported at its start
+  // (a launch constant), dividing by 1 instead (a select on a loop-invariant value, which the
+  // compiler hoists with the divisor; the emulator's host division by 0 would trap), else
+  // checked at each use.
+  src << "__device__ __forceinline__ long long ks_fdiv_nz(long long a, long long b) {\n"
+         "  b = b == 0 ? 1 : b;\n  long long q = a / b;\n"
          "  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n";
-  src << "__device__ __forceinline__ long long ks_fmod(long long a, long long b, int* err, int "
-         "site) {\n  if (b == 0) { ks_fail(err, site); return 0; }\n  long long r = a % b;\n"
+  src << "__device__ __forceinline__ long long ks_fmod_nz(long long a, long long b) {\n"
+         "  b = b == 0 ? 1 : b;\n  long long r = a % b;\n"
          "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n";
   // The same by a divisor unknown at compile time: operands that fit 32 bits (positions, chunk
   // sizes) take the 32-bit instructions, since a 64-bit division by such a value is a call of a
@@ -180,18 +184,23 @@ std::string program_preamble(const tile::TileProgram& p, const CudaTarget& targe
   // In 32 bits alone: a kernel whose divisions were proven to fit (TileProgram::
   // int32_division_overrun, checked again at launch) calls these directly, and keeps their
   // results in 32-bit registers (a chunked mask's quotients: 64-bit ones spilled).
-  src << "__device__ __forceinline__ int ks_fdiv_i32(int x, int y, int* err, int site) {\n"
-         "  if (y == 0) { ks_fail(err, site); return 0; }\n  const int q = x / y;\n"
-         "  return (x - q * y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;\n}\n";
-  src << "__device__ __forceinline__ int ks_fmod_i32(int x, int y, int* err, int site) {\n"
-         "  if (y == 0) { ks_fail(err, site); return 0; }\n  const int r = x % y;\n"
-         "  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;\n}\n";
-  src << "__device__ __forceinline__ long long ks_fdiv32(long long a, long long b, int* err, int "
-         "site) {\n  return ks_fits32(a, b) ? ks_fdiv_i32((int)a, (int)b, err, site) : "
-         "ks_fdiv(a, b, err, site);\n}\n";
-  src << "__device__ __forceinline__ long long ks_fmod32(long long a, long long b, int* err, int "
-         "site) {\n  return ks_fits32(a, b) ? ks_fmod_i32((int)a, (int)b, err, site) : "
-         "ks_fmod(a, b, err, site);\n}\n";
+  src << "__device__ __forceinline__ int ks_fdiv_i32_nz(int x, int y) {\n  y = y == 0 ? 1 : y;\n"
+         "  const int q = x / y;\n  return (x - q * y != 0 && ((x < 0) != (y < 0))) ? q - 1 : "
+         "q;\n}\n";
+  src << "__device__ __forceinline__ int ks_fmod_i32_nz(int x, int y) {\n  y = y == 0 ? 1 : y;\n"
+         "  const int r = x % y;\n  return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;\n}\n";
+  for (const char* op : {"div", "mod"}) {
+    const std::string f = std::string("ks_f") + op;
+    src << "__device__ __forceinline__ long long " << f
+        << "32_nz(long long a, long long b) {\n  return ks_fits32(a, b) ? " << f
+        << "_i32_nz((int)a, (int)b) : " << f << "_nz(a, b);\n}\n";
+    for (const char* width : {"", "32", "_i32"}) {
+      const std::string type = std::string(width) == "_i32" ? "int" : "long long";
+      src << "__device__ __forceinline__ " << type << " " << f << width << "(" << type << " a, "
+          << type << " b, int* err, int site) {\n  if (b == 0) { ks_fail(err, site); return 0; }\n"
+          << "  return " << f << width << "_nz(a, b);\n}\n";
+    }
+  }
   // e^x on the approximate exp2 unit: relative error about 2^-21 plus the rounding of x log2 e.
   src << "__device__ __forceinline__ float ks_exp(float x) { return ex2_approx(x * "
          "1.4426950408889634f); }\n";
@@ -288,19 +297,23 @@ bool int_literal(std::string_view code) {
 
 const target::CHelpers& KernelWriter::helpers() {
   if (!helpers_)
-    helpers_ = std::make_unique<target::CHelpers>(
-        target::CHelpers{"fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_,
-                         tanh_function_, [this](Op op, const std::string& x, const std::string& y) {
-                           // By a value unknown at compile time (a param, a size), the helper that
-                           // divides in 32 bits when the operands fit, or in 32 bits alone where
-                           // the program proves they do; a literal divisor the compiler reduces to
-                           // a multiply.
-                           std::string helper = op == Op::Div ? "ks_fdiv" : "ks_fmod";
-                           if (!int_literal(y) && !literal_names_.count(y))
-                             helper += p_.int32_division_overrun >= 0 ? "_i32" : "32";
-                           return helper + "(" + x + ", " + y + ", ks_err, " +
-                                  std::to_string(site(op == Op::Div ? "/" : "%")) + ")";
-                         }});
+    helpers_ = std::make_unique<target::CHelpers>(target::CHelpers{
+        "fmin_nan", "fmax_nan", "min", "max", "llabs", "fmodf", exp_function_, tanh_function_,
+        [this](Op op, const std::string& x, const std::string& y) {
+          // By a value unknown at compile time (a param, a size), the helper that
+          // divides in 32 bits when the operands fit, or in 32 bits alone where
+          // the program proves they do; a literal divisor the compiler reduces to
+          // a multiply.
+          std::string helper = op == Op::Div ? "ks_fdiv" : "ks_fmod";
+          if (!int_literal(y) && !literal_names_.count(y))
+            helper += p_.int32_division_overrun >= 0 ? "_i32" : "32";
+          const int at = site(op == Op::Div ? "/" : "%");
+          if (auto c = launch_constants_.find(y); c != launch_constants_.end()) {
+            checked_divisors_.emplace(c->second, at);
+            return helper + "_nz(" + x + ", " + y + ")";
+          }
+          return helper + "(" + x + ", " + y + ", ks_err, " + std::to_string(at) + ")";
+        }});
   return *helpers_;
 }
 
@@ -336,12 +349,21 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
     line("const int ks_tid = threadIdx.x;");
   }
   const ir::LoopProgram& lp = p_.source;
-  for (size_t d = 0; d < lp.dims.size(); ++d)
-    line("const long long " + ident("d", lp.dims[d]) + " = ks_args.sizes[" + std::to_string(d) +
-         "];");
-  for (size_t q = 0; q < lp.params.size(); ++q)
-    line(std::string("const ") + ctype(lp.params[q].dtype) + " " + ident("p", lp.params[q].name) +
-         " = (" + ctype(lp.params[q].dtype) + ")ks_args.params[" + std::to_string(q) + "];");
+  launch_constants_.clear();
+  checked_divisors_.clear();
+  for (size_t d = 0; d < lp.dims.size(); ++d) {
+    const std::string name = ident("d", lp.dims[d]);
+    line("const long long " + name + " = ks_args.sizes[" + std::to_string(d) + "];");
+    launch_constants_[name] = name;
+  }
+  for (size_t q = 0; q < lp.params.size(); ++q) {
+    const std::string name = ident("p", lp.params[q].name);
+    line(std::string("const ") + ctype(lp.params[q].dtype) + " " + name + " = (" +
+         ctype(lp.params[q].dtype) + ")ks_args.params[" + std::to_string(q) + "];");
+    if (is_int(lp.params[q].dtype)) launch_constants_[name] = name;
+  }
+  // The launch constants divided by are checked here, once the body has named them.
+  const std::streamoff checks_at = body_.tellp();
   int slot = 0;
   for (const ir::Buffer& b : lp.buffers) {
     if (tile::is_register(p_, b.name)) continue;
@@ -397,8 +419,19 @@ std::string KernelWriter::write(const tile::Kernel& k, KernelLaunch& launch) {
                                                    std::to_string(slice) + "u;\n");
     smem_bytes_ = slice * per_cta;
   }
+  std::string checks;
+  for (const auto& [divisor, at] : checked_divisors_)
+    checks += "  if (" + divisor + " == 0) ks_fail(ks_err, " + std::to_string(at) + ");\n";
+  code.insert(static_cast<size_t>(checks_at), checks);
   launch.dynamic_shared_bytes = static_cast<int>(smem_bytes_);
   return code;
+}
+
+void KernelWriter::note_full(const std::string& name, const ir::Expr& scalar) {
+  if (scalar->op != Op::Var || scalar->var_kind == ir::VarKind::Index) return;
+  auto c = launch_constants_.find(scalar->var_kind == ir::VarKind::Dim ? ident("d", scalar->name)
+                                                                       : ident("p", scalar->name));
+  if (c != launch_constants_.end()) launch_constants_[name] = c->second;
 }
 
 bool KernelWriter::work_grows_along(const tile::Kernel& k, const std::string& var) {

@@ -146,10 +146,17 @@ class KernelWriter {
   std::string smem_ = "ks_smem";
   // Names of values that hold an integer literal: a division by one is by a compile-time constant.
   std::set<std::string> literal_names_;
+  // Names that hold a size or a param for the whole launch (d_N, p_C, and the values of Full ops
+  // that are one of them): a division by one is checked once, at the kernel's start, and divides
+  // without a test of its own (so that the C++ compiler may hoist and share it).
+  std::map<std::string, std::string> launch_constants_;  // name -> the size or param it holds
+  void note_full(const std::string& name, const ir::Expr& scalar);
 
  private:
   const target::CHelpers& helpers();
   std::unique_ptr<target::CHelpers> helpers_;
+  // The launch constants divided by, each with the error site its zero reports.
+  std::map<std::string, int> checked_divisors_;
 };
 
 }  // namespace kintsugi::cuda
