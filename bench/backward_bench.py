@@ -7,7 +7,12 @@ backends (FlashAttention-2 and cuDNN), causal, timed with triton's do_bench as t
 backward minus the forward; their gradients are checked against float64 autograd first. The
 peers' times include the row sums of dO * O (DL), an input of Kintsugi's kernels.
 
+With --kv-heads HK below H (grouped-query heads), Kintsugi runs
+tests/generality/attention_backward_gqa.te (each query head's partial dK and dV, then their sum over
+the group) and the peers get K and V of HK heads with enable_gqa.
+
   python3 bench/backward_bench.py --kintsugi build-gpu/bin/kintsugi [--sizes B=1,H=16,S=4096,D=128]
+      [--kv-heads HK]
 """
 import argparse
 import json
@@ -20,15 +25,16 @@ import generality_bench as gb  # noqa: E402
 ROOT = gb.ROOT
 
 
-def ours(binary, sizes):
-    rows = {}
-    for name in ("attention_backward_causal",):
-        path = os.path.join(ROOT, "tests", "generality", name + ".te")
-        rows[name] = gb.verified_time(binary, path, sizes, {}, gb.reference_of(path))
-    return rows
+def ours(binary, sizes, kv_heads):
+    name, sizes = "attention_backward_causal", dict(sizes)
+    if kv_heads < int(sizes["H"]):
+        name = "attention_backward_gqa"
+        sizes.update(HQ=sizes.pop("H"), HK=str(kv_heads))
+    path = os.path.join(ROOT, "tests", "generality", name + ".te")
+    return {name: gb.verified_time(binary, path, sizes, {}, gb.reference_of(path))}
 
 
-def peers(sizes):
+def peers(sizes, kv_heads):
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -36,11 +42,12 @@ def peers(sizes):
 
     b, h, s, d = (int(sizes[k]) for k in ("B", "H", "S", "D"))
     torch.manual_seed(0)
-    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16, requires_grad=True)
-               for _ in range(3))
+    q, k, v = (torch.randn(b, heads, s, d, device="cuda", dtype=torch.float16, requires_grad=True)
+               for heads in (h, kv_heads, kv_heads))
     do = torch.randn(b, h, s, d, device="cuda", dtype=torch.float16)
+    gqa = {"enable_gqa": True} if kv_heads < h else {}
     exact = torch.autograd.grad(
-        F.scaled_dot_product_attention(*(x.double() for x in (q, k, v)), is_causal=True),
+        F.scaled_dot_product_attention(*(x.double() for x in (q, k, v)), is_causal=True, **gqa),
         (q, k, v), do.double())
     rows = {}
     for name, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION),
@@ -48,7 +55,7 @@ def peers(sizes):
         try:
             with sdpa_kernel(backend):
                 def fwd():
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
 
                 grads = torch.autograd.grad(fwd(), (q, k, v), do)
                 err = max(float(((g.double() - e).abs().max() / e.abs().max()).item())
@@ -65,14 +72,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kintsugi", default=os.path.join(ROOT, "build", "bin", "kintsugi"))
     ap.add_argument("--sizes", default="B=1,H=16,S=4096,D=128")
+    ap.add_argument("--kv-heads", type=int, default=0, help="key/value heads (default H)")
     ap.add_argument("--json")
     args = ap.parse_args()
     sizes = dict(kv.split("=") for kv in args.sizes.split(","))
     sizes.setdefault("T", sizes["S"])
-    mine = ours(args.kintsugi, sizes)
-    theirs = peers(sizes)
+    kv_heads = args.kv_heads or int(sizes["H"])
+    mine = ours(args.kintsugi, sizes, kv_heads)
+    theirs = peers(sizes, kv_heads)
     total = sum(ms for ms, _ in mine.values())
-    print(f"causal attention backward, {args.sizes}, f16 (ms, max rel err)")
+    print(f"causal attention backward, {args.sizes}, {kv_heads} key/value heads, f16 "
+          "(ms, max rel err)")
     for name, (ms, err) in mine.items():
         print(f"  kintsugi {name}: {ms:.4f}  {err:.2e}")
     for name, (ms, err) in theirs.items():

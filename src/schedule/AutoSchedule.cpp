@@ -826,6 +826,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   if (target == "cuda")
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
   if (target == "cuda") o.live_tile_elements = 24576;
+  if (target == "cuda") o.column_strip = 128, o.column_strip_elements = 8192;
   if (target == "cuda") o.strip_tile_max = 8192, o.row_producers_in_tile = false;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
   if (target == "cpu") o.column_rows = 1024, o.column_tile = 4;
@@ -2096,6 +2097,121 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
   }
 }
 
+// Step 5c: a nest left outside the fused ones that is a reduction down short columns,
+// `y[.., c] = sum[k](X[.., k, c])` (the sum over a group of heads of their partial gradients, a
+// pooling over a few positions), its loops ending c, k with c the innermost dimension of what it
+// reads, takes a strip of `width` columns a grid instance: c is split by `width` (where it is not
+// a constant of at most that) and k moved between the two, so that the tile IR gives the
+// instance a [k, width] tile whose rows are runs of memory, reduced along k, rather than one
+// column of strided elements. Only where the column times the strip stays within `budget`
+// elements at the sizes decided with (a long column stays one an instance, streamed), and not
+// where the nest joins other kernels as it stands (fuse_kernels): a nest writing what it reads
+// runs over its loops outside c (a key's features summed after they are computed, grid (b, h)),
+// one reading what it writes runs c at the same depth and something else inside (a masked
+// mean's count of positions a row, read by that row's sums), or another reduction that is no
+// such column runs over its loops through c and more (the sums beside that count). A map over
+// its loops reading it (a cast of the sums) is walked along c in tiles anyway.
+void tile_short_columns(Schedule& s, int64_t width, int64_t budget,
+                        const std::map<std::string, int64_t>& sizes,
+                        const std::function<void(const std::string&)>& note) {
+  if (width <= 0) return;
+  std::vector<std::string> columns;
+  const ir::LoopProgram& p = s.program();
+  auto extents = [&](const ir::StmtNode& b) {
+    std::vector<std::string> out;
+    for (const ir::StmtNode* l : loops_on(find_block(p.body, b.name, "auto")))
+      out.push_back(ir::to_string(l->extent));
+    return out;
+  };
+  auto starts_with = [](const std::vector<std::string>& a, const std::vector<std::string>& prefix) {
+    return a.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), a.begin());
+  };
+  for (const ir::Stmt& root : p.body->stmts) {
+    std::vector<const ir::StmtNode*> blocks = blocks_under(root);
+    if (blocks.size() != 1 || root->kind != ir::StmtKind::For || !blocks[0]->body ||
+        blocks[0]->body->kind != ir::StmtKind::Store)
+      continue;
+    const ir::StmtNode* candidate = blocks[0];
+    const ir::StmtNode& b = *candidate;
+    const std::vector<std::string> own = extents(b);
+    if (own.size() < 2) continue;
+    const std::vector<std::string> outside(own.begin(), own.end() - 2),
+        through_c(own.begin(), own.end() - 1);
+    bool joins = false;
+    for (const ir::StmtNode* other : blocks_under(p.body)) {
+      if (other == candidate || !other->body || other->body->kind != ir::StmtKind::Store) continue;
+      const std::vector<std::string> theirs = extents(*other);
+      if (block_reads(b).count(other->body->buffer) && starts_with(theirs, outside)) joins = true;
+      if (block_reads(*other).count(b.body->buffer) && starts_with(theirs, through_c) &&
+          theirs.size() > through_c.size())
+        joins = true;
+    }
+    if (joins) continue;
+    std::vector<const ir::StmtNode*> loops = loops_on(find_block(p.body, b.name, "auto"));
+    if (loops.size() < 2 || std::count_if(b.iters.begin(), b.iters.end(), [](const auto& iv) {
+                              return iv.kind != ir::IterKind::Spatial;
+                            }) != 1)
+      continue;
+    const ir::IterVar *k = nullptr, *c = nullptr;
+    for (const ir::IterVar& iv : b.iters) {
+      if (iv.binding->op != ir::Op::Var) continue;
+      if (iv.binding->name == loops.back()->var) k = &iv;
+      if (iv.binding->name == loops[loops.size() - 2]->var) c = &iv;
+    }
+    if (!k || !c || k->kind != ir::IterKind::Reduce || c->kind != ir::IterKind::Spatial ||
+        !column_reduction(b))
+      continue;
+    bool innermost = true;  // every load's innermost index runs along c
+    ir::visit_exprs(b.body, [&](const ir::Expr& e) {
+      ir::visit(e, [&](const ir::Expr& x) {
+        if (x->op == ir::Op::Load && !x->args.empty() && x->name != b.body->buffer)
+          innermost = innermost && ir::uses_var(x->args.back(), c->name);
+        return true;
+      });
+    });
+    try {
+      if (!innermost || ir::eval_int(loops.back()->extent, sizes) * width > budget) continue;
+    } catch (const std::exception&) {
+      continue;  // a column over a size not given: not known to be short
+    }
+    columns.push_back(b.name);
+  }
+  // (The loops through c of each column, against the reductions that are no column.)
+  std::erase_if(columns, [&](const std::string& name) {
+    const std::vector<std::string> own = extents(*find_block(p.body, name, "auto").back());
+    const std::vector<std::string> through_c(own.begin(), own.end() - 1);
+    for (const ir::StmtNode* other : blocks_under(p.body)) {
+      const std::vector<std::string> theirs = extents(*other);
+      if (std::count(columns.begin(), columns.end(), other->name) == 0 &&
+          std::any_of(other->iters.begin(), other->iters.end(),
+                      [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }) &&
+          theirs.size() > through_c.size() && starts_with(theirs, through_c))
+        return true;
+    }
+    return false;
+  });
+  for (const std::string& b : columns) {
+    try {
+      std::vector<const ir::StmtNode*> loops = loops_on(find_block(s.program().body, b, "auto"));
+      const std::string c = loops[loops.size() - 2]->var, k = loops.back()->var;
+      std::optional<int64_t> extent = ir::as_const_int(loops[loops.size() - 2]->extent);
+      std::string strip = c;
+      std::vector<std::string> order;
+      for (size_t l = 0; l + 2 < loops.size(); ++l) order.push_back(loops[l]->var);
+      if (!extent || *extent > width) {
+        std::vector<LoopRef> parts = s.split(LoopRef{b, c}, width);
+        order.push_back(parts[0].var);
+        strip = parts[1].var;
+      }
+      order.push_back(k);
+      order.push_back(strip);
+      s.reorder(b, order);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' reduces one column a grid instance: " + e.what());
+    }
+  }
+}
+
 Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(original);
@@ -2140,6 +2256,8 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     split_maps_by_groups(unscheduled, note);
     tile_maps(unscheduled, options.map_tile, axes, note);
     tile_contractions(unscheduled, options.row_tile, decision_sizes(original, options), note);
+    tile_short_columns(unscheduled, options.column_strip, options.column_strip_elements,
+                       decision_sizes(original, options), note);
     return unscheduled;
   };
   if (groups.empty()) {
@@ -2185,6 +2303,8 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     tile_maps(s, options.map_tile, axes, note);
   }
   tile_contractions(s, options.row_tile, decision_sizes(original, options), note);
+  tile_short_columns(s, options.column_strip, options.column_strip_elements,
+                     decision_sizes(original, options), note);
   try {
     s.compact_buffer();
   } catch (const ScheduleError& e) {

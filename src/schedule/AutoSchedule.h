@@ -61,7 +61,10 @@
 //      the innermost loop is split, so a grid instance takes a tile, not one element. A nest
 //      left outside that is a matrix product (a projection in front of attention) is split by
 //      row_tile along its rows, a map of it over the same nest alike, so that a grid instance
-//      takes a product of a tile of rows on the target's dot, not a vector-matrix product.
+//      takes a product of a tile of rows on the target's dot, not a vector-matrix product. A
+//      nest left outside that reduces down short columns (a sum over a group of heads of their
+//      partial gradients) takes a strip of column_strip columns a grid instance, the reduced
+//      loop moved inside the strip's outer loop, where that keeps it from no kernel it joins.
 // A step whose preconditions fail leaves the program unscheduled and says why in the notes.
 #pragma once
 
@@ -155,6 +158,11 @@ struct AutoScheduleOptions {
   // Elements of a row a grid instance of a map nest outside the fused ones takes (step 5); 0
   // leaves one element an instance.
   int64_t map_tile = 1024;
+  // Columns a grid instance of a reduction down short columns outside the fused nests takes
+  // (step 5c), where a column times the strip is at most column_strip_elements; 0 leaves one
+  // column an instance.
+  int64_t column_strip = 0;
+  int64_t column_strip_elements = 0;
   // Split-K: the combine nests walk the chunks' partial results in tiles of up to this many
   // elements and this many chunks (a power of two of chunks, and no more than there are: a
   // head_dim 128 row of partials takes 64 chunks a tile, a block of 32 columns 256, a scalar

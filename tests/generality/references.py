@@ -1131,6 +1131,23 @@ def attention_backward_dv(inputs, params):
     return {"DV": f16(_backward_probabilities(inputs)).swapaxes(-1, -2) @ inputs["DO"]}
 
 
+def attention_backward_gqa(inputs, params):
+    d = inputs["Q"].shape[-1]
+    group = inputs["Q"].shape[1] // inputs["K"].shape[1]
+    per_head = dict(inputs, K=np.repeat(inputs["K"], group, axis=1),
+                    V=np.repeat(inputs["V"], group, axis=1))
+    p = f16(_backward_probabilities(per_head, causal=True))
+    ds = f16(_backward_ds(per_head, causal=True))
+    b, hq, s, _ = inputs["Q"].shape
+
+    def group_sum(x):
+        return x.reshape(b, hq // group, group, *x.shape[2:]).sum(axis=2)
+
+    return {"DQ": ds @ per_head["K"] / np.sqrt(d),
+            "DV": group_sum(p.swapaxes(-1, -2) @ inputs["DO"]),
+            "DK": group_sum(ds.swapaxes(-1, -2) @ inputs["Q"]) / np.sqrt(d)}
+
+
 def attention_backward_causal(inputs, params):
     d = inputs["Q"].shape[-1]
     p = f16(_backward_probabilities(inputs, causal=True))
