@@ -8,8 +8,9 @@ backward minus the forward; their gradients are checked against float64 autograd
 peers' times include the row sums of dO * O (DL), an input of Kintsugi's kernels.
 
 With --kv-heads HK below H (grouped-query heads), Kintsugi runs
-tests/generality/attention_backward_gqa.te (each query head's partial dK and dV, then their sum over
-the group) and the peers get K and V of HK heads with enable_gqa.
+tests/generality/attention_backward_gqa.te (dK and dV one sum over the group and the queries,
+compiled as each query head's partial, then their sum over the group) and the peers get K and V
+of HK heads with enable_gqa.
 
   python3 bench/backward_bench.py --kintsugi build-gpu/bin/kintsugi [--sizes B=1,H=16,S=4096,D=128]
       [--kv-heads HK]

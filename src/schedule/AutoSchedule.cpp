@@ -2212,6 +2212,45 @@ void tile_short_columns(Schedule& s, int64_t width, int64_t budget,
   }
 }
 
+// Step 0b: a reduction over several axes whose first reduced variable e it reads only as the
+// member g * E + e of a group g (the query heads of a key/value head in grouped-query attention's
+// dK and dV, summed over the group and the queries) is factored (factor_group): each member's
+// partial over the other axes, a reduction over one axis that can fuse with the member's chain,
+// then their sum over the group. The members' nests then run one after another, in front of the
+// first group's sum (dK's partials beside dV's, as when written so), where nothing between
+// depends on them.
+void factor_groups(Schedule& s, const std::function<void(const std::string&)>& note) {
+  std::vector<std::string> members, sums;
+  for (bool factored = true; factored;) {
+    factored = false;
+    for (const ir::StmtNode* b : blocks_under(s.program().body)) {
+      if (std::count_if(b->iters.begin(), b->iters.end(),
+                        [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }) < 2)
+        continue;
+      Schedule next = s;
+      try {
+        members.push_back(next.factor_group(b->name));
+      } catch (const ScheduleError&) {
+        continue;  // not a sum over a group's members
+      }
+      sums.push_back(b->name);
+      note("'" + b->name + "' sums each member of its group apart, then the group");
+      s = next;
+      factored = true;
+      break;
+    }
+  }
+  for (size_t k = 1; k < members.size(); ++k) {
+    Schedule next = s;
+    try {
+      next.move_nest(members[k], sums.front());
+      s = next;
+    } catch (const ScheduleError&) {
+      // it depends on a nest in between: it stays in front of its own sum
+    }
+  }
+}
+
 Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(original);
@@ -2219,6 +2258,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     if (notes) notes->push_back(n);
   };
   Schedule normal = normal_form(original, note);
+  factor_groups(normal, note);
   std::set<std::string> unflattened;
   merge_several_axis_chains(normal, options, &unflattened, note);
   recompute_shared_heads(normal, note);

@@ -87,6 +87,10 @@ class Schedule {
   // front of the first reader (Recompute.cpp); returns the copies' block names.
   std::vector<std::string> recompute(const std::vector<std::string>& blocks,
                                      const std::vector<std::string>& readers);
+  // A reduction over a group's members e and further axes that reads e only as the member
+  // g * E + e of its group g becomes a reduction over the further axes for every member, then a
+  // sum of the members over each group (FactorGroup.cpp); returns the members' block.
+  std::string factor_group(const std::string& block);
   // Inlines an elementwise block into every block that reads it and removes it.
   void compute_inline(const std::string& block);
   // Inlines an elementwise block into the elementwise block that produces its only input.

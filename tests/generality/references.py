@@ -1148,6 +1148,10 @@ def attention_backward_gqa(inputs, params):
             "DK": group_sum(ds.swapaxes(-1, -2) @ inputs["Q"]) / np.sqrt(d)}
 
 
+def attention_backward_gqa_per_head(inputs, params):
+    return attention_backward_gqa(inputs, params)
+
+
 def attention_backward_causal(inputs, params):
     d = inputs["Q"].shape[-1]
     p = f16(_backward_probabilities(inputs, causal=True))

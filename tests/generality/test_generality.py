@@ -59,7 +59,8 @@ def _known_gap(variant, warning):
 def _materialised(variant):
     """Intermediate buffers of the scheduled loop program, accessed in global memory, whose dims
     no single input or output spans (the S x T matrix of unfused attention). Split-K partials
-    (NAME.rf, one value a chunk and row) are part of a fused schedule; a dim N / G (a value a
+    (NAME.rf, one value a chunk and row) and a group's members' partials (NAME.grp, one a member
+    of the group a reduction sums over) are part of a fused schedule; a dim N / G (a value a
     group of G columns) counts as its N."""
     proc = subprocess.run([str(kintsugi_binary()), "lower", str(variant.path), "--print",
                            "scheduled", "--whole-row-bytes", "0"], capture_output=True, text=True,
@@ -73,7 +74,7 @@ def _materialised(variant):
                                          re.M)]
     return [f"{name}[{shape}]"
             for name, shape in re.findall(r"^\s+buffer (\S+): \w+\[([^\]]*)\] global", head, re.M)
-            if not name.endswith(".rf") and re.search(r"(?<![\w.])" + re.escape(name) + r"\[", body)
+            if not name.endswith((".rf", ".grp")) and re.search(r"(?<![\w.])" + re.escape(name) + r"\[", body)
             and not any(dims(shape) <= s for s in spans)]
 
 

@@ -398,3 +398,49 @@ TEST(Recompute, Refusals) {
                             "recompute: name the blocks to compute again and the blocks that read "
                             "the copies");
 }
+
+// factor_group: a sum over a group's members e and the rows i, reading member g * E + e, becomes
+// each member's sum over the rows, then the group's sum over its members; the outputs are the
+// same at group sizes that divide the members and at one that leaves members over (HQ = 7).
+TEST(FactorGroup, GroupedHeadsSummedPerMember) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+input X: f32[HQ, S, N]
+input Y: f32[HK, N]
+output Z[g: HK, n]: f32 = sum[e: HQ / HK, i](X[g * (HQ / HK) + e, i, n]) * Y[g, n]
+)");
+  Schedule s(p);
+  EXPECT_EQ(s.factor_group("Z.sum0"), "Z.sum0.grp");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("  buffer Z.sum0.grp: f32[HQ, N] global\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Z.sum0.grp[e_member, n] = Z.sum0.grp[e_member, n] + X[e_member, i, n]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Z.sum0[g, n] = Z.sum0[g, n] + Z.sum0.grp[g * (HQ / HK) + e, n]"),
+            std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(),
+                    {{{"HQ", 8}, {"HK", 2}, {"S", 5}, {"N", 3}},
+                     {{"HQ", 7}, {"HK", 2}, {"S", 4}, {"N", 6}},
+                     {{"HQ", 3}, {"HK", 3}, {"S", 9}, {"N", 1}}});
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+TEST(FactorGroup, Refusals) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+input X: f32[H, S, N]
+input W: f32[H, N, M]
+input U: f32[G]
+output Y[s, m]: f32 = sum[h, n](X[h, s, n] * W[h, n, m])
+output Z[g: G, n]: f32 = sum[e: H / G, i](X[g * (H / G) + e, i, n] + f32(e))
+output R[n]: f32 = sum[i](X[0, i, n])
+)");
+  Schedule s(p);
+  schedtest::expect_refused([&] { s.factor_group("Y"); },
+                            "factor_group: block 'Y' reads its first reduced variable 'h' "
+                            "other than as a member g * H + h of one group g");
+  schedtest::expect_refused([&] { s.factor_group("Z"); },
+                            "factor_group: block 'Z' reads its first reduced variable 'e' "
+                            "other than as a member g * (H / G) + e of one group g");
+  schedtest::expect_refused([&] { s.factor_group("R"); },
+                            "factor_group: block 'R' does not reduce over several axes");
+}
