@@ -93,43 +93,38 @@ auto FragmentWriter::plan() -> bool {
   return true;
 }
 
-auto FragmentWriter::tma_unsuited(const SmemTile& t) const -> std::string {
-  if (!wgmma_ || t.stream_loop.empty() || t.pitch != 0 || t.computed >= 0 || !t.load)
-    return "not a streamed dot operand of a wgmma kernel";
-  if (t.dtype != DType::F16 && t.dtype != DType::BF16) return "not f16 or bf16";
-  if (t.row_limit) return "rows past a limit are zero-filled";
-  if (t.live_rows != t.rows || t.rows > 256 || t.rows % 8 != 0)
-    return "its rows are padded, more than a box's 256 or not whole swizzle periods";
+auto FragmentWriter::tma_copyable(const SmemTile& t) const -> bool {
+  // A streamed f16 or bf16 dot operand of a wgmma kernel (an element tile's rows are padded for
+  // the banks, a computed tile is written by the threads), all of whose rows the buffer supplies
+  // (not zero-filled past a limit, not padded to the warps' rows), at most a box's 256.
+  if (!wgmma_ || t.stream_loop.empty() || t.pitch != 0 || t.computed >= 0 || !t.load ||
+      (t.dtype != DType::F16 && t.dtype != DType::BF16) || t.row_limit || t.live_rows != t.rows ||
+      t.rows > 256 || t.rows % 8 != 0)
+    return false;
+  // One box of a 2- to 4-dimensional buffer: its rows along one dimension, its columns along the
+  // innermost, whose rows are a constant multiple of 16 bytes (TMA's strides).
   const TileOp& o = *t.load;
   const size_t rank = o.starts.size();
-  if (rank < 2 || rank > 4) return "its buffer has " + std::to_string(rank) + " dimensions";
-  int rows_at = 0, cols_at = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    rows_at += o.axis_of_dim[d] == 0;
-    cols_at += o.axis_of_dim[d] == 1;
-  }
-  if (rows_at != 1 || cols_at != 1 || o.axis_of_dim[rank - 1] != 1)
-    return "its rows and columns are not one dimension each, the columns innermost";
+  if (rank < 2 || rank > 4 || o.axis_of_dim[rank - 1] != 1 ||
+      std::count(o.axis_of_dim.begin(), o.axis_of_dim.end(), 0) != 1 ||
+      std::count(o.axis_of_dim.begin(), o.axis_of_dim.end(), 1) != 1)
+    return false;
   std::optional<double> inner = constant_expr(p_.source.find_buffer(o.buffer)->shape[rank - 1]);
-  if (!inner || static_cast<int64_t>(*inner) * 2 % 16 != 0)
-    return "its buffer's rows are not a constant multiple of 16 bytes";
-  // A box's destination lies at the swizzle's repeat: 8 rows of the atom.
+  if (!inner || static_cast<int64_t>(*inner) * 2 % 16 != 0) return false;
+  // A box lands at the swizzle's repeat: 8 rows of the atom.
   const int64_t repeat = 8 * row_bytes(t);
-  if (t.offset % repeat != 0 || t.stage_bytes() % repeat != 0 || block_bytes(t) % repeat != 0)
-    return "its stages or column blocks are not at the swizzle's alignment";
-  return "";
+  return t.offset % repeat == 0 && t.stage_bytes() % repeat == 0 && block_bytes(t) % repeat == 0;
 }
 
 auto FragmentWriter::copy_streams_by_tma() -> void {
   std::vector<size_t> chosen;
-  int64_t bytes = 0;
+  int64_t at = (smem_total_ + 7) / 8 * 8, bytes = 0;
   for (size_t i = 0; i < tiles_.size(); ++i)
-    if (tma_unsuited(tiles_[i]).empty() && chosen.size() < static_cast<size_t>(kMaxTensorMaps)) {
+    if (tma_copyable(tiles_[i]) && chosen.size() < static_cast<size_t>(kMaxTensorMaps)) {
       chosen.push_back(i);
       bytes += 8 * tiles_[i].stages;
     }
-  if (chosen.empty() || blocks_for(smem_total_ + bytes) < blocks_for(smem_total_)) return;
-  int64_t at = (smem_total_ + 7) / 8 * 8;
+  if (chosen.empty() || blocks_for(at + bytes) < blocks_for(smem_total_)) return;
   for (size_t i : chosen) {
     SmemTile& t = tiles_[i];
     const TileOp& o = *t.load;

@@ -169,11 +169,11 @@ class FragmentWriter : public KernelWriter {
   // mbarrier, where every thread waits; the copies' addresses, row tests and zero-fill are the
   // tensor map's. Not where the mbarriers would keep a CTA off the SM.
   void copy_streams_by_tma();
-  // Why tile `t` cannot be copied by TMA ("" when it can): a streamed f16 or bf16 dot operand
-  // of a wgmma kernel, unlimited rows, read as one box of a 2- to 4-dimensional buffer (its rows
-  // along one dimension, its columns along the innermost, whose rows are a multiple of 16 bytes),
-  // stored in whole swizzle atoms at their alignment.
-  std::string tma_unsuited(const SmemTile& t) const;
+  // Whether tile `t` can be copied by TMA: a streamed f16 or bf16 dot operand of a wgmma kernel,
+  // unlimited rows, read as one box of a 2- to 4-dimensional buffer (its rows along one
+  // dimension, its columns along the innermost, whose rows are a multiple of 16 bytes), stored in
+  // whole swizzle atoms at their alignment.
+  bool tma_copyable(const SmemTile& t) const;
   const std::vector<TensorMapUse>& tensor_maps() const { return tensor_maps_; }
 
   // The last operation of the loop body that streams load `o` (at its top level) to read it, in
