@@ -597,6 +597,11 @@ class Parser {
     }
     if (p.find_input(n) || p.find_def(n)) return ir::make_load(n, DType::Unknown, {}, t.loc);
     if (kKeywords.count(n)) user_error_at(t.loc) << "'" << n << "' cannot be used here";
+    if (p.size_hints.count(n))
+      user_error_at(t.loc) << "unknown name '" << n
+                           << "': `sizes` gives it a value, but no input's shape names it, so it "
+                              "is not a dimension; name it in an input's shape (input X: f32["
+                           << n << ", ...]) to use it";
     user_error_at(t.loc) << "unknown name '" << n << "'" << suggest(n);
     return nullptr;
   }
