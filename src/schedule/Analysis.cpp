@@ -244,6 +244,12 @@ Expr var(const std::string& name) {
   return ir::make_var(name, ir::VarKind::Index, DType::Int);
 }
 
+ir::Stmt nest_over(const std::vector<ir::IterVar>& iters, ir::Stmt body) {
+  for (auto it = iters.rbegin(); it != iters.rend(); ++it)
+    body = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, body);
+  return body;
+}
+
 std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root) {
   std::map<std::string, const ir::StmtNode*> out;
   for (const ir::StmtNode* b : blocks_under(root))

@@ -54,5 +54,8 @@ std::set<std::string> block_writes(const ir::StmtNode& block);
 std::map<std::string, const ir::StmtNode*> block_writers(const ir::Stmt& root);
 
 ir::Expr var(const std::string& name);  // an Int loop/iteration variable
+// `body` inside serial loops over `iters` from 0, outermost first, each loop named after its
+// iteration variable (a new nest whose block binds each variable to its own loop).
+ir::Stmt nest_over(const std::vector<ir::IterVar>& iters, ir::Stmt body);
 
 }  // namespace kintsugi::schedule

@@ -45,13 +45,6 @@ bool member_index(const ir::Expr& x, const std::string& e, const ir::Expr& exten
   return false;
 }
 
-// The nest of loops over `iters` in order, each iteration variable bound to its own loop.
-ir::Stmt nest_of(const std::vector<ir::IterVar>& iters, ir::Stmt block) {
-  for (auto it = iters.rbegin(); it != iters.rend(); ++it)
-    block = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, block);
-  return block;
-}
-
 }  // namespace
 
 std::string Schedule::factor_group(const std::string& block) {
@@ -161,13 +154,13 @@ std::string Schedule::factor_group(const std::string& block) {
       partial.dtype == DType::I32 || partial.dtype == DType::I8 ? DType::Int : partial.dtype;
   ir::Expr acc = ir::make_load(partial.name, acc_type, member_at);
   const std::string partial_block = fresh_name(block + ".grp");
-  ir::Stmt members = nest_of(
+  ir::Stmt members = nest_over(
       member_iters,
       ir::make_block(partial_block, member_iters,
                      ir::make_store(partial.name, member_at, reducer_identity_expr(reducer, t)),
                      ir::make_store(partial.name, member_at, combine(reducer, acc, grouped))));
   ir::Expr self = ir::make_load(st.buffer, st.value->args[0]->type, st.indices);
-  ir::Stmt groups = nest_of(
+  ir::Stmt groups = nest_over(
       group_iters,
       ir::make_block(
           block, group_iters, r.init,

@@ -96,10 +96,8 @@ std::vector<std::string> Schedule::name_term(const std::string& block,
         shape.push_back(iv.extent);
         idx.push_back(var(iv.name));
       }
-    ir::Stmt n = ir::make_block(name, iters, nullptr, ir::make_store(buffer, idx, e));
-    for (auto it = iters.rbegin(); it != iters.rend(); ++it)
-      n = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, n);
-    nests.push_back(n);
+    nests.push_back(
+        nest_over(iters, ir::make_block(name, iters, nullptr, ir::make_store(buffer, idx, e))));
     names.push_back(name);
     const DType stored = is_int(e->type) ? result_type : e->type;
     p.buffers.push_back(ir::Buffer{buffer, stored, shape, ir::BufferRole::Intermediate, "global"});

@@ -251,12 +251,11 @@ void Schedule::rebase_join(const std::vector<std::string>& blocks, const std::st
     for (const ir::IterVar& iv : t.iters)
       if (iv.kind == ir::IterKind::Spatial)
         iters.push_back(ir::IterVar{iv.name, iv.extent, ir::IterKind::Spatial, var(iv.name)});
-    ir::Stmt fix =
+    ir::Stmt fix = nest_over(
+        iters,
         ir::make_block(name, iters, nullptr,
                        ir::make_store(t.body->buffer, t.body->indices,
-                                      h->type == pb.dtype ? h : ir::make_cast(pb.dtype, h)));
-    for (auto it = iters.rbegin(); it != iters.rend(); ++it)
-      fix = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, fix);
+                                      h->type == pb.dtype ? h : ir::make_cast(pb.dtype, h))));
     insert_after(pbuf, fix);
     repairs.push_back(algebra::to_math(repair.h_unguarded));
     parts.push_back(pbuf);
