@@ -429,11 +429,14 @@ auto FragmentWriter::store(const TileOp& o) -> void {
     open_slots(Kind::Row, 0);
     ix = {row_row()};
     // One lane of the quad holding the row writes it, unless the kernel reads it back: then
-    // every lane does (the same value), so that each reads its own write.
+    // every lane does (the same value), so that each reads its own write, once every lane of
+    // the warp has read what the store replaces (an update of a row kept in memory across a
+    // loop: a lane that stored first would otherwise have another lane read its new value).
     bool read_back = false;
     for (const TileOp* x : ops_)
       read_back = read_back || (x->kind == OpKind::Load && x->buffer == o.buffer);
     if (!read_back) guard = "(ks_lane & 3) == 0";
+    if (read_back) line("__syncwarp();");
   } else {
     guard = "ks_tid == 0";
   }
