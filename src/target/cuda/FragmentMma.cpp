@@ -223,7 +223,7 @@ auto FragmentWriter::a_fragment(const Val& a) -> void {
     const SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
     line("u32 " + a_name(m) + "[4];");
     line("ldmatrix_x4(" + a_name(m) + ", " +
-         ldmatrix_address(a.tile, Access::A, stage_address(t, "0"), std::to_string(16 * m),
+         ldmatrix_address(a.tile, Access::A, stage_address(t, stage_of(t)), std::to_string(16 * m),
                           "2 * ks_kk") +
          ");");
   }
@@ -301,7 +301,8 @@ auto FragmentWriter::wgmma_dot(const TileOp& o, const Val& a, const Val& b, cons
     // The warpgroup's 64 rows of A.
     const SmemTile& at = tiles_[static_cast<size_t>(a.tile)];
     line("const u64 ks_da = " +
-         descriptor(at, a.transposed, stage_address(at, "0"), "(ks_warp >> 2) * 64") + ";");
+         descriptor(at, a.transposed, stage_address(at, stage_of(at)), "(ks_warp >> 2) * 64") +
+         ";");
     // The integer forms read both operands K-major and take no transposes.
     a_operand =
         (s8 ? std::string("(")

@@ -590,7 +590,7 @@ auto FragmentWriter::plan_dot(const TileOp& o) -> bool {
   if (a.kind == Kind::Lazy) stage_computed_operand(o, 0);
   if (a.kind == Kind::Smem) {
     SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
-    if (a.transposed || !t.stream_loop.empty() || t.rows != warp_rows() || t.dtype != half)
+    if (a.transposed || t.rows != warp_rows() || t.dtype != half)
       return fail("the A operand of the dot `" + tile::to_string(o) +
                   "` is a shared tile that is transposed, streamed, not of the row tile, or "
                   "not of B's type");
