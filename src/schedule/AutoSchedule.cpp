@@ -1028,6 +1028,8 @@ Schedule normal_form(const ir::LoopProgram& program,
 // chain means its blocks are never materialised whole; a producer that others read would be
 // anyway. (Attention's backward pass: dV and dK both read the probabilities recomputed from the
 // scores, and are fused together.)
+// (A target that another one reads, the maximum that a chain's sum of exponentials reads, is
+// a member like the others, not a reduction between the head and the targets.)
 bool private_reduction_head(const ir::LoopProgram& p, const std::set<std::string>& targets,
                             const std::string& head) {
   auto reduces = [&](const std::string& b) {
@@ -1040,7 +1042,7 @@ bool private_reduction_head(const ir::LoopProgram& p, const std::set<std::string
   const std::set<std::string> after = dependents(p, {head});
   for (const std::string& t : targets)
     for (const std::string& b : producer_closure(p, *find_block(p.body, t, "auto").back()))
-      if (after.count(b)) {
+      if (after.count(b) && !targets.count(b)) {
         if (reduces(b)) return false;
         path.insert(b);
       }
@@ -1168,6 +1170,35 @@ std::vector<std::vector<std::string>> fusion_groups(
       }
     }
     sets.push_back(g);
+  }
+  // A reduction with nothing to repair that reads a chain's head along the chain's axis and
+  // rows (the target's logit picked out of the logits, sum[v](select(v == TGT[r], z[r, v], 0)),
+  // beside their log-sum-exp) joins the chain: its sum is carried through the walk with the
+  // others, rather than the head stored whole for it to read after the walk.
+  auto head_of = [&](const std::string& target,
+                     const std::string& axis) -> std::optional<ChainHead> {
+    const ir::StmtNode& b = *find_block(program.body, target, "auto").back();
+    return chain_head(program, b, axis, producer_closure(program, b));
+  };
+  for (const ReductionChain& c : chains) {
+    if (!c.producers.empty() ||
+        std::any_of(sets.begin(), sets.end(), [&](const auto& g) { return g.count(c.target) > 0; }))
+      continue;
+    std::optional<ChainHead> head = head_of(c.target, c.axis);
+    if (!head) continue;
+    for (std::set<std::string>& g : sets) {
+      bool same_head = std::any_of(chains.begin(), chains.end(), [&](const ReductionChain& o) {
+        if (!g.count(o.target)) return false;
+        std::optional<ChainHead> h = head_of(o.target, o.axis);
+        return h && h->block == head->block && h->var == head->var && h->rows == head->rows;
+      });
+      std::set<std::string> joined = g;
+      joined.insert(c.target);
+      if (same_head && private_reduction_head(program, joined, head->block)) {
+        g = joined;
+        break;
+      }
+    }
   }
   for (const ReductionChain& c : chains) {
     if (!c.producers.empty() ||
@@ -2007,6 +2038,22 @@ void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
   }
 }
 
+// Whether an extent over sizes is longer than `bound` at the sizes decided with (not one of a
+// size given no value there, a dynamic one).
+bool longer_than(const ir::Expr& extent, int64_t bound,
+                 const std::map<std::string, int64_t>& sizes) {
+  if (!ir::over_sizes(extent)) return false;
+  try {
+    return ir::eval_int(extent, sizes) > bound;
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
+// The widest columns a product's tile takes whole (a head size of 128 or 256 of a query
+// projection; wgmma's N is at most 256), and the tiles of wider ones.
+constexpr int64_t kWholeColumns = 256, kColumnTile = 128;
+
 // Step 5b: a nest left outside the fused ones that is a matrix product, `y[.., m, n] =
 // sum[k](A[.., m, k] * B[.., k, n])` (a projection in front of attention: q = x Wq), its loops
 // ending m, n, k, each bound to its own index, is split by `rows` along m where m is longer than
@@ -2014,11 +2061,13 @@ void tile_maps(Schedule& s, int64_t tile, const std::set<std::string>& axes,
 // `rows` rows on the target's dot (tensor cores, the CPU's micro-kernel) rather than a
 // vector-matrix product a row; a map of the product over the same nest is split alike (its
 // kernel then has the product's grid, and the tile passes join the two, and the attention whose
-// row tile it feeds).
+// row tile it feeds). Columns wider than kWholeColumns take tiles of kColumnTile across grid
+// instances (a projection to a model dimension of 4096).
 void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, int64_t>& sizes,
                        const std::function<void(const std::string&)>& note) {
   if (rows <= 1) return;
   std::vector<std::pair<std::string, std::string>> products;  // block, its m loop (and maps)
+  std::vector<std::pair<std::string, std::string>> wide;      // block, its n loop
   const ir::LoopProgram& p = s.program();
   for (const ir::Stmt& root : p.body->stmts) {
     std::vector<const ir::StmtNode*> blocks = blocks_under(root);
@@ -2071,6 +2120,9 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
     const ir::Expr& m_extent = loops[loops.size() - 3]->extent;
     if (!product || !ir::over_sizes(m_extent) || ir::eval_int(m_extent, sizes) <= rows) continue;
     products.emplace_back(b.name, loops[loops.size() - 3]->var);
+    const ir::Expr& n_extent = loops[loops.size() - 2]->extent;
+    if (longer_than(n_extent, kWholeColumns, sizes))
+      wide.emplace_back(b.name, loops[loops.size() - 2]->var);
     // A map of the product over the same rows and columns (its rounding to f16, q = f16(x Wq))
     // is split alike, so that its kernel has the product's grid and joins it.
     for (const ir::Stmt& other : p.body->stmts) {
@@ -2085,7 +2137,9 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
           block_reads(r).count(b.body->buffer) > 0;
       for (size_t l = 0; same_nest && l < rl.size(); ++l)
         same_nest = ir::equal(rl[l]->extent, loops[l]->extent);
-      if (same_nest) products.emplace_back(r.name, rl[rl.size() - 2]->var);
+      if (!same_nest) continue;
+      products.emplace_back(r.name, rl[rl.size() - 2]->var);
+      if (longer_than(n_extent, kWholeColumns, sizes)) wide.emplace_back(r.name, rl.back()->var);
     }
   }
   for (const auto& [b, var] : products) {
@@ -2094,6 +2148,110 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
     } catch (const ScheduleError& e) {
       note("'" + b + "' runs a vector-matrix product a row: " + e.what());
     }
+  }
+  // The loops become (outer, row tile, column tile; rows, columns and k within the tiles).
+  for (const auto& [b, n] : wide) {
+    try {
+      std::vector<const ir::StmtNode*> loops = loops_on(find_block(s.program().body, b, "auto"));
+      auto n_at = std::find_if(loops.begin(), loops.end(),
+                               [&](const ir::StmtNode* l) { return l->var == n; });
+      internal_assert(n_at != loops.begin() && n_at != loops.end())
+          << "no row loop before '" << n << "' of '" << b << "'";
+      std::vector<LoopRef> parts = s.split(LoopRef{b, n}, kColumnTile);
+      std::vector<std::string> order;
+      for (auto l = loops.begin(); l + 1 != n_at; ++l) order.push_back((*l)->var);
+      order.push_back(parts[0].var);
+      order.push_back((*(n_at - 1))->var);
+      order.push_back(parts[1].var);
+      for (auto l = n_at + 1; l != loops.end(); ++l) order.push_back((*l)->var);
+      s.reorder(b, order);
+    } catch (const ScheduleError& e) {
+      note("'" + b + "' takes its columns whole: " + e.what());
+    }
+  }
+}
+
+// The longest reduced axis a product's tile takes whole (head sizes up to 256, the latent
+// dimension of 512 of multi-head latent attention), and the tile of longer ones.
+constexpr int64_t kWholeReduce = 512, kReduceTile = 64;
+
+// Step 5d: a sum of products over one axis k longer than kWholeReduce at the sizes decided with
+// (a model dimension of 4096: a projection, or the logits of a vocabulary from hidden states
+// inside a fused cross-entropy), its innermost loop k below two loops of its tile, is walked in
+// tiles of kReduceTile: k is split and its outer loop moved above the tile's two loops, so that
+// the tile IR sums the product of a tile of k at a time into its accumulator and the operands'
+// tiles stay within the shared memory and registers of one grid instance.
+void walk_long_products(Schedule& s, const std::map<std::string, int64_t>& sizes,
+                        const std::function<void(const std::string&)>& note) {
+  std::vector<std::pair<std::string, size_t>> long_products;  // block, loops k goes above
+  for (const ir::StmtNode* b : blocks_under(s.program().body)) {
+    ir::Reducer reducer = ir::Reducer::Sum;
+    ir::Expr term;
+    if (!b->body || !match_reduction_update(*b->body, &reducer, &term) ||
+        reducer != ir::Reducer::Sum || term->op != ir::Op::Mul ||
+        std::count_if(b->iters.begin(), b->iters.end(),
+                      [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }) != 1)
+      continue;
+    std::vector<const ir::StmtNode*> loops =
+        loops_on(find_block(s.program().body, b->name, "auto"));
+    if (loops.size() < 3) continue;
+    const ir::IterVar* k = nullptr;
+    for (const ir::IterVar& iv : b->iters)
+      if (iv.kind != ir::IterKind::Spatial && iv.binding->op == ir::Op::Var &&
+          iv.binding->name == loops.back()->var)
+        k = &iv;
+    if (!k || !longer_than(loops.back()->extent, kWholeReduce, sizes)) continue;
+    // A matrix product: both factors read a tensor along k, and one of them along the columns
+    // of the tile (the iteration variables that the loop above k drives), the other not; not a
+    // sum of squares, nor of values times their positions. k's outer loop goes above that loop,
+    // and above the one over it too where that loop (the tile's rows) is the other factor's
+    // alone (not where it is a split-K chunk's walk along the columns, for a single row).
+    auto reads_along = [&](size_t factor, const std::function<bool(const ir::IterVar&)>& var) {
+      bool found = false;
+      ir::visit(term->args[factor], [&](const ir::Expr& e) {
+        if (e->op == ir::Op::Load)
+          for (const ir::Expr& index : e->args)
+            for (const ir::IterVar& iv : b->iters)
+              found = found || (var(iv) && ir::uses_var(index, iv.name));
+        return true;
+      });
+      return found;
+    };
+    auto driven_by = [](const std::string& loop) {
+      return [loop](const ir::IterVar& iv) {
+        return iv.kind == ir::IterKind::Spatial && ir::uses_var(iv.binding, loop);
+      };
+    };
+    auto is_k = [&](const ir::IterVar& iv) { return iv.name == k->name; };
+    const auto n = driven_by(loops[loops.size() - 2]->var);
+    const auto m = driven_by(loops[loops.size() - 3]->var);
+    if (!reads_along(0, is_k) || !reads_along(1, is_k) || reads_along(0, n) == reads_along(1, n))
+      continue;
+    const size_t columns = reads_along(0, n) ? 0 : 1;
+    long_products.emplace_back(b->name,
+                               reads_along(1 - columns, m) && !reads_along(columns, m) ? 2 : 1);
+  }
+  for (const auto& [b, loops_above] : long_products) {
+    std::string why;
+    for (size_t above = loops_above; above > 0; --above) {
+      Schedule next = s;
+      try {
+        std::vector<const ir::StmtNode*> loops =
+            loops_on(find_block(next.program().body, b, "auto"));
+        std::vector<LoopRef> parts = next.split(LoopRef{b, loops.back()->var}, kReduceTile);
+        std::vector<std::string> order = {parts[0].var};
+        for (size_t l = loops.size() - 1 - above; l + 1 < loops.size(); ++l)
+          order.push_back(loops[l]->var);
+        order.push_back(parts[1].var);
+        next.reorder(b, order);
+        s = next;
+        why.clear();
+        break;
+      } catch (const ScheduleError& e) {
+        why = e.what();
+      }
+    }
+    if (!why.empty()) note("'" + b + "' takes its reduced axis whole: " + why);
   }
 }
 
@@ -2296,6 +2454,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     split_maps_by_groups(unscheduled, note);
     tile_maps(unscheduled, options.map_tile, axes, note);
     tile_contractions(unscheduled, options.row_tile, decision_sizes(original, options), note);
+    walk_long_products(unscheduled, decision_sizes(original, options), note);
     tile_short_columns(unscheduled, options.column_strip, options.column_strip_elements,
                        decision_sizes(original, options), note);
     return unscheduled;
@@ -2343,6 +2502,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
     tile_maps(s, options.map_tile, axes, note);
   }
   tile_contractions(s, options.row_tile, decision_sizes(original, options), note);
+  walk_long_products(s, decision_sizes(original, options), note);
   tile_short_columns(s, options.column_strip, options.column_strip_elements,
                      decision_sizes(original, options), note);
   try {

@@ -419,6 +419,26 @@ def cross_entropy(inputs, params):
     return {"LOSS": lse - x[np.arange(x.shape[0]), tgt]}
 
 
+def linear_cross_entropy(inputs, params):
+    """Cross-entropy of the logits h W^T, computed here whole in float64."""
+    z = inputs["H"] @ inputs["W"].T
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = z.max(axis=1)
+    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
+    return {"LOSS": lse - z[np.arange(z.shape[0]), tgt]}
+
+
+def linear_cross_entropy_one_hot(inputs, params):
+    """The same loss, the target's logit a sum against a one-hot row: 0 for a target outside
+    the vocabulary (no token matches it)."""
+    z = inputs["H"] @ inputs["W"].T
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = z.max(axis=1)
+    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
+    one_hot = np.arange(z.shape[1])[None, :] == tgt[:, None]
+    return {"LOSS": lse - (z * one_hot).sum(axis=1)}
+
+
 def t5_bias_attention(inputs, params):
     """Unscaled, unmasked attention plus T5's relative-position bias BIAS[h, bucket(j - i)]."""
     q, k = inputs["Q"], inputs["K"]

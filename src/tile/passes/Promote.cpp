@@ -5,7 +5,9 @@
 // loop and stored back once after it. Each iteration then costs no memory round trip (and, on
 // the GPU, no barrier to make a store visible to the next load).
 //
-// A loop qualifies for buffer B when, in the loop's own body (no nested loops there):
+// A loop qualifies for buffer B when, in the loop's own body (loops nested there access no B: a
+// row's running maximum and sum stay in registers around the walk of a long product's reduced
+// axis, nested in the walk of the row):
 //   - every access to B is a top-level load or store of the same region: equal starts that do
 //     not mention the loop variable, the same tile axes and shape, no tail bounds (so a load
 //     reads back exactly what the last store wrote) unless no store writes past the region's
@@ -57,9 +59,12 @@ class Promoter {
  private:
   std::vector<std::string> candidates(const TileStmt& loop) const {
     std::map<std::string, std::vector<const TileOp*>> by_buffer;
-    std::set<std::string> gathered;
+    std::set<std::string> gathered;  // and accessed in a nested loop
     for (const TileStmt& s : loop.body) {
-      if (s.kind == StmtKind::For) return {};
+      if (s.kind == StmtKind::For) {
+        for_each_op(s.body, [&](const TileOp& o) { gathered.insert(o.buffer); });
+        continue;
+      }
       if (s.op.kind == OpKind::Load || s.op.kind == OpKind::Store)
         by_buffer[s.op.buffer].push_back(&s.op);
       if (s.op.kind == OpKind::Gather) gathered.insert(s.op.buffer);
@@ -92,8 +97,17 @@ class Promoter {
     std::set<int> live;  // loaded since the last store
     std::set<int> dead;  // loaded before a store that followed
     for (const TileStmt& s : body) {
-      for (int a : s.op.args)
-        if (dead.count(a)) return false;
+      bool uses_dead = false;
+      auto check = [&](const TileOp& o) {
+        for (int a : o.args) uses_dead = uses_dead || dead.count(a) > 0;
+      };
+      if (s.kind == StmtKind::For) {
+        for_each_op(s.body, check);
+        if (uses_dead) return false;
+        continue;
+      }
+      check(s.op);
+      if (uses_dead) return false;
       if (s.op.buffer != name) continue;
       if (s.op.kind == OpKind::Load) live.insert(s.op.result);
       if (s.op.kind == OpKind::Store) {
