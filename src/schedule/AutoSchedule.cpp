@@ -1791,6 +1791,20 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   bool chunked = split_k && options.chunk_tiles > 1;
   int64_t axis_tile = !split_k && options.rolling_tile > 0 ? options.rolling_tile : options.tile;
   if (found) rows_outside_axis(s, head, axis_loop, found->row_vars);
+  // Accumulators wider than the bound alone for the fewest rows a tile has (a norm fused into a
+  // projection to 4096 columns, every column a running sum of each row) are no tile of a grid
+  // instance: the chain is not fused, and the product walks its reduced axis with its columns
+  // spread over instances. (Past the bound for the row tile but within it for the fewest rows,
+  // the tile is kept, as before.)
+  // (The fewest: 64, or a group's rows as above: latent attention's 32 heads of 512 columns.)
+  const int64_t fewest_rows = std::min<int64_t>(64, max_whole_rows);
+  if (!split_k && options.live_tile_elements > 0 &&
+      fewest_rows * columns > options.live_tile_elements)
+    throw ScheduleError("rolling_update",
+                        "a member's accumulators hold " + std::to_string(columns) +
+                            " columns a row, more than a grid instance keeps live (" +
+                            std::to_string(options.live_tile_elements) + " elements for " +
+                            std::to_string(fewest_rows) + " rows)");
   if (!split_k && found && options.live_tile_elements > 0) {
     int64_t accumulators = 0;
     for (const std::string& m : members) {
@@ -2083,7 +2097,9 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
       return ir::uses_var(term->args[static_cast<size_t>(factor)], iv.name);
     };
     // A product summed over several axes (an output projection over heads and head dimension)
-    // is not split: the tile IR would hold every reduced axis as a tile axis. Said, not hidden.
+    // has them merged into one first, read back as quotient and remainder (k / D, k % D), and is
+    // then a product over one reduced axis like any other. Where they cannot be merged it is not
+    // split: the tile IR would hold every reduced axis as a tile axis. Said, not hidden.
     if (std::count_if(b.iters.begin(), b.iters.end(),
                       [](const ir::IterVar& iv) { return iv.kind != ir::IterKind::Spatial; }) > 1) {
       bool rows_a = false, cols_b = false;
@@ -2092,11 +2108,20 @@ void tile_contractions(Schedule& s, int64_t rows, const std::map<std::string, in
         rows_a = rows_a || (along(0, iv) && !along(1, iv));
         cols_b = cols_b || (along(1, iv) && !along(0, iv));
       }
-      if (rows_a && cols_b)
+      if (!rows_a || !cols_b) continue;
+      Schedule merged = s;
+      try {
+        merged.merge_reduce_axes(b.name);
+      } catch (const ScheduleError& e) {
         note("'" + b.name +
              "' is a matrix product summed over several axes: it runs a vector-matrix product "
-             "a row (write it over one reduced axis to have it tiled)");
-      continue;
+             "a row (" +
+             e.what() + ")");
+        continue;
+      }
+      s = merged;
+      tile_contractions(s, rows, sizes, note);
+      return;
     }
     // The iteration variable bound to each of the last three loops, and their kinds.
     std::vector<const ir::IterVar*> last;

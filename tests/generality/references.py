@@ -1120,6 +1120,20 @@ def keys_transposed_first(inputs, params):
     return {"O": softmax_attention(inputs["Q"], k, inputs["V"])[0]}
 
 
+def attention_output_projection(inputs, params):
+    s_len = inputs["Q"].shape[2]
+    visible = np.arange(s_len)[None, :] <= np.arange(s_len)[:, None]
+    o = f16(softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0])
+    return {"Y": np.einsum("bhid,hdc->bic", o, inputs["WO"])}
+
+
+def rmsnorm_projection(inputs, params):
+    x = inputs["X"]
+    r = 1 / np.sqrt((x * x).mean(axis=1) + 1e-6)
+    xn = f16(x * r[:, None] * inputs["G"][None, :])
+    return {"Y": xn @ inputs["W"]}
+
+
 def projected_query_attention(inputs, params):
     q = f16(np.einsum("bic,chd->bhid", inputs["X"], inputs["WQ"]))
     s_len = q.shape[2]
