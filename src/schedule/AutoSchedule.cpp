@@ -560,13 +560,16 @@ ir::Expr group_divisor(const ir::StmtNode& block, const std::string& v) {
 // use an iteration variable bound through that loop) is read without spatial variable `v`, and
 // there is one: every row along `v` reads the same tiles (one key/value head shared by every
 // query head, written without a head axis). A block that also streams something per row (a
-// norm's rows, read with a weight vector shared by them) does not qualify.
-bool shared_along_rows(const ir::StmtNode& block, const std::string& v,
-                       const std::string& tile_var) {
+// norm's rows, read with a weight vector shared by them) does not qualify, unless what the rows
+// share is a matrix, along the axis and a column of the block's own (a projection's weights
+// W[c, n] behind a norm of the rows it multiplies): each row reading it whole costs more than
+// the rows' own reads.
+bool shared_along_rows(const ir::StmtNode& block, const std::string& v, const std::string& tile_var,
+                       const std::set<std::string>& inner_loops) {
   std::set<std::string> along;
   for (const ir::IterVar& iv : block.iters)
     if (ir::uses_var(iv.binding, tile_var)) along.insert(iv.name);
-  int shared = 0, own = 0;
+  int shared = 0, own = 0, shared_matrices = 0;
   ir::visit(block.body, [&](const ir::Stmt& st) {
     if (st->kind != ir::StmtKind::Store) return true;
     ir::visit(st->value, [&](const ir::Expr& x) {
@@ -574,12 +577,23 @@ bool shared_along_rows(const ir::StmtNode& block, const std::string& v,
           std::none_of(along.begin(), along.end(),
                        [&](const std::string& a) { return ir::uses_var(x, a); }))
         return true;
-      (ir::uses_var(x, v) ? own : shared)++;
+      if (ir::uses_var(x, v)) {
+        ++own;
+        return true;
+      }
+      ++shared;
+      // (A column: a spatial variable driven by a loop inside the tile loop, not a row's.)
+      shared_matrices += std::any_of(block.iters.begin(), block.iters.end(), [&](const auto& iv) {
+        return iv.kind == ir::IterKind::Spatial && !along.count(iv.name) &&
+               ir::uses_var(x, iv.name) &&
+               std::any_of(inner_loops.begin(), inner_loops.end(),
+                           [&](const std::string& l) { return ir::uses_var(iv.binding, l); });
+      });
       return true;
     });
     return false;
   });
-  return shared > 0 && own == 0;
+  return shared > 0 && (own == 0 || shared_matrices > 0);
 }
 
 // Step 3, split-K (see AutoSchedule.h): a row loop around the tile loop that the chain's blocks
@@ -607,6 +621,11 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
   StmtPath path = find_loop(s.program().body, tile_loop, "auto");
   std::vector<const ir::StmtNode*> loops = loops_on(path);
   loops.pop_back();  // the tile loop itself
+  std::set<std::string> inner_loops;
+  ir::visit(path.back()->body, [&](const ir::Stmt& st) {
+    if (st->kind == ir::StmtKind::For) inner_loops.insert(st->var);
+    return true;
+  });
   for (const ir::StmtNode* b : blocks_under(path.back()->body))
     for (const ir::IterVar& iv : b->iters) {
       if (iv.kind != ir::IterKind::Spatial || iv.binding->op != ir::Op::Var) continue;
@@ -614,7 +633,7 @@ std::optional<RowGroup> find_row_group(const Schedule& s, const LoopRef& tile_lo
                              [&](const ir::StmtNode* l) { return l->var == iv.binding->name; });
       ir::Expr divisor = row ? group_divisor(*b, iv.name) : nullptr;
       bool whole = false;
-      if (!divisor && row && shared_along_rows(*b, iv.name, tile_loop.var)) {
+      if (!divisor && row && shared_along_rows(*b, iv.name, tile_loop.var, inner_loops)) {
         divisor = iv.extent;
         whole = true;
       }
@@ -1735,7 +1754,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // B = 16, H = 32: 1.19 TB/s.)
   for (const ir::IterVar& iv : h.iters) {
     if (iv.kind != ir::IterKind::Spatial || iv.name == axis || !iv.binding ||
-        iv.binding->op != ir::Op::Var || !shared_along_rows(h, iv.name, axis_loop))
+        iv.binding->op != ir::Op::Var || !shared_along_rows(h, iv.name, axis_loop, {}))
       continue;
     try {
       const int64_t n = ir::eval_int(iv.extent, sizes);
@@ -1754,8 +1773,8 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
         iv.binding->op != ir::Op::Var || (found && !found->rows.count(iv.name)))
       continue;
     try {
-      rows_share = rows_share ||
-                   (ir::eval_int(iv.extent, sizes) > 1 && shared_along_rows(h, iv.name, axis_loop));
+      rows_share = rows_share || (ir::eval_int(iv.extent, sizes) > 1 &&
+                                  shared_along_rows(h, iv.name, axis_loop, {}));
     } catch (const UserError&) {
       rows_share = true;  // a size not given: taken as shared
     }

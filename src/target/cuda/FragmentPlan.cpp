@@ -620,14 +620,23 @@ auto FragmentWriter::stage_computed_operand(const TileOp& o, int operand) -> boo
     }
     root = d.args[0];
   }
+  // The root holds f16 or bf16 values: of that type, or f32 values each exactly one (a
+  // rounded tile with its masked rows selected to 0, as a split-K chunk reads its rows).
   const TileOp& r = *val(root).def;
+  // (The A operand takes B's type where it holds values of both.)
+  const bool f16 = val(root).exact_f16, bf16 = val(root).exact_bf16;
+  const DType half = r.type.dtype != DType::F32    ? r.type.dtype
+                     : operand == 0 && f16 && bf16 ? dot_dtype(o)
+                     : f16                         ? DType::F16
+                     : bf16                        ? DType::BF16
+                                                   : DType::F32;
   if (val(root).kind != Kind::Lazy || r.type.shape.size() != 2 ||
-      (r.type.dtype != DType::F16 && r.type.dtype != DType::BF16) || r.type.shape[0] % 16 != 0 ||
+      (half != DType::F16 && half != DType::BF16) || r.type.shape[0] % 16 != 0 ||
       r.type.shape[1] % 16 != 0)
     return false;
   SmemTile t;
   t.computed = root;
-  t.dtype = r.type.dtype;
+  t.dtype = half;
   t.rows = t.live_rows = r.type.shape[0];
   t.cols = r.type.shape[1];
   if (operand == 0) t.written_at = id;
