@@ -563,7 +563,8 @@ ir::Expr group_divisor(const ir::StmtNode& block, const std::string& v) {
 // norm's rows, read with a weight vector shared by them) does not qualify, unless what the rows
 // share is a matrix, along the axis and a column of the block's own (a projection's weights
 // W[c, n] behind a norm of the rows it multiplies): each row reading it whole costs more than
-// the rows' own reads.
+// the rows' own reads. A column is a variable driven by one of `inner_loops`, the loops inside
+// the tile loop (none given: a shared matrix does not qualify).
 bool shared_along_rows(const ir::StmtNode& block, const std::string& v, const std::string& tile_var,
                        const std::set<std::string>& inner_loops) {
   std::set<std::string> along;
@@ -1223,8 +1224,7 @@ std::vector<std::vector<std::string>> fusion_groups(
     if (!c.producers.empty() ||
         std::any_of(sets.begin(), sets.end(), [&](const auto& g) { return g.count(c.target) > 0; }))
       continue;
-    const ir::StmtNode& b = *find_block(program.body, c.target, "auto").back();
-    std::optional<ChainHead> head = chain_head(program, b, c.axis, producer_closure(program, b));
+    std::optional<ChainHead> head = head_of(c.target, c.axis);
     if ((head && private_reduction_head(program, {c.target}, head->block)) ||
         streamed_alone(c.target))
       sets.push_back({c.target});
