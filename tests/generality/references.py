@@ -1127,6 +1127,14 @@ def attention_output_projection(inputs, params):
     return {"Y": np.einsum("bhid,hdc->bic", o, inputs["WO"])}
 
 
+def layernorm_projection(inputs, params):
+    x = inputs["X"]
+    mu = x.mean(axis=1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+    xn = bf16((x - mu) / np.sqrt(var + 1e-5))
+    return {"Y": xn @ inputs["W"]}
+
+
 def rmsnorm_projection(inputs, params):
     x = inputs["X"]
     r = 1 / np.sqrt((x * x).mean(axis=1) + 1e-6)
