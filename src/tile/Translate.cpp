@@ -1470,7 +1470,8 @@ class KernelTranslator {
 
 // Size expressions the schedule keeps as one tile axis, printed: a dim that some loop runs over
 // whole while driving a reduction (the head size of attention's dot products) or while a block
-// reduces over a tile inside it (the value head size, the columns of the PV product), and the
+// reduces over a tile inside it, or over an axis a loop runs whole (the value head size, the
+// columns of the PV product; a projection's columns beside the features it sums), and the
 // extent E
 // of a loop that steps through a group of a split by E (a block binds q * E + v to it: the query
 // heads sharing a key/value head, HQ / HK).
@@ -1502,9 +1503,12 @@ std::set<std::string> specialisable_extents(const ir::LoopProgram& p) {
       return true;
     Expr v = int_var(s->var);
     for (const StmtNode* b : schedule::blocks_under(s->body)) {
+      // (A reduced axis of a constant tile, or one a loop runs whole: a projection's features,
+      // which the product's columns beside them make a dot of.)
       bool reduces_tile = in_tile.count(s.get()) &&
                           std::any_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
-                            return iv.kind == ir::IterKind::Reduce && ir::as_const_int(iv.extent);
+                            return iv.kind == ir::IterKind::Reduce &&
+                                   (ir::as_const_int(iv.extent) || iv.binding->op == Op::Var);
                           });
       for (const ir::IterVar& iv : b->iters) {
         bool whole = (iv.kind == ir::IterKind::Reduce ||
