@@ -435,8 +435,10 @@ auto FragmentWriter::store(const TileOp& o) -> void {
     bool read_back = false;
     for (const TileOp* x : ops_)
       read_back = read_back || (x->kind == OpKind::Load && x->buffer == o.buffer);
-    if (!read_back) guard = "(ks_lane & 3) == 0";
-    if (read_back) line("__syncwarp();");
+    if (read_back)
+      line("__syncwarp();");
+    else
+      guard = "(ks_lane & 3) == 0";
   } else {
     guard = "ks_tid == 0";
   }

@@ -592,7 +592,7 @@ auto FragmentWriter::plan_dot(const TileOp& o) -> bool {
     SmemTile& t = tiles_[static_cast<size_t>(a.tile)];
     if (a.transposed || t.rows != warp_rows() || t.dtype != half)
       return fail("the A operand of the dot `" + tile::to_string(o) +
-                  "` is a shared tile that is transposed, streamed, not of the row tile, or "
+                  "` is a shared tile that is transposed, not of the row tile, or "
                   "not of B's type");
     t.last_use = &o;
     return true;

@@ -59,20 +59,20 @@ class Promoter {
  private:
   std::vector<std::string> candidates(const TileStmt& loop) const {
     std::map<std::string, std::vector<const TileOp*>> by_buffer;
-    std::set<std::string> gathered;  // and accessed in a nested loop
+    std::set<std::string> excluded;  // gathered, or accessed in a nested loop
     for (const TileStmt& s : loop.body) {
       if (s.kind == StmtKind::For) {
-        for_each_op(s.body, [&](const TileOp& o) { gathered.insert(o.buffer); });
+        for_each_op(s.body, [&](const TileOp& o) { excluded.insert(o.buffer); });
         continue;
       }
       if (s.op.kind == OpKind::Load || s.op.kind == OpKind::Store)
         by_buffer[s.op.buffer].push_back(&s.op);
-      if (s.op.kind == OpKind::Gather) gathered.insert(s.op.buffer);
+      if (s.op.kind == OpKind::Gather) excluded.insert(s.op.buffer);
     }
     std::vector<std::string> out;
     for (const auto& [name, ops] : by_buffer) {
       const ir::Buffer* b = p_.source.find_buffer(name);
-      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name) || gathered.count(name))
+      if (!b || b->role == ir::BufferRole::Input || is_register(p_, name) || excluded.count(name))
         continue;
       bool loads = false, stores = false, ok = true, bound_masked = true;
       for (const TileOp* o : ops)
