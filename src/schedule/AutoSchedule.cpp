@@ -845,7 +845,7 @@ AutoScheduleOptions target_schedule_options(const std::string& target) {
   AutoScheduleOptions o;
   if (target == "cuda")
     o.row_tile = 128, o.strip_rows = 1, o.strip_tile = 1024, o.whole_row_bytes = 32768;
-  if (target == "cuda") o.live_tile_elements = 24576;
+  if (target == "cuda") o.live_tile_elements = 24576, o.split_k_long_walks = true;
   if (target == "cuda") o.column_strip = 128, o.column_strip_elements = 8192;
   if (target == "cuda") o.strip_tile_max = 8192, o.row_producers_in_tile = false;
   if (target == "cpu") o.strip_rows = 4, o.strip_tile = 1024, o.whole_row_bytes = 1 << 20;
@@ -1703,6 +1703,10 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
   // an attention): at most kGroupAccumulator of them a group. (Latent attention's 128 query
   // heads of 512 columns took 256 KiB, the register file of an SM; its shared tiles did not fit.)
   constexpr int64_t kGroupAccumulator = 16384;
+  // A group is one tile's rows: at most kGroupRows, the rows of eight warps on the tensor cores.
+  // (A fused linear cross-entropy's rows share the whole weight matrix, one sum and one maximum a
+  // row: under split-K its 2048 rows made one group, no tile.)
+  constexpr int64_t kGroupRows = 128;
   int64_t columns = 1;
   for (const std::string& m : members) {
     int64_t c = 1;
@@ -1719,9 +1723,10 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
     }
     columns = std::max(columns, c);
   }
-  const int64_t max_whole_rows = std::max<int64_t>(
-      16, int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(
-                                  std::max<int64_t>(1, kGroupAccumulator / columns)))));
+  const int64_t max_whole_rows = std::clamp<int64_t>(
+      int64_t{1} << (63 - __builtin_clzll(static_cast<uint64_t>(
+                              std::max<int64_t>(1, kGroupAccumulator / columns)))),
+      16, kGroupRows);
   int64_t rows = 1, innermost = 0, head_group = 1;
   bool known = true;
   for (const ir::IterVar& iv : first.iters) {
@@ -1805,6 +1810,37 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
                                                                : rows;
   bool split_k = known && instances < (few_queries ? options.split_k_below_instances
                                                    : options.split_k_below_rows);
+  bool long_walks = false;  // split-K for the strips' long walks, not for few rows
+  if (known && !few_queries && !split_k && options.split_k_long_walks && options.row_tile > 0) {
+    try {
+      const int64_t strip = head_group > 1 ? head_group : options.row_tile;
+      const int64_t strips = (rows + strip - 1) / strip;
+      const int64_t walk = (ir::eval_int(extent, sizes) + options.tile - 1) / options.tile;
+      // A member's partial result a row and chunk: its elements over the rows.
+      int64_t all_columns = 0;
+      for (const std::string& m : members) {
+        int64_t elements = 1;
+        for (const ir::IterVar& iv : find_block(program.body, m, "auto").back()->iters)
+          if (iv.kind == ir::IterKind::Spatial) elements *= ir::eval_int(iv.extent, sizes);
+        all_columns += std::max<int64_t>(1, elements / rows);
+      }
+      double inputs = 0;
+      for (const ir::Buffer* b : program.inputs())
+        inputs += static_cast<double>(bytes_at(*b, sizes));
+      // (in chunks of max_chunk_tiles tiles, the most the chunk size is doubled to)
+      const double partials = 4.0 * static_cast<double>(rows * walk * all_columns) /
+                              static_cast<double>(std::max<int64_t>(1, options.max_chunk_tiles));
+      long_walks = 2 * strips < options.split_k_below_instances &&
+                   partials <= options.partial_fraction * inputs;
+      if (long_walks)
+        note("split-K: " + std::to_string(strips) + " strips of " + std::to_string(strip) +
+             " rows leave the machine idle, and chunks' partial results weigh " +
+             std::to_string(static_cast<int64_t>(100 * partials / inputs)) + " % of the inputs");
+    } catch (const UserError&) {
+      // the axis's size not given: the rows alone decide
+    }
+    split_k = long_walks;
+  }
   // With chunks of several tiles, the tile loop is the loop inside a chunk; the elementwise
   // blocks join it, the split-K updates take the chunk loop, the rolling updates the tile loop.
   bool chunked = split_k && options.chunk_tiles > 1;
@@ -1877,7 +1913,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
          " independent rows, " + std::to_string(instances) +
          " grid instances under the rolling update (split-K below " +
          std::to_string(options.split_k_below_instances) + ")");
-  else
+  else if (!long_walks)
     note(std::string(split_k ? "split-K" : "rolling update") + ": " +
          (known ? std::to_string(rows) : std::string("unknown")) +
          " independent rows (split-K below " + std::to_string(options.split_k_below_rows) + ")");

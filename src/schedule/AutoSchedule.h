@@ -85,6 +85,12 @@ struct AutoScheduleOptions {
   // split_k_below_instances (two an SM on the H200's 132; 128 on the CPU). 0 never splits.
   int64_t split_k_below_rows = 128;
   int64_t split_k_below_instances = 256;
+  // Split-K also for many rows whose strips (row_tile rows, or a group's) fill fewer than half of
+  // split_k_below_instances (one an SM), where the partial results of chunks of max_chunk_tiles
+  // weigh at most partial_fraction of the inputs: a long walk of much work a step, such as a fused
+  // linear cross-entropy's (R = 2048, V = 32000, C = 4096: 32 strips of 64 rows walked 250 tiles of
+  // the vocabulary in 14.8 ms on the H100, docs/perf.md). The CPU's cores are filled by few strips.
+  bool split_k_long_walks = false;
   // Split-K: tiles a chunk walks with the rolling update inside (FlashDecoding); 1: a chunk is
   // one tile. Fewer chunks to combine, a serial loop per chunk. 0 chooses at the run's sizes:
   // from one tile, doubled (up to max_chunk_tiles) while the chunks' partial results weigh more
