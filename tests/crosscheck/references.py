@@ -201,14 +201,14 @@ def performer(m, x):
     qs = q / d**0.25
     ks = k / d**0.25
     # log phi, before the 1/sqrt(R) factor
-    lq = np.einsum("bhid,rd->bhir", qs, wp) - 0.5 * np.sum(qs * qs, axis=-1, keepdims=True)
-    lk = np.einsum("bhjd,rd->bhjr", ks, wp) - 0.5 * np.sum(ks * ks, axis=-1, keepdims=True)
+    lq = np.einsum("bhid,rd->bhir", qs, wp, optimize=True) - 0.5 * np.sum(qs * qs, axis=-1, keepdims=True)
+    lk = np.einsum("bhjd,rd->bhjr", ks, wp, optimize=True) - 0.5 * np.sum(ks * ks, axis=-1, keepdims=True)
     phi_q = np.exp(lq - lq.max(axis=-1, keepdims=True)) / math.sqrt(r)  # per-query shift
     phi_k = np.exp(lk - lk.max(axis=(-2, -1), keepdims=True)) / math.sqrt(r)  # one shift per (b, h)
-    kv = np.einsum("bhjr,bhjd->bhrd", phi_k, v)
+    kv = np.einsum("bhjr,bhjd->bhrd", phi_k, v, optimize=True)
     ksum = phi_k.sum(axis=2)  # [b, h, r]
-    num = np.einsum("bhir,bhrd->bhid", phi_q, kv)
-    den = np.einsum("bhir,bhr->bhi", phi_q, ksum)[..., None]
+    num = np.einsum("bhir,bhrd->bhid", phi_q, kv, optimize=True)
+    den = np.einsum("bhir,bhr->bhi", phi_q, ksum, optimize=True)[..., None]
     return {"O": _f16(num / den)}
 
 

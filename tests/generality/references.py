@@ -505,9 +505,9 @@ def sigmoid_attention(inputs, params):
     q, k, v = inputs["Q"], inputs["K"], inputs["V"]
     s_len, t_len = q.shape[2], k.shape[2]
     qpos, kpos = positions(s_len, t_len)
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - np.log(t_len)
+    scores = np.einsum("bhid,bhjd->bhij", q, k, optimize=True) / np.sqrt(q.shape[-1]) - np.log(t_len)
     p = np.where(kpos <= qpos, sigmoid(scores), 0.0)
-    return {"O": np.einsum("bhij,bhjd->bhid", f16(p), v)}
+    return {"O": np.einsum("bhij,bhjd->bhid", f16(p), v, optimize=True)}
 
 
 def mqa_no_head_axis(inputs, params):
@@ -850,10 +850,10 @@ def block_quant_fp8(inputs, params):
 def int8_scores_attention(inputs, params):
     """Scores: the integer dot of int8 Q and K, times the per-token scales SQ and SK."""
     q, k = inputs["Q"].astype(np.int64), inputs["K"].astype(np.int64)
-    s = np.einsum("bhid,bhjd->bhij", q, k).astype(np.float64)
+    s = np.einsum("bhid,bhjd->bhij", q, k, optimize=True).astype(np.float64)
     s = s * inputs["SQ"][..., :, None] * inputs["SK"][..., None, :]
     p = np.exp(s - s.max(axis=-1, keepdims=True))
-    o = np.einsum("bhij,bhjd->bhid", f16(p), inputs["V"])
+    o = np.einsum("bhij,bhjd->bhid", f16(p), inputs["V"], optimize=True)
     return {"O": o / p.sum(axis=-1, keepdims=True)}
 
 
@@ -862,7 +862,7 @@ def int8_scores_gqa_causal(inputs, params):
     q = inputs["Q"].astype(np.int64)
     heads = q.shape[1]
     k = expand_heads(inputs["K"].astype(np.int64), heads)
-    s = np.einsum("bhid,bhjd->bhij", q, k).astype(np.float64)
+    s = np.einsum("bhid,bhjd->bhij", q, k, optimize=True).astype(np.float64)
     s = s * inputs["SQ"][..., :, None] * expand_heads(inputs["SK"], heads)[..., None, :]
     qi, kj = positions(q.shape[2], k.shape[2])
     o, _, _ = softmax_attention(inputs["Q"], inputs["K"], inputs["V"], scores=s, visible=kj <= qi)
@@ -921,9 +921,9 @@ def attention_f32(inputs, params):
 
 def mla_decode(inputs, params):
     qc, qr, c, r = inputs["QC"], inputs["QR"], inputs["C"], inputs["R"]
-    scores = (np.einsum("bhil,bjl->bhij", qc, c) + np.einsum("bhie,bje->bhij", qr, r)) / np.sqrt(qc.shape[-1] + qr.shape[-1])
+    scores = (np.einsum("bhil,bjl->bhij", qc, c, optimize=True) + np.einsum("bhie,bje->bhij", qr, r, optimize=True)) / np.sqrt(qc.shape[-1] + qr.shape[-1])
     p = np.exp(scores - scores.max(-1, keepdims=True))
-    o = np.einsum("bhij,bjc->bhic", bf16(p), c)
+    o = np.einsum("bhij,bjc->bhic", bf16(p), c, optimize=True)
     return {"O": o / p.sum(-1, keepdims=True)}
 
 
@@ -1061,8 +1061,8 @@ def sigmoid_attention_mask_product(inputs, params):
     q, k, v = inputs["Q"], inputs["K"], inputs["V"]
     s_len, t_len = q.shape[2], k.shape[2]
     weights = np.tril(np.ones((s_len, t_len)), k=t_len - s_len)
-    scores = np.einsum("bhid,bhjd->bhij", q, k) / np.sqrt(q.shape[-1]) - np.log(t_len)
-    return {"O": np.einsum("bhij,bhjd->bhid", f16(sigmoid(scores) * weights), v)}
+    scores = np.einsum("bhid,bhjd->bhij", q, k, optimize=True) / np.sqrt(q.shape[-1]) - np.log(t_len)
+    return {"O": np.einsum("bhij,bhjd->bhid", f16(sigmoid(scores) * weights), v, optimize=True)}
 
 
 def softmax_groups(inputs, params):
@@ -1124,7 +1124,7 @@ def attention_output_projection(inputs, params):
     s_len = inputs["Q"].shape[2]
     visible = np.arange(s_len)[None, :] <= np.arange(s_len)[:, None]
     o = f16(softmax_attention(inputs["Q"], inputs["K"], inputs["V"], visible=visible)[0])
-    return {"Y": np.einsum("bhid,hdc->bic", o, inputs["WO"])}
+    return {"Y": np.einsum("bhid,hdc->bic", o, inputs["WO"], optimize=True)}
 
 
 def layernorm_projection(inputs, params):
@@ -1143,7 +1143,7 @@ def rmsnorm_projection(inputs, params):
 
 
 def projected_query_attention(inputs, params):
-    q = f16(np.einsum("bic,chd->bhid", inputs["X"], inputs["WQ"]))
+    q = f16(np.einsum("bic,chd->bhid", inputs["X"], inputs["WQ"], optimize=True))
     s_len = q.shape[2]
     visible = np.arange(s_len)[None, :] <= np.arange(s_len)[:, None]
     return {"O": softmax_attention(q, inputs["K"], inputs["V"], visible=visible)[0]}
