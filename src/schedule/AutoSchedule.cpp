@@ -1827,10 +1827,12 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       double inputs = 0;
       for (const ir::Buffer* b : program.inputs())
         inputs += static_cast<double>(bytes_at(*b, sizes));
-      // (in chunks of max_chunk_tiles tiles, the most the chunk size is doubled to)
-      const double partials = 4.0 * static_cast<double>(rows * walk * all_columns) /
-                              static_cast<double>(std::max<int64_t>(1, options.max_chunk_tiles));
-      long_walks = 2 * strips < options.split_k_below_instances &&
+      // (in chunks of max_chunk_tiles tiles, the most the chunk size is doubled to; at least two
+      // chunks, or nothing runs in parallel)
+      const int64_t chunks =
+          (walk + options.max_chunk_tiles - 1) / std::max<int64_t>(1, options.max_chunk_tiles);
+      const double partials = 4.0 * static_cast<double>(rows * chunks * all_columns);
+      long_walks = 2 * strips < options.split_k_below_instances && chunks >= 2 &&
                    partials <= options.partial_fraction * inputs;
       if (long_walks)
         note("split-K: " + std::to_string(strips) + " strips of " + std::to_string(strip) +
@@ -2489,6 +2491,53 @@ void factor_groups(Schedule& s, const std::function<void(const std::string&)>& n
   }
 }
 
+// Step 1 (see AutoSchedule.h): a map that reads a reduction at a point given by a tensor (a
+// loss's logit at its target, z[r, TGT[r]]), with fewer variables than the reduction has, while
+// other blocks read the reduction too (the chain over the vocabulary), has that point computed
+// again for it (recompute_point): a sum of C products a row, where reading the stored reduction
+// keeps the whole of it (R x V logits) in memory for the map alone.
+void recompute_gathered_points(Schedule& s, const std::function<void(const std::string&)>& note) {
+  std::vector<std::pair<std::string, std::string>> found;  // (reduction, map)
+  const ir::LoopProgram& p = s.program();
+  for (const ir::StmtNode* r : blocks_under(p.body)) {
+    if (!r->init || !r->body || r->body->kind != ir::StmtKind::Store) continue;
+    const std::string& z = r->body->buffer;
+    size_t spatial = 0, readers = 0;
+    for (const ir::IterVar& iv : r->iters) spatial += iv.kind == ir::IterKind::Spatial;
+    std::string gathering;
+    for (const ir::StmtNode* b : blocks_under(p.body)) {
+      if (b == r || !block_reads(*b).count(z)) continue;
+      ++readers;
+      bool gathers = false;
+      ir::visit_exprs(b->body, [&](const ir::Expr& e) {
+        ir::visit(e, [&](const ir::Expr& x) {
+          if (x->op == ir::Op::Load && x->name == z)
+            for (const ir::Expr& i : x->args)
+              ir::visit(i, [&](const ir::Expr& y) {
+                gathers = gathers || y->op == ir::Op::Load;
+                return !gathers;
+              });
+          return true;
+        });
+      });
+      const bool map = std::all_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
+        return iv.kind == ir::IterKind::Spatial;
+      });
+      if (gathers && map && b->iters.size() < spatial && gathering.empty()) gathering = b->name;
+    }
+    if (!gathering.empty() && readers > 1) found.emplace_back(r->name, gathering);
+  }
+  for (const auto& [reduction, map] : found) {
+    try {
+      const std::string at = s.recompute_point(reduction, map);
+      note("'" + map + "' reads '" + reduction + "' at a point a tensor gives: '" + at +
+           "' computes that point again for it");
+    } catch (const ScheduleError& e) {
+      note("'" + map + "' reads '" + reduction + "' at a point a tensor gives: " + e.what());
+    }
+  }
+}
+
 Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptions& options,
                         std::vector<std::string>* notes, SplitKCosts* costs) {
   Schedule unscheduled(original);
@@ -2500,6 +2549,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   std::set<std::string> unflattened;
   merge_several_axis_chains(normal, options, &unflattened, note);
   recompute_shared_heads(normal, note);
+  recompute_gathered_points(normal, note);
   // 1. The groups to fuse, each under its own tile loop.
   // A lone row reduction is streamed where the target holds rows whole up to a bound its row
   // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers). (Not

@@ -428,6 +428,15 @@ def linear_cross_entropy(inputs, params):
     return {"LOSS": lse - z[np.arange(z.shape[0]), tgt]}
 
 
+def linear_cross_entropy_logit_read(inputs, params):
+    """The same loss with W stored as [C, V]: logits h W."""
+    z = inputs["H"] @ inputs["W"]
+    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
+    peak = z.max(axis=1)
+    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
+    return {"LOSS": lse - z[np.arange(z.shape[0]), tgt]}
+
+
 def linear_cross_entropy_one_hot(inputs, params):
     """The same loss, the target's logit a sum against a one-hot row: 0 for a target outside
     the vocabulary (no token matches it)."""

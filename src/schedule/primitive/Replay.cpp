@@ -31,6 +31,7 @@ const ReplayTable& replay_table() {
       {"propagate_mask", replay_propagate_mask},
       {"reverse_compute_at", replay_reverse_compute_at},
       {"recompute", replay_recompute},
+      {"recompute_point", replay_recompute_point},
       {"factor_group", replay_factor_group},
       {"cache_read", replay_cache_read},
       {"cache_write", replay_cache_write},

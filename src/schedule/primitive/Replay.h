@@ -41,6 +41,7 @@ void replay_split_k_update(Schedule& s, const nlohmann::json& j);
 void replay_propagate_mask(Schedule& s, const nlohmann::json& j);
 void replay_reverse_compute_at(Schedule& s, const nlohmann::json& j);
 void replay_recompute(Schedule& s, const nlohmann::json& j);
+void replay_recompute_point(Schedule& s, const nlohmann::json& j);
 void replay_factor_group(Schedule& s, const nlohmann::json& j);
 void replay_cache_read(Schedule& s, const nlohmann::json& j);
 void replay_cache_write(Schedule& s, const nlohmann::json& j);

@@ -399,6 +399,67 @@ TEST(Recompute, Refusals) {
                             "the copies");
 }
 
+// recompute_point: a loss's logit at its target, read from the logits z, is computed again as a
+// sum over the hidden size for the row alone; the chain over the vocabulary keeps reading z.
+TEST(RecomputePoint, TargetLogit) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+input H: f32[R, C]
+input W: f32[C, V]
+input TGT: i32[R]
+z[r, v] = sum[c](H[r, c] * W[c, v])
+m[r] = max[v](z[r, v])
+output LOSS[r]: f32 = m[r] - z[r, TGT[r]]
+)");
+  Schedule s(p);
+  EXPECT_EQ(s.recompute_point("z", "LOSS"), "z.at");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("  buffer z.at: f32[R] global\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("z.at[r] = z.at[r] + H[r, c] * W[c, TGT[r]]"), std::string::npos) << text;
+  EXPECT_NE(text.find("LOSS[r] = m[r] - z.at[r]"), std::string::npos) << text;
+  EXPECT_NE(text.find("m[r] = max(m[r], z[r, v])"), std::string::npos) << text;  // unchanged
+  expect_equivalent(p, s.program(),
+                    {{{"R", 3}, {"C", 5}, {"V", 7}}, {{"R", 1}, {"C", 1}, {"V", 2}}});
+  EXPECT_EQ(ir::to_string(schedule::replay(p, s.trace()).program()), text);
+}
+
+// A reader whose variables share a name with the reduction's reduce variable: the copy's reduce
+// variable is renamed.
+TEST(RecomputePoint, ReduceVariableRenamed) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+input A: f32[N, K]
+input IDX: i32[K]
+z[n, k] = sum[j: K](A[n, j] * A[j % N, k])
+s[n] = sum[k](z[n, k])
+output Y[j: K]: f32 = z[j % N, IDX[j]]
+)");
+  Schedule s(p);
+  EXPECT_EQ(s.recompute_point("z", "Y"), "z.at");
+  std::string text = ir::to_string(s.program());
+  EXPECT_NE(text.find("z.at[j] = z.at[j] + A[j % N, j_1] * A[j_1 % N, IDX[j]]"), std::string::npos)
+      << text;
+  expect_equivalent(p, s.program(), {{{"N", 3}, {"K", 5}}});
+}
+
+TEST(RecomputePoint, Refusals) {
+  ir::LoopProgram p = schedtest::lowered(R"(
+input X: f32[M, N]
+input I: i32[M]
+m[i] = max[j](X[i, j])
+z[i, j] = sum[k: N](X[i, k] * X[k % M, j])
+e[i, j] = exp(z[i, j] - m[i])
+output Y[i]: f32 = z[i, I[i]] + z[i, I[(i + 1) % M]] + e[i, 0]
+)");
+  Schedule s(p);
+  schedtest::expect_refused([&] { s.recompute_point("e", "Y"); },
+                            "recompute_point: block 'e' is not a reduction of one store");
+  schedtest::expect_refused([&] { s.recompute_point("m", "Y"); },
+                            "recompute_point: block 'Y' does not read 'm'");
+  schedtest::expect_refused([&] { s.recompute_point("z", "Y"); },
+                            "recompute_point: block 'Y' reads 'z' at several points");
+  schedtest::expect_refused([&] { s.recompute_point("Y", "m"); },
+                            "recompute_point: reader 'm' does not come after block 'Y'");
+}
+
 // factor_group: a sum over a group's members e and the rows i, reading member g * E + e, becomes
 // each member's sum over the rows, then the group's sum over its members; the outputs are the
 // same at group sizes that divide the members and at one that leaves members over (HQ = 7).
