@@ -2491,12 +2491,12 @@ void factor_groups(Schedule& s, const std::function<void(const std::string&)>& n
   }
 }
 
-// Step 1 (see AutoSchedule.h): a map that reads a reduction at a point given by a tensor (a
-// loss's logit at its target, z[r, TGT[r]]), with fewer variables than the reduction has, while
-// other blocks read the reduction too (the chain over the vocabulary), has that point computed
-// again for it (recompute_point): a sum of C products a row, where reading the stored reduction
-// keeps the whole of it (R x V logits) in memory for the map alone.
-void recompute_gathered_points(Schedule& s, const std::function<void(const std::string&)>& note) {
+// Step 1 (see AutoSchedule.h): a map with fewer variables than a reduction, which reads it at one
+// point an instance (a loss's logit at its target, z[r, TGT[r]]; a token's probability at a fixed
+// id, z[r, YES]) while other blocks read the reduction too (the chain over the vocabulary), has
+// that point computed again for it (recompute_point): a sum of C products a row, where reading
+// the stored reduction keeps the whole of it (R x V logits) in memory for the map alone.
+void recompute_read_points(Schedule& s, const std::function<void(const std::string&)>& note) {
   std::vector<std::pair<std::string, std::string>> found;  // (reduction, map)
   const ir::LoopProgram& p = s.program();
   for (const ir::StmtNode* r : blocks_under(p.body)) {
@@ -2504,36 +2504,24 @@ void recompute_gathered_points(Schedule& s, const std::function<void(const std::
     const std::string& z = r->body->buffer;
     size_t spatial = 0, readers = 0;
     for (const ir::IterVar& iv : r->iters) spatial += iv.kind == ir::IterKind::Spatial;
-    std::string gathering;
+    std::string reading;
     for (const ir::StmtNode* b : blocks_under(p.body)) {
       if (b == r || !block_reads(*b).count(z)) continue;
       ++readers;
-      bool gathers = false;
-      ir::visit_exprs(b->body, [&](const ir::Expr& e) {
-        ir::visit(e, [&](const ir::Expr& x) {
-          if (x->op == ir::Op::Load && x->name == z)
-            for (const ir::Expr& i : x->args)
-              ir::visit(i, [&](const ir::Expr& y) {
-                gathers = gathers || y->op == ir::Op::Load;
-                return !gathers;
-              });
-          return true;
-        });
-      });
       const bool map = std::all_of(b->iters.begin(), b->iters.end(), [](const ir::IterVar& iv) {
         return iv.kind == ir::IterKind::Spatial;
       });
-      if (gathers && map && b->iters.size() < spatial && gathering.empty()) gathering = b->name;
+      if (map && b->iters.size() < spatial && reading.empty()) reading = b->name;
     }
-    if (!gathering.empty() && readers > 1) found.emplace_back(r->name, gathering);
+    if (!reading.empty() && readers > 1) found.emplace_back(r->name, reading);
   }
   for (const auto& [reduction, map] : found) {
     try {
       const std::string at = s.recompute_point(reduction, map);
-      note("'" + map + "' reads '" + reduction + "' at a point a tensor gives: '" + at +
+      note("'" + map + "' reads '" + reduction + "' at one point an instance: '" + at +
            "' computes that point again for it");
     } catch (const ScheduleError& e) {
-      note("'" + map + "' reads '" + reduction + "' at a point a tensor gives: " + e.what());
+      note("'" + map + "' reads '" + reduction + "' at one point an instance: " + e.what());
     }
   }
 }
@@ -2549,7 +2537,7 @@ Schedule schedule_chain(const ir::LoopProgram& original, const AutoScheduleOptio
   std::set<std::string> unflattened;
   merge_several_axis_chains(normal, options, &unflattened, note);
   recompute_shared_heads(normal, note);
-  recompute_gathered_points(normal, note);
+  recompute_read_points(normal, note);
   // 1. The groups to fuse, each under its own tile loop.
   // A lone row reduction is streamed where the target holds rows whole up to a bound its row
   // exceeds: held whole, a row that long would not fit (on CUDA it spilled from registers). (Not

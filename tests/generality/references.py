@@ -437,6 +437,14 @@ def linear_cross_entropy_logit_read(inputs, params):
     return {"LOSS": lse - z[np.arange(z.shape[0]), tgt]}
 
 
+def token_probability(inputs, params):
+    """log softmax(h W^T) over the vocabulary, at column YES."""
+    z = inputs["H"] @ inputs["W"].T
+    peak = z.max(axis=1)
+    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
+    return {"LOGP": z[:, int(params["YES"])] - lse}
+
+
 def linear_cross_entropy_one_hot(inputs, params):
     """The same loss, the target's logit a sum against a one-hot row: 0 for a target outside
     the vocabulary (no token matches it)."""
