@@ -31,6 +31,8 @@ constexpr int64_t kSmallDim = 4;
 constexpr int64_t kTail = 3;
 // The rows of the instance that every input set runs on (one partial row tile).
 constexpr int64_t kFewRows = 5;
+// The longest dim of a table looked up at a computed position that validation keeps whole.
+constexpr int64_t kTableDim = 1024;
 // The offset of the "offset rows" input set: |mean| / std of 1e4 (the layernorm requirement).
 constexpr double kOffset = 1e4;
 // The scale of the "large magnitudes" input set.
@@ -297,6 +299,41 @@ runtime::SizeMap read_along_floors(const ir::LoopProgram& original, const Valida
   return floors;
 }
 
+// A table's dims looked up at a position computed through floats or by another block (T5's
+// log-spaced buckets, trunc(log(|j - i| / 8) / log(16) * 8)) keep their size at the run: the
+// position's range is the formula's, not the sizes'. Shrunk, the table was read out of bounds at
+// every scale but the run's, where the instance (the head dimension unshrunk too) took a minute
+// to interpret. (A position read from an input is drawn in bounds.) Not the fused axis or its
+// rows, which keep their own sizes, nor a dim longer than kTableDim: a sequence, not a table,
+// where the retries cost less than the whole dim.
+void add_lookup_floors(const ir::LoopProgram& original, const ValidationOptions& o,
+                       runtime::SizeMap& floors) {
+  std::set<std::string> axis, rows;
+  fused_dims(original, o, &axis, &rows);
+  auto computed = [&](const ir::Expr& index) {
+    bool found = false;
+    ir::visit(index, [&](const ir::Expr& y) {
+      const ir::Buffer* from = y->op == ir::Op::Load ? original.find_buffer(y->name) : nullptr;
+      found = found || is_float(y->type) || (from && from->role == ir::BufferRole::Intermediate);
+      return !found;
+    });
+    return found;
+  };
+  for (const ir::StmtNode* b : schedule::blocks_under(original.body))
+    ir::visit_exprs(b->body, [&](const ir::Expr& e) {
+      ir::visit(e, [&](const ir::Expr& x) {
+        const ir::Buffer* buf = x->op == ir::Op::Load ? original.find_buffer(x->name) : nullptr;
+        for (size_t k = 0; buf && k < x->args.size(); ++k) {
+          const std::string d = is_dim(buf->shape[k]) ? buf->shape[k]->name : std::string();
+          if (o.sizes.count(d) && !axis.count(d) && !rows.count(d) && o.sizes.at(d) <= kTableDim &&
+              computed(x->args[k]))
+            floors[d] = std::max(floors[d], o.sizes.at(d));
+        }
+        return true;
+      });
+    });
+}
+
 // Raises the dims of `sizes` to their floors.
 void raise_to(const runtime::SizeMap& floors, runtime::SizeMap& sizes) {
   for (const auto& [d, n] : floors)
@@ -429,7 +466,8 @@ ValidationReport validate_schedule(const ir::LoopProgram& original,
   while ((largest >> exponent) > kSmallDim) ++exponent;
   const std::vector<InputSet> sets = input_sets();
   const runtime::ParamMap params = instance_params(original, scheduled, o);
-  const runtime::SizeMap floors = read_along_floors(original, o, params);
+  runtime::SizeMap floors = read_along_floors(original, o, params);
+  add_lookup_floors(original, o, floors);
   for (; exponent >= 0; --exponent) {
     // Two instances: rows over two row tiles (the second partial) with random inputs, and a few
     // rows (one partial row tile) with every input set; both with the whole shrunk axis.

@@ -366,3 +366,27 @@ output Y[i, j: L]: f32 = exp(X[i, j] - m[i]) / l[i]
   EXPECT_GE(static_cast<double>(s.validation->shrunk.at("TMAX")), shrunk);
   EXPECT_GE(static_cast<double>(s.validation->few_rows.at("TMAX")), shrunk);
 }
+
+// A table looked up at a position computed through floats (T5's log-spaced buckets) keeps its
+// size at the run; the head dimension, which nothing looks up, is still shrunk. (Shrunk with the
+// rest, the table was read out of bounds at every scale but the run's, and validation
+// interpreted the whole head dimension: a minute at D = 128.)
+TEST(ValidateSchedule, ATableLookedUpByAComputedPositionKeepsItsSize) {
+  ir::LoopProgram p = lowered(R"(
+input Q: f16[H, S, D]
+input K: f16[H, T, D]
+input BIAS: f32[H, NB]
+dist[i: S, j: T] = abs(j - i)
+bucket[i, j] = select(dist[i, j] < 8, dist[i, j], min(8 + i32(log(f32(dist[i, j]) / 8.0) * 2.0), 15))
+s[h, i, j] = sum[d](f32(Q[h, i, d]) * f32(K[h, j, d])) + BIAS[h, bucket[i, j]]
+m[h, i] = max[j](s[h, i, j])
+l[h, i] = sum[j](exp(s[h, i, j] - m[h, i]))
+output LSE[h, i]: f32 = m[h, i] + log(l[h, i])
+)");
+  driver::Scheduled s =
+      schedule_at(p, {{"H", 16}, {"S", 4096}, {"T", 4096}, {"D", 128}, {"NB", 16}});
+  ASSERT_TRUE(s.validation.has_value());
+  EXPECT_TRUE(s.validation->ok) << s.validation->failure;
+  EXPECT_EQ(s.validation->shrunk.at("NB"), 16);
+  EXPECT_LT(s.validation->shrunk.at("D"), 128);
+}
