@@ -9,10 +9,10 @@
 // w[c, v]), is one sum of C products a row: read from z itself, it keeps the R x V logits in
 // memory, which the chain fused over the vocabulary (a maximum and a sum of exponentials) never
 // stores otherwise.
-// Preconditions: `block` is alone in its root nest, a reduction (reduce variables and an init)
-// whose store indexes its one intermediate buffer by its spatial variables, each once; `reader`
-// is a block of a later root nest, bound to its loops as written (spatial variables only), and
-// every load of the buffer in it is at the same indices.
+// Preconditions: `block` is alone in its root nest, a reduction (reduce variables and an init,
+// no predicate) whose store indexes its one intermediate buffer by its spatial variables, each
+// once; `reader` is a block of a later root nest, bound to its loops as written (spatial
+// variables only), and every load of the buffer in it is at the same indices.
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/primitive/ComputeAt.h"
@@ -39,6 +39,8 @@ std::string Schedule::recompute_point(const std::string& block, const std::strin
   });
   if (!reduces || !b.init || !b.body || b.body->kind != ir::StmtKind::Store)
     throw ScheduleError(P, "block '" + block + "' is not a reduction of one store");
+  if (b.predicate)
+    throw ScheduleError(P, "block '" + block + "' runs under a predicate (its loops were split)");
   // The reduction's spatial variables, by the store index that names each.
   std::map<std::string, size_t> position;
   for (size_t k = 0; k < b.body->indices.size(); ++k) {

@@ -458,6 +458,11 @@ output Y[i]: f32 = z[i, I[i]] + z[i, I[(i + 1) % M]] + e[i, 0]
                             "recompute_point: block 'Y' reads 'z' at several points");
   schedtest::expect_refused([&] { s.recompute_point("Y", "m"); },
                             "recompute_point: reader 'm' does not come after block 'Y'");
+  Schedule split(p);
+  split.split(LoopRef{"z", "k"}, 2);
+  schedtest::expect_refused(
+      [&] { split.recompute_point("z", "Y"); },
+      "recompute_point: block 'z' runs under a predicate (its loops were split)");
 }
 
 // factor_group: a sum over a group's members e and the rows i, reading member g * E + e, becomes
