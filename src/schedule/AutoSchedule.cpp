@@ -2495,12 +2495,13 @@ void factor_groups(Schedule& s, const std::function<void(const std::string&)>& n
 // point an instance (a loss's logit at its target, z[r, TGT[r]]; a token's probability at a fixed
 // id, z[r, YES]) while other blocks read the reduction too (the chain over the vocabulary), has
 // that point computed again for it (recompute_point): a sum of C products a row, where reading
-// the stored reduction keeps the whole of it (R x V logits) in memory for the map alone.
+// the stored reduction keeps the whole of it (R x V logits) in memory for the map alone. So does
+// a map read so (a scaled score read on the diagonal, s[i, i]), and then what that reads.
 void recompute_read_points(Schedule& s, const std::function<void(const std::string&)>& note) {
-  std::vector<std::pair<std::string, std::string>> found;  // (reduction, map)
+  std::vector<std::pair<std::string, std::string>> found;  // (reduction or map, map)
   const ir::LoopProgram& p = s.program();
   for (const ir::StmtNode* r : blocks_under(p.body)) {
-    if (!r->init || !r->body || r->body->kind != ir::StmtKind::Store) continue;
+    if (!r->body || r->body->kind != ir::StmtKind::Store) continue;
     const std::string& z = r->body->buffer;
     size_t spatial = 0, readers = 0;
     for (const ir::IterVar& iv : r->iters) spatial += iv.kind == ir::IterKind::Spatial;
@@ -2520,6 +2521,9 @@ void recompute_read_points(Schedule& s, const std::function<void(const std::stri
       const std::string at = s.recompute_point(reduction, map);
       note("'" + map + "' reads '" + reduction + "' at one point an instance: '" + at +
            "' computes that point again for it");
+      // A map computed again reads what it reads at the point: a reduction, computed again too.
+      recompute_read_points(s, note);
+      return;
     } catch (const ScheduleError& e) {
       note("'" + map + "' reads '" + reduction + "' at one point an instance: " + e.what());
     }

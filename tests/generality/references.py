@@ -445,6 +445,14 @@ def token_probability(inputs, params):
     return {"LOGP": z[:, int(params["YES"])] - lse}
 
 
+def attention_self_probability(inputs, params):
+    """Softmax attention, and each query's probability on its own key (the diagonal)."""
+    q, k = inputs["Q"], inputs["K"]
+    out, m, l = softmax_attention(q, k, inputs["V"])
+    diagonal = np.einsum("bhid,bhid->bhi", q, k, optimize=True) / np.sqrt(q.shape[-1])
+    return {"O": out, "PSELF": np.exp(diagonal - m) / l}
+
+
 def linear_cross_entropy_one_hot(inputs, params):
     """The same loss, the target's logit a sum against a one-hot row: 0 for a target outside
     the vocabulary (no token matches it)."""

@@ -1,18 +1,19 @@
 // \file RecomputePoint.cpp
-// recompute_point(block, reader): the reduction `block` computed again at the one point each
-// instance of `reader` reads of it. A new block `<block>.at`, over the reader's spatial variables
-// and the reduction's reduce variables (renamed where the reader uses their names), computes the
-// reduction's value with its spatial variables replaced by the indices of the reader's load, into
-// a buffer `<buffer>.at` of the reader's spatial extents; the reader loads that at its own
-// variables. The new nest goes in front of the reader's.
+// recompute_point(block, reader): the reduction (or map) `block` computed again at the one point
+// each instance of `reader` reads of it. A new block `<block>.at`, over the reader's spatial
+// variables and the reduction's reduce variables (renamed where the reader uses their names),
+// computes the block's value with its spatial variables replaced by the indices of the reader's
+// load, into a buffer `<buffer>.at` of the reader's spatial extents; the reader loads that at its
+// own variables. The new nest goes in front of the reader's. (A map so copied reads what it reads
+// at the point: a scaled score s[i, i] reads its sum at (i, i), computed again the same way.)
 // A language model's loss read at its target, z[r, TGT[r]] where z[r, v] = sum[c](h[r, c] *
 // w[c, v]), is one sum of C products a row: read from z itself, it keeps the R x V logits in
 // memory, which the chain fused over the vocabulary (a maximum and a sum of exponentials) never
 // stores otherwise.
-// Preconditions: `block` is alone in its root nest, a reduction (reduce variables and an init,
-// no predicate) whose store indexes its one intermediate buffer by its spatial variables, each
-// once; `reader` is a block of a later root nest, bound to its loops as written (spatial
-// variables only), and every load of the buffer in it is at the same indices.
+// Preconditions: `block` is alone in its root nest, a reduction (reduce variables and an init) or
+// a map, with no predicate, whose store indexes its one intermediate buffer by its spatial
+// variables, each once; `reader` is a block of a later root nest, bound to its loops as written
+// (spatial variables only), and every load of the buffer in it is at the same indices.
 #include "ir/Visit.h"
 #include "schedule/Analysis.h"
 #include "schedule/primitive/ComputeAt.h"
@@ -37,8 +38,8 @@ std::string Schedule::recompute_point(const std::string& block, const std::strin
   const bool reduces = std::any_of(b.iters.begin(), b.iters.end(), [](const ir::IterVar& iv) {
     return iv.kind == ir::IterKind::Reduce;
   });
-  if (!reduces || !b.init || !b.body || b.body->kind != ir::StmtKind::Store)
-    throw ScheduleError(P, "block '" + block + "' is not a reduction of one store");
+  if (reduces != static_cast<bool>(b.init) || !b.body || b.body->kind != ir::StmtKind::Store)
+    throw ScheduleError(P, "block '" + block + "' is not a reduction or a map of one store");
   if (b.predicate)
     throw ScheduleError(P, "block '" + block + "' runs under a predicate (its loops were split)");
   // The reduction's spatial variables, by the store index that names each.
@@ -108,7 +109,7 @@ std::string Schedule::recompute_point(const std::string& block, const std::strin
     return ir::make_store(at.name, own, ir::mutate(ir::substitute(store->value, subst), retarget));
   };
   const std::string name = fresh_name(block + ".at");
-  ir::Stmt nest = ir::make_block(name, iters, copy(b.init), copy(b.body));
+  ir::Stmt nest = ir::make_block(name, iters, b.init ? copy(b.init) : nullptr, copy(b.body));
   for (auto it = iters.rbegin(); it != iters.rend(); ++it)
     nest = ir::make_for(it->name, ir::make_int(0), it->extent, ir::ForKind::Serial, nest);
   ir::StmtNode root = *p.body;
