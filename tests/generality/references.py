@@ -410,39 +410,37 @@ def attention_value_dim(inputs, params):
     return {"O": causal(inputs["Q"], inputs["K"], inputs["V"])}
 
 
+def row_logsumexp(x):
+    """log sum exp over each row of x, shifted by the row's maximum."""
+    peak = x.max(axis=1)
+    return peak + np.log(np.exp(x - peak[:, None]).sum(axis=1))
+
+
+def loss_at_targets(z, targets):
+    """Per-row cross-entropy of logits z [R, V] at the target ids."""
+    tgt = np.asarray(targets, dtype=np.int64)
+    return row_logsumexp(z) - z[np.arange(z.shape[0]), tgt]
+
+
 def cross_entropy(inputs, params):
     """Per-row softmax cross-entropy: logsumexp of the row minus the logit of the target id."""
-    x = inputs["X"]
-    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
-    peak = x.max(axis=1)
-    lse = peak + np.log(np.exp(x - peak[:, None]).sum(axis=1))
-    return {"LOSS": lse - x[np.arange(x.shape[0]), tgt]}
+    return {"LOSS": loss_at_targets(inputs["X"], inputs["TGT"])}
 
 
 def linear_cross_entropy(inputs, params):
     """Cross-entropy of the logits h W^T, computed here whole in float64."""
-    z = inputs["H"] @ inputs["W"].T
-    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
-    peak = z.max(axis=1)
-    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
-    return {"LOSS": lse - z[np.arange(z.shape[0]), tgt]}
+    return {"LOSS": loss_at_targets(inputs["H"] @ inputs["W"].T, inputs["TGT"])}
 
 
 def linear_cross_entropy_logit_read(inputs, params):
     """The same loss with W stored as [C, V]: logits h W."""
-    z = inputs["H"] @ inputs["W"]
-    tgt = np.asarray(inputs["TGT"], dtype=np.int64)
-    peak = z.max(axis=1)
-    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
-    return {"LOSS": lse - z[np.arange(z.shape[0]), tgt]}
+    return {"LOSS": loss_at_targets(inputs["H"] @ inputs["W"], inputs["TGT"])}
 
 
 def token_probability(inputs, params):
     """log softmax(h W^T) over the vocabulary, at column YES."""
     z = inputs["H"] @ inputs["W"].T
-    peak = z.max(axis=1)
-    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
-    return {"LOGP": z[:, int(params["YES"])] - lse}
+    return {"LOGP": z[:, int(params["YES"])] - row_logsumexp(z)}
 
 
 def attention_self_probability(inputs, params):
@@ -458,10 +456,8 @@ def linear_cross_entropy_one_hot(inputs, params):
     the vocabulary (no token matches it)."""
     z = inputs["H"] @ inputs["W"].T
     tgt = np.asarray(inputs["TGT"], dtype=np.int64)
-    peak = z.max(axis=1)
-    lse = peak + np.log(np.exp(z - peak[:, None]).sum(axis=1))
     one_hot = np.arange(z.shape[1])[None, :] == tgt[:, None]
-    return {"LOSS": lse - (z * one_hot).sum(axis=1)}
+    return {"LOSS": row_logsumexp(z) - (z * one_hot).sum(axis=1)}
 
 
 def t5_bias_attention(inputs, params):
