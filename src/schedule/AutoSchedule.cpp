@@ -824,6 +824,13 @@ int64_t bytes_at(const ir::Buffer& b, const std::map<std::string, int64_t>& size
   return n;
 }
 
+// The bytes of the program's inputs at `sizes`.
+double input_bytes(const ir::LoopProgram& p, const std::map<std::string, int64_t>& sizes) {
+  double n = 0;
+  for (const ir::Buffer* b : p.inputs()) n += static_cast<double>(bytes_at(*b, sizes));
+  return n;
+}
+
 // The chunk size: doubled from one tile while the partial results weigh more than
 // `partial_fraction` of the inputs and the doubled chunks still make `min_instances` grid
 // instances. Each doubling halves what the combine reads, and halves the parallel chunks.
@@ -1824,9 +1831,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
           if (iv.kind == ir::IterKind::Spatial) elements *= ir::eval_int(iv.extent, sizes);
         all_columns += std::max<int64_t>(1, elements / rows);
       }
-      double inputs = 0;
-      for (const ir::Buffer* b : program.inputs())
-        inputs += static_cast<double>(bytes_at(*b, sizes));
+      const double inputs = input_bytes(program, sizes);
       // (in chunks of max_chunk_tiles tiles, the most the chunk size is doubled to; at least two
       // chunks, or nothing runs in parallel)
       const int64_t chunks =
@@ -1993,8 +1998,7 @@ void fuse_group(Schedule& s, const std::vector<std::string>& members,
       try {
         costs->tiles = (ir::eval_int(extent, sizes) + options.tile - 1) / options.tile;
         costs->row_groups = (rows + group - 1) / group;
-        for (const ir::Buffer* b : s.program().inputs())
-          costs->input_bytes += static_cast<double>(bytes_at(*b, sizes));
+        costs->input_bytes = input_bytes(s.program(), sizes);
         for (const std::string& m : members)
           if (const ir::Buffer* b = s.program().find_buffer(m + ".rf"))
             costs->partial_bytes += static_cast<double>(bytes_at(*b, sizes));
@@ -2498,7 +2502,7 @@ void factor_groups(Schedule& s, const std::function<void(const std::string&)>& n
 // the stored reduction keeps the whole of it (R x V logits) in memory for the map alone. So does
 // a map read so (a scaled score read on the diagonal, s[i, i]), and then what that reads.
 void recompute_read_points(Schedule& s, const std::function<void(const std::string&)>& note) {
-  std::vector<std::pair<std::string, std::string>> found;  // (reduction or map, map)
+  std::vector<std::pair<std::string, std::string>> found;  // (producer, the map reading a point)
   const ir::LoopProgram& p = s.program();
   for (const ir::StmtNode* r : blocks_under(p.body)) {
     if (!r->body || r->body->kind != ir::StmtKind::Store) continue;
@@ -2516,16 +2520,16 @@ void recompute_read_points(Schedule& s, const std::function<void(const std::stri
     }
     if (!reading.empty() && readers > 1) found.emplace_back(r->name, reading);
   }
-  for (const auto& [reduction, map] : found) {
+  for (const auto& [producer, map] : found) {
     try {
-      const std::string at = s.recompute_point(reduction, map);
-      note("'" + map + "' reads '" + reduction + "' at one point an instance: '" + at +
+      const std::string at = s.recompute_point(producer, map);
+      note("'" + map + "' reads '" + producer + "' at one point an instance: '" + at +
            "' computes that point again for it");
       // A map computed again reads what it reads at the point: a reduction, computed again too.
       recompute_read_points(s, note);
       return;
     } catch (const ScheduleError& e) {
-      note("'" + map + "' reads '" + reduction + "' at one point an instance: " + e.what());
+      note("'" + map + "' reads '" + producer + "' at one point an instance: " + e.what());
     }
   }
 }

@@ -18,7 +18,10 @@
 //      read one such head alone along the same axis and rows are one group (attention's dV and
 //      dK). Where such reductions read one head along different axes (dQ over the keys, dK and
 //      dV over the queries) and nothing else reads the chain, a later group gets copies of what
-//      it shares with the others (recompute), so that each fuses. A group with
+//      it shares with the others (recompute), so that each fuses. A map with fewer variables
+//      than a reduction or map it reads at one point an instance, which other blocks read too
+//      (a loss's logit z[r, TGT[r]]), gets that point computed again (recompute_point), so that
+//      the chain's head is not stored for it. A group with
 //      a member that heads another group (a chain over the head dimension ending in the score
 //      dot, as with QK-norm) is inner to it and is not fused along its own axis.
 //   2. The head: the earliest block feeding the chain that runs along the axis and along every

@@ -87,8 +87,8 @@ class Schedule {
   // front of the first reader (Recompute.cpp); returns the copies' block names.
   std::vector<std::string> recompute(const std::vector<std::string>& blocks,
                                      const std::vector<std::string>& readers);
-  // The reduction `block` computed again at the one point each instance of `reader` reads of it
-  // (a loss's logit at a target id), in a nest placed in front of the reader's
+  // The reduction or map `block` computed again at the one point each instance of `reader` reads
+  // of it (a loss's logit at a target id), in a nest placed in front of the reader's
   // (RecomputePoint.cpp); returns the new block's name.
   std::string recompute_point(const std::string& block, const std::string& reader);
   // A reduction over a group's members e and further axes that reads e only as the member

@@ -55,7 +55,7 @@ std::string Schedule::recompute_point(const std::string& block, const std::strin
   // The reader's one point of the buffer.
   std::vector<ir::Expr> point;
   bool alike = true;
-  ir::visit_exprs(reader_path.back()->body, [&](const ir::Expr& e) {
+  ir::visit_exprs(r.body, [&](const ir::Expr& e) {
     ir::visit(e, [&](const ir::Expr& x) {
       if (x->op != ir::Op::Load || x->name != buf->name) return true;
       if (point.empty()) point = x->args;
